@@ -1,0 +1,103 @@
+"""Model problems on a DMDA for the examples, tests and benchmarks.
+
+poisson_system(n, dim, convention, jump, rhs, seed) -> (da, A, b): the cell-face finite-difference
+discretization of -div(kappa grad u) = f with homogeneous Dirichlet conditions, assembled as a PETSc
+AIJ matrix in one call (the matrix type comes from -mat_type, the vectors follow it).
+
+convention 'interior': the n^d grid points are the unknowns (h = 1/(n+1)), boundary values
+eliminated, 1/h^2 scaling (Feng et al.). 'petsc': the grid includes the boundary (h = 1/(n-1)),
+boundary points are scaled identity rows and interior rows keep their couplings to them, with the
+h^(d-2)-scaled stencil of PETSc's KSP tutorial ex45.
+kappa is 1, or 10^jump inside a few boxes whose faces do not line up with coarse grids.
+"""
+import numpy
+from petsc4py import PETSc
+
+
+def kappa_field(shape, jump):
+    k = numpy.ones(shape)
+    if jump > 0:
+        d = len(shape)
+        x = numpy.meshgrid(*[(numpy.arange(m) + 0.5) / m for m in shape], indexing="ij")
+        boxes = [((0.13, 0.47),) * d, ((0.55, 0.91),) * d,
+                 tuple((0.21, 0.66) if a % 2 else (0.58, 0.83) for a in range(d))]
+        for bx in boxes:
+            inside = numpy.ones(shape, dtype=bool)
+            for a, (lo, hi) in enumerate(bx):
+                inside &= (x[a] > lo) & (x[a] < hi)
+            k[inside] = 10.0 ** jump
+    return k
+
+
+def poisson_csr(n, dim, convention="interior", jump=0.0):
+    shape = (n,) * dim
+    N = n ** dim
+    idx = numpy.arange(N).reshape(shape)
+    kap = kappa_field(shape, jump)
+    if convention == "interior":
+        h = 1.0 / (n + 1)
+        scale = 1.0 / h ** 2
+        boundary = numpy.zeros(shape, dtype=bool)
+    elif convention == "petsc":
+        h = 1.0 / (n - 1)
+        scale = h ** (dim - 2)
+        boundary = numpy.zeros(shape, dtype=bool)
+        for a in range(dim):
+            sl = [slice(None)] * dim
+            sl[a] = 0
+            boundary[tuple(sl)] = True
+            sl[a] = -1
+            boundary[tuple(sl)] = True
+    else:
+        raise ValueError(convention)
+    rows, cols, vals = [], [], []
+    diag = numpy.zeros(shape)
+    for a in range(dim):
+        for s in (-1, 1):
+            nb = numpy.roll(kap, -s, axis=a)
+            face = 2 * kap * nb / (kap + nb) * scale
+            valid = numpy.ones(shape, dtype=bool)
+            sl = [slice(None)] * dim
+            sl[a] = -1 if s == 1 else 0
+            valid[tuple(sl)] = False
+            face = numpy.where(valid, face, kap * scale)   # Dirichlet face: kappa of the cell
+            diag += face
+            keep = valid & ~boundary
+            rows.append(idx[keep])
+            cols.append(numpy.roll(idx, -s, axis=a)[keep])
+            vals.append(-face[keep])
+    rows.append(idx.ravel())
+    cols.append(idx.ravel())
+    vals.append(diag.ravel())
+    rows, cols, vals = map(numpy.concatenate, (rows, cols, vals))
+    order = numpy.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    indptr = numpy.concatenate([[0], numpy.cumsum(numpy.bincount(rows, minlength=N))])
+    return shape, indptr.astype(PETSc.IntType), cols.astype(PETSc.IntType), vals
+
+
+def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed=0, comm=None):
+    comm = comm or PETSc.COMM_WORLD
+    shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump)
+    da = PETSc.DMDA().create([n] * dim, dof=1, stencil_width=1, comm=comm, setup=False)
+    da.setFromOptions()
+    da.setUp()
+    A = PETSc.Mat().create(comm=comm)
+    A.setSizes(n ** dim)
+    A.setType(PETSc.Mat.Type.AIJ)
+    A.setFromOptions()
+    A.setPreallocationCSR((indptr, cols, vals))
+    A.assemble()
+    if "cusparse" in A.getType():
+        da.setVecType("cuda")
+    b, _ = A.createVecs()
+    if rhs == "random":
+        b.setArray(numpy.random.default_rng(seed).standard_normal(b.getLocalSize()))
+    elif rhs == "ones":
+        b.set(1.0)
+    elif rhs == "sine":
+        x = numpy.meshgrid(*[numpy.arange(1, n + 1) / (n + 1)] * dim, indexing="ij")
+        b.setArray(numpy.prod([numpy.sin(numpy.pi * xi) for xi in x], axis=0).ravel())
+    else:
+        raise ValueError(rhs)
+    return da, A, b

@@ -1,0 +1,17 @@
+"""pcplugins: GPU multigrid preconditioners for PETSc, on CuPy.
+
+Select them from the options database:
+
+    -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG
+
+The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid) works on NumPy or CuPy
+arrays and never imports PETSc; the preconditioner classes are loaded on first use.
+"""
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "GMG":
+        from .gmg import GMG
+        return GMG
+    raise AttributeError(f"module 'pcplugins' has no attribute {name!r}")

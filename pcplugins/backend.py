@@ -1,0 +1,96 @@
+"""Array backend: NumPy on the host, CuPy on the GPU, and zero-copy array views of PETSc Vecs.
+
+The numerical core is written once against an array namespace ``xp`` (``numpy`` or ``cupy``).
+This module picks the namespace, moves arrays between host and device, and views a PETSc Vec's
+own memory as an array (CuPy through DLPack for ``cuda`` Vecs, NumPy for host Vecs). It depends
+on nothing else in pcplugins.
+"""
+import contextlib
+
+import numpy
+
+try:  # CuPy is optional: CI machines have no GPU.
+    import cupy
+except Exception:  # pragma: no cover - depends on the machine
+    cupy = None
+
+
+def gpu_available():
+    """True when CuPy imports and sees at least one CUDA device."""
+    if cupy is None:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def namespace(device):
+    """The array module for ``device`` ('cpu' or 'gpu')."""
+    if device == "cpu":
+        return numpy
+    if device == "gpu":
+        if cupy is None:
+            raise RuntimeError("GPU requested but CuPy is not installed")
+        if not gpu_available():
+            raise RuntimeError("GPU requested but CuPy sees no CUDA device")
+        return cupy
+    raise ValueError(f"unknown device {device!r} (expected 'cpu' or 'gpu')")
+
+
+def array_module(a):
+    """numpy or cupy, whichever owns ``a``."""
+    if cupy is not None and isinstance(a, cupy.ndarray):
+        return cupy
+    return numpy
+
+
+def is_gpu(xp):
+    return cupy is not None and xp is cupy
+
+
+def to_namespace(a, xp):
+    """``a`` as an array of ``xp`` (a copy across the host/device boundary, else ``a`` itself)."""
+    if is_gpu(xp):
+        return cupy.asarray(a)
+    if cupy is not None and isinstance(a, cupy.ndarray):
+        return cupy.asnumpy(a)
+    return numpy.asarray(a)
+
+
+def to_host(a):
+    return to_namespace(a, numpy)
+
+
+def synchronize(xp):
+    """Wait for queued device work (a no-op on the host)."""
+    if is_gpu(xp):
+        cupy.cuda.get_current_stream().synchronize()
+
+
+def use_device(device_id):
+    """Make ``device_id`` CuPy's current device (PETSc may have put this rank's Vecs elsewhere)."""
+    if cupy is not None and device_id is not None:
+        cupy.cuda.Device(int(device_id)).use()
+
+
+def vec_is_cuda(vec):
+    return "cuda" in vec.getType()
+
+
+@contextlib.contextmanager
+def vec_array(vec, mode="r"):
+    """Yield the local part of ``vec`` as a 1-D array sharing its memory.
+
+    ``mode`` is 'r' (read), 'w' (write) or 'rw'. CUDA Vecs give a CuPy array (DLPack, no copy);
+    host Vecs a NumPy array. PCPYTHON's input vector is locked read-only: ask for 'r'.
+    """
+    if vec_is_cuda(vec):
+        if cupy is None:
+            raise RuntimeError("a CUDA Vec reached pcplugins but CuPy is not installed")
+        yield cupy.from_dlpack(vec.toDLPack(mode))
+        # DLPack views need no restore: PETSc's device array stays valid while the Vec lives,
+        # and writes through it mark the device copy as the current one (toDLPack's mode).
+    else:
+        with vec.getBuffer(readonly=(mode == "r")) as a:  # VecGetArray[Read] ... Restore
+            yield a

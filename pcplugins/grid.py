@@ -1,0 +1,146 @@
+"""Structured grids of one multigrid level: the local box, sub-lattices and the coarsening rule.
+
+Arrays are in C order with the x index fastest, exactly like a DMDA's natural ordering: a 2D
+level has shape (ny, nx), a 3D level (nz, ny, nx). Every work array carries a halo of one point
+on each side ("padded" arrays, shape n+2 per axis): the halo holds ghost values from
+neighbouring ranks under MPI and zeros (eliminated Dirichlet values) on the physical boundary,
+so the kernels need no boundary cases.
+
+Coarsening rule (vertex-centred, as in the papers): along an axis of m unknowns, coarse point k
+sits on fine point 2k+1, so the coarse axis has m // 2 points; m = 2^j - 1 gives the uniform
+hierarchy 2^j - 1 -> 2^(j-1) - 1, an even m leaves one coarse cell of width h at the far end (the
+Galerkin operators absorb it). An axis is coarsened while it has at least 3 points; axes that
+cannot be coarsened are kept (semi-coarsening), and coarsening stops when no axis can be
+coarsened, when the coarse grid has at most ``coarse_size`` unknowns, or at ``levels``.
+Under MPI a rank owning fine points [s, e) owns coarse points [s // 2, e // 2): coarse and fine
+partitions nest, and colours come from global indices, so iterates do not depend on the ranks.
+"""
+import itertools
+import math
+
+
+class Box:
+    """The part of a global grid that one rank owns.
+
+    ``global_shape`` and ``start`` are global (array-axis order), ``shape`` local.
+    """
+
+    def __init__(self, global_shape, start=None, shape=None):
+        self.global_shape = tuple(int(m) for m in global_shape)
+        self.start = tuple(start) if start is not None else (0,) * len(self.global_shape)
+        self.shape = tuple(shape) if shape is not None else self.global_shape
+
+    @property
+    def dim(self):
+        return len(self.global_shape)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def global_size(self):
+        return math.prod(self.global_shape)
+
+    @property
+    def padded_shape(self):
+        return tuple(n + 2 for n in self.shape)
+
+    def coarsenable(self):
+        """Which axes the coarsening rule allows to coarsen."""
+        return tuple(m >= 3 for m in self.global_shape)
+
+    def coarsen(self, axes):
+        """The coarse box (coarse point k on fine point 2k+1 along each axis in ``axes``)."""
+        gs, st, sh = [], [], []
+        for a in range(self.dim):
+            m, s, n = self.global_shape[a], self.start[a], self.shape[a]
+            if axes[a]:
+                gs.append(m // 2)
+                st.append(s // 2)
+                sh.append((s + n) // 2 - s // 2)
+            else:
+                gs.append(m)
+                st.append(s)
+                sh.append(n)
+        return Box(gs, st, sh)
+
+    def __repr__(self):
+        return f"Box(global={self.global_shape}, start={self.start}, shape={self.shape})"
+
+
+def hierarchy_boxes(fine, levels=None, coarse_size=256):
+    """Boxes of all levels, finest first, and for each coarsening the coarsened axes."""
+    boxes, axes_list = [fine], []
+    while levels is None or len(boxes) < levels:
+        box = boxes[-1]
+        axes = box.coarsenable()
+        if not any(axes):
+            break
+        if levels is None and box.global_size <= coarse_size:
+            break
+        coarse = box.coarsen(axes)
+        boxes.append(coarse)
+        axes_list.append(axes)
+    return boxes, axes_list
+
+
+# --- sub-lattices ------------------------------------------------------------------------------
+# A lattice is a tuple of (start, step, count) per axis in local, unpadded coordinates.
+
+def full_lattice(box):
+    return tuple((0, 1, n) for n in box.shape)
+
+
+def parity_lattice(box, parity):
+    """Points whose grid index along each axis has the given parity (0 or 1).
+
+    The grid index counts the eliminated boundary point as 0 (global index + 1), as the papers
+    do: then parity (0, .., 0) holds the points shared with the coarse grid, and the natural
+    colour order (0,0), (0,1), (1,0), (1,1) is the one that reproduces Feng et al.'s Table 5.
+    """
+    lat = []
+    for p, s, n in zip(parity, box.start, box.shape):
+        first = (p - s - 1) % 2
+        lat.append((first, 2, max(0, (n - first + 1) // 2)))
+    return tuple(lat)
+
+
+def lattice_empty(lat):
+    return any(c <= 0 for _, _, c in lat)
+
+
+def view(a, lat, offset=None, padded=False):
+    """The view of array ``a`` on lattice ``lat`` shifted by ``offset`` (padded arrays: +1 halo)."""
+    pad = 1 if padded else 0
+    if offset is None:
+        offset = (0,) * len(lat)
+    return a[tuple(slice(pad + o + s, pad + o + s + st * (c - 1) + 1, st)
+                   for (s, st, c), o in zip(lat, offset))]
+
+
+def interior(a):
+    """The owned points of a padded array."""
+    return a[tuple(slice(1, -1) for _ in range(a.ndim))]
+
+
+def colours(box, kind):
+    """Colour classes of the multicolour smoothers, each a list of parity lattices.
+
+    'multicolor': 2^d colours (4 in 2D, 8 in 3D), one parity lattice each: valid for star and box
+    stencils alike. 'redblack': 2 colours by the parity of i+j(+k): valid for star stencils.
+    """
+    parities = list(itertools.product((0, 1), repeat=box.dim))
+    if kind == "multicolor":
+        groups = [[p] for p in parities]
+    elif kind == "redblack":
+        groups = [[p for p in parities if sum(p) % 2 == c] for c in (0, 1)]
+    else:
+        raise ValueError(kind)
+    out = []
+    for g in groups:
+        lats = [parity_lattice(box, p) for p in g]
+        lats = [lat for lat in lats if not lattice_empty(lat)]
+        if lats:
+            out.append(lats)
+    return out

@@ -1,0 +1,231 @@
+"""The multigrid hierarchy and its cycles (V, W, F), on arrays only.
+
+Levels are numbered from 0 (finest). Each level holds its stencil operator, its smoother, the
+transfer to the next coarser level and preallocated work arrays (padded u and r, unpadded f), so
+a cycle allocates nothing. Coarse operators are rediscretized (the constant-coefficient Laplacian:
+the stencil weights scale by 1/4 per coarsened axis, which is what R A P gives with full weighting)
+or Galerkin products R A P (any other operator), formed stencil-wise by probing.
+
+Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``; the
+serial ``Comm`` does nothing, the PETSc bridge supplies DMDA ghost updates under MPI.
+"""
+import contextlib
+import dataclasses
+
+import numpy
+
+from . import coarse, grid, smoothers, stencil, transfer
+
+
+class Comm:
+    """Serial communication: no ghosts to update, local sums are global."""
+
+    def exchange(self, level, u):
+        return u
+
+    def allsum(self, x):
+        return x
+
+
+@dataclasses.dataclass
+class Options:
+    levels: int = None            # None: by the coarsening rule (grid.py)
+    coarse_size: int = 256        # stop coarsening at this many unknowns
+    cycle: str = "v"              # v, w, f
+    pre: int = 1
+    post: int = 1
+    smoother: str = "redblack"    # redblack, multicolor, jacobi, chebyshev
+    omega: float = None           # None: 1 for GS, 2/3 for Jacobi
+    transfer: str = "linear"      # linear, paper
+    coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
+    coarse_solve: str = "direct"   # direct, or smooth: pre+post sweeps (Feng et al., Remark 3.1)
+
+
+SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev")
+CYCLES = ("v", "w", "f")
+
+
+class Level:
+    def __init__(self, index, op):
+        self.index, self.op, self.box = index, op, op.box
+        xp, dt = op.xp, op.dtype
+        self.u = xp.zeros(self.box.padded_shape, dt)
+        self.r = xp.zeros(self.box.padded_shape, dt)
+        self.f = xp.zeros(self.box.shape, dt)
+        self.smoother = None
+        self.transfer = None   # to the next coarser level
+        self.coarse_solve = None
+
+
+class Multigrid:
+    def __init__(self, op, options=None, comm=None, event=None):
+        """``event(name)`` returns a context manager around each phase ('smooth', 'residual',
+        'restrict', 'prolong', 'coarse'): PETSc log events from the bridge, nothing by default."""
+        self.options = opt = options or Options()
+        self.event = event or (lambda name: contextlib.nullcontext())
+        if opt.cycle not in CYCLES:
+            raise ValueError(f"unknown cycle {opt.cycle!r}; expected one of {', '.join(CYCLES)}")
+        if opt.smoother not in SMOOTHERS:
+            raise ValueError(f"unknown smoother {opt.smoother!r}; expected one of {', '.join(SMOOTHERS)}")
+        self.comm = comm or Comm()
+        self.xp, self.dtype = op.xp, op.dtype
+        boxes, axes = grid.hierarchy_boxes(op.box, opt.levels, opt.coarse_size)
+        self.levels = [Level(0, op)]
+        weights = stencil.laplacian_weights(op) if opt.coarse_operator == "auto" else None
+        for l, (cbox, ax) in enumerate(zip(boxes[1:], axes), start=1):
+            fine = self.levels[-1]
+            fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
+            uniform = all(m % 2 == 1 for m, a in zip(fine.box.global_shape, ax) if a)
+            if weights is not None and uniform:
+                weights = [w / 4.0 if a else w for w, a in zip(weights, ax)]
+                cop = stencil.laplacian(cbox, weights, self.xp, self.dtype)
+            else:
+                weights = None
+                cop = self._galerkin(fine, cbox)
+            self.levels.append(Level(l, cop))
+        if opt.coarse_solve not in ("direct", "smooth"):
+            raise ValueError(f"unknown coarse solve {opt.coarse_solve!r}; expected direct or smooth")
+        for lev in self.levels[:-1]:
+            lev.smoother = self._smoother(lev)
+        last = self.levels[-1]
+        if opt.coarse_solve == "direct":
+            last.coarse_solve = coarse.DirectSolve(last.op)
+        else:
+            last.smoother = self._smoother(last)
+
+    # -- setup -------------------------------------------------------------------------------------
+    def _exchange(self, lev):
+        return lambda u: self.comm.exchange(lev.index, u)
+
+    def _galerkin(self, fine, cbox):
+        T, op = fine.transfer, fine.op
+        xp = self.xp
+        pf = xp.zeros(fine.box.padded_shape, self.dtype)
+        af = xp.zeros(fine.box.padded_shape, self.dtype)
+        out = xp.zeros(cbox.shape, self.dtype)
+        zero = xp.zeros(fine.box.shape, self.dtype)
+
+        def rap(e_pad):
+            self.comm.exchange(fine.index + 1, e_pad)
+            pf[...] = 0
+            T.prolong_add(pf, e_pad)
+            self.comm.exchange(fine.index, pf)
+            op.residual(grid.interior(af), zero, pf)     # -A P e
+            self.comm.exchange(fine.index, af)
+            T.restrict(out, af)
+            return -out
+        return stencil.galerkin(rap, cbox, xp, self.dtype)
+
+    def _smoother(self, lev):
+        opt = self.options
+        if opt.smoother in ("redblack", "multicolor"):
+            kind = opt.smoother
+            if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in lev.op.offsets):
+                kind = "multicolor"   # red-black is not a valid colouring of a box stencil
+            return smoothers.ColourGS(lev.op, kind, 1.0 if opt.omega is None else opt.omega)
+        if opt.smoother == "jacobi":
+            return smoothers.Jacobi(lev.op, 2.0 / 3.0 if opt.omega is None else opt.omega)
+        lam = smoothers.estimate_lambda_max(lev.op, self._exchange(lev),
+                                            lambda a, b: self.comm.allsum(float(self.xp.vdot(a, b))))
+        return smoothers.Chebyshev(lev.op, lam)
+
+    # -- cycles ------------------------------------------------------------------------------------
+    def cycle(self, f, u=None, kind=None):
+        """One cycle for A u = f on the finest level; ``u`` (padded) is the initial guess
+        (zero when None) and is returned updated."""
+        top = self.levels[0]
+        top.f = f
+        if u is None:
+            top.u[...] = 0
+            u = top.u
+        else:
+            top.u = u
+        self._cycle(0, kind or self.options.cycle)
+        return u
+
+    def _cycle(self, l, kind):
+        lev, opt, ev = self.levels[l], self.options, self.event
+        ex = self._exchange(lev)
+        if l == len(self.levels) - 1:
+            with ev("coarse"):
+                if lev.coarse_solve is not None:
+                    lev.coarse_solve.solve(lev.u, lev.f)
+                    ex(lev.u)
+                else:
+                    lev.smoother.smooth(lev.u, lev.f, opt.pre, ex)
+                    lev.smoother.smooth(lev.u, lev.f, opt.post, ex, reverse=True)
+            return
+        with ev("smooth"):
+            lev.smoother.smooth(lev.u, lev.f, opt.pre, ex)
+        nxt = self.levels[l + 1]
+        with ev("restrict"):
+            lev.op.residual(grid.interior(lev.r), lev.f, lev.u)
+            ex(lev.r)
+            lev.transfer.restrict(nxt.f, lev.r)
+            nxt.u[...] = 0
+        inner = l + 1 < len(self.levels) - 1
+        if kind == "v":
+            self._cycle(l + 1, "v")
+        elif kind == "w":
+            self._cycle(l + 1, "w")
+            if inner:
+                self._cycle(l + 1, "w")
+        else:
+            self._cycle(l + 1, "f")
+            if inner:
+                self._cycle(l + 1, "v")
+        with ev("prolong"):
+            lev.transfer.prolong_add(lev.u, nxt.u)
+            ex(lev.u)
+        with ev("smooth"):
+            lev.smoother.smooth(lev.u, lev.f, opt.post, ex, reverse=True)
+
+    # -- reporting ---------------------------------------------------------------------------------
+    def residual_norm(self, f, u):
+        lev = self.levels[0]
+        lev.op.residual(grid.interior(lev.r), f, u)
+        r = grid.interior(lev.r)
+        return self.comm.allsum(float(self.xp.vdot(r, r))) ** 0.5
+
+    def solve(self, f, rtol=1e-6, maxit=100):
+        """Cycles as a stand-alone solver from a zero guess: (u, iterations, residual history)."""
+        top = self.levels[0]
+        u = self.xp.zeros(top.box.padded_shape, self.dtype)
+        r0 = self.residual_norm(f, u)
+        hist = [r0]
+        for it in range(1, maxit + 1):
+            self.cycle(f, u)
+            hist.append(self.residual_norm(f, u))
+            if hist[-1] <= rtol * r0:
+                return u, it, hist
+        return u, maxit, hist
+
+    def memory_values(self):
+        """Values stored by the hierarchy (work arrays and operator coefficients)."""
+        total = 0
+        for lev in self.levels:
+            total += lev.u.size + lev.r.size + lev.f.size + lev.op.stored_values()
+            sm = lev.smoother
+            for name in ("r", "d"):
+                if sm is not None and hasattr(sm, name):
+                    total += getattr(sm, name).size
+        cs = self.levels[-1].coarse_solve
+        return total + (cs.inv.size if cs is not None and cs.inv is not None else 0)
+
+    def operator_complexity(self):
+        nnz = [lev.op.nnz_per_row * lev.box.global_size for lev in self.levels]
+        return sum(nnz) / nnz[0]
+
+    def describe(self):
+        """Lines for -ksp_view."""
+        o = self.options
+        lines = [f"{o.cycle.upper()}-cycle, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
+                 f"transfer {o.transfer}"]
+        for lev in self.levels:
+            kind = "matrix-free constant stencil" if lev.op.constant else "stored stencil"
+            what = lev.coarse_solve.describe() if lev.coarse_solve else lev.smoother.describe()
+            if lev.index == len(self.levels) - 1 and lev.coarse_solve is None:
+                what = "coarse solve by smoothing: " + what
+            gs = "x".join(str(m) for m in reversed(lev.box.global_shape))
+            lines.append(f"level {lev.index}: grid {gs}, {lev.op.nnz_per_row}-point {kind}; {what}")
+        return lines

@@ -1,0 +1,146 @@
+"""Smoothers on one level: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev.
+
+Each smoother improves ``u`` (padded, ghosts current on entry) for ``A u = f`` in place.
+``exchange(u)`` refreshes the ghost halo of ``u``: a DMDA ghost update under MPI, nothing in
+serial. It is called after every colour, so the colours are global and the iterates do not depend
+on the number of ranks. ``reverse=True`` runs the colours in the opposite order: the
+post-smoother reverses the pre-smoother, which keeps the V-cycle symmetric (CG needs that).
+
+- Multicolour GS (Feng, Shu, Xu, Zhang, section 3): 'redblack' (2 colours, star stencils),
+  'multicolor' (4 colours in 2D, 8 in 3D: valid for box stencils too). ``omega`` != 1 gives SOR.
+- Weighted Jacobi: u += omega D^-1 (f - A u).
+- Chebyshev (Adams, Brezina, Hu, Tuminaro 2003): polynomial in D^-1 A on [a, b] with
+  b = 1.1 lambda_max and a = b / 10 (PETSc's defaults for multigrid smoothing); lambda_max from
+  power iterations during setup.
+"""
+import numpy
+
+from . import grid, kernels
+
+
+def _noop(u):
+    return u
+
+
+class ColourGS:
+    def __init__(self, op, kind="multicolor", omega=1.0):
+        self.op, self.omega, self.kind = op, omega, kind
+        self.colours = grid.colours(op.box, kind)
+        # precomputed per-lattice terms need u; store lattices and coefficient views only
+        self._lat = [[(lat, op.diag_on(lat), op.invdiag_on(lat)) for lat in col] for col in self.colours]
+
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):
+        cols = self._lat[::-1] if reverse else self._lat
+        op = self.op
+        for _ in range(sweeps):
+            for col in cols:
+                for lat, cd, invd in col:
+                    cs, us = op.terms(u, lat, skip_diag=True)
+                    kernels.relax(grid.view(u, lat, padded=True), grid.view(f, lat), invd,
+                                  self.omega, cd, cs, us)
+                exchange(u)
+        return u
+
+    def describe(self):
+        n = len(self.colours)
+        name = "red-black" if self.kind == "redblack" else f"{n}-colour"
+        w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
+        return f"{name} Gauss-Seidel{w}"
+
+
+class Jacobi:
+    def __init__(self, op, omega=2.0 / 3.0):
+        self.op, self.omega = op, omega
+        self.r = op.xp.zeros(op.box.shape, op.dtype)
+
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):
+        ui = grid.interior(u)
+        for _ in range(sweeps):
+            self.op.residual(self.r, f, u)
+            kernels.relax(ui, self.r, self.op.invdiag, self.omega, 0.0, [], [])
+            exchange(u)
+        return u
+
+    def describe(self):
+        return f"weighted Jacobi, omega {self.omega:g}"
+
+
+def estimate_lambda_max(op, exchange=_noop, dot=None, its=12):
+    """Largest eigenvalue of D^-1 A: the largest Ritz value of ``its`` Jacobi-preconditioned CG
+    steps (the Lanczos tridiagonal from CG's coefficients). The right-hand side is a fixed
+    pseudo-random function of global indices, so every rank count gives the same estimate."""
+    xp, box = op.xp, op.box
+    dot = dot or (lambda a, b: float(xp.vdot(a, b)))
+    g = 0.0
+    for a, (s, n) in enumerate(zip(box.start, box.shape)):
+        sh = [1] * box.dim
+        sh[a] = n
+        g = g + (numpy.arange(s, s + n, dtype=float) * (12.9898 + 65.233 * a)).reshape(sh)
+    b = numpy.sin(g) * 43758.5453
+    b = xp.asarray(numpy.broadcast_to(b - numpy.floor(b) - 0.5, box.shape))
+    p = xp.zeros(box.padded_shape, op.dtype)
+    q = xp.zeros(box.shape, op.dtype)
+    zero = xp.zeros(box.shape, op.dtype)
+    r = b.astype(op.dtype)
+    z = r * op.invdiag
+    grid.interior(p)[...] = z
+    rz = dot(r, z)
+    alphas, betas = [], []
+    for _ in range(its):
+        exchange(p)
+        op.residual(q, zero, p)
+        q *= -1.0                       # q = A p
+        pq = dot(grid.interior(p), q)
+        if pq <= 0.0 or rz <= 0.0:
+            break
+        alpha = rz / pq
+        r -= alpha * q
+        z = r * op.invdiag
+        rz_new = dot(r, z)
+        beta = rz_new / rz
+        alphas.append(alpha)
+        betas.append(beta)
+        rz = rz_new
+        grid.interior(p)[...] = z + beta * grid.interior(p)
+    k = len(alphas)
+    if k == 0:
+        return 1.0
+    T = numpy.zeros((k, k))
+    for j in range(k):
+        T[j, j] = 1.0 / alphas[j] + (betas[j - 1] / alphas[j - 1] if j > 0 else 0.0)
+        if j + 1 < k:
+            T[j, j + 1] = T[j + 1, j] = betas[j] ** 0.5 / alphas[j]
+    return float(numpy.linalg.eigvalsh(T)[-1])
+
+
+class Chebyshev:
+    def __init__(self, op, lambda_max, ratio=0.1, safety=1.1):
+        self.op = op
+        self.b = safety * lambda_max
+        self.a = ratio * self.b
+        self.r = op.xp.zeros(op.box.shape, op.dtype)
+        self.d = op.xp.zeros(op.box.shape, op.dtype)
+
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):
+        op, r, d = self.op, self.r, self.d
+        theta, delta = (self.b + self.a) / 2, (self.b - self.a) / 2
+        sigma = theta / delta
+        rho = 1.0 / sigma
+        ui = grid.interior(u)
+        op.residual(r, f, u)
+        d[...] = 0
+        kernels.relax(d, r, op.invdiag, 1.0 / theta, 0.0, [], [])      # d = D^-1 r / theta
+        for k in range(sweeps):
+            ui += d
+            exchange(u)
+            if k == sweeps - 1:
+                break
+            op.residual(r, f, u)
+            rho_new = 1.0 / (2.0 * sigma - rho)
+            d *= rho_new * rho
+            kernels.relax(d, r, op.invdiag, 2.0 * rho_new / delta, 0.0, [], [])
+            rho = rho_new
+        return u
+
+    def describe(self):
+        return f"Chebyshev on [{self.a:.3g}, {self.b:.3g}] (Jacobi-preconditioned)"

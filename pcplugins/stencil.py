@@ -1,0 +1,227 @@
+"""Operators of a structured level as stencils: (A u)(i) = sum_k c_k(i) u(i + o_k).
+
+Two kinds, one code: *constant* coefficients (each c_k a number: the matrix-free 5/7-point
+Laplacian of the paper, no stored matrix) and *variable* coefficients (each c_k an array over the
+level: any assembled scalar star or box operator, 5/7/9/27 points, and the Galerkin coarse
+operators). Offsets are in {-1, 0, 1}^d. Entries that couple to points outside the level's
+global grid are zero: the Dirichlet values are eliminated.
+"""
+import itertools
+
+import numpy
+
+from . import grid, kernels
+
+
+class StencilOperator:
+    def __init__(self, box, offsets, coefs, xp, dtype=numpy.float64):
+        self.box = box
+        self.xp = xp
+        self.dtype = numpy.dtype(dtype)
+        self.offsets = [tuple(int(v) for v in o) for o in offsets]
+        self.constant = all(numpy.isscalar(c) for c in coefs)
+        if self.constant:
+            self.coefs = [float(c) for c in coefs]
+        else:
+            self.coefs = [xp.asarray(c, dtype=self.dtype) if not numpy.isscalar(c)
+                          else xp.full(box.shape, c, dtype=self.dtype) for c in coefs]
+        zero = (0,) * box.dim
+        if zero not in self.offsets:
+            raise ValueError("stencil has no diagonal entry")
+        self.kdiag = self.offsets.index(zero)
+        self.diag = self.coefs[self.kdiag]
+        if self.constant:
+            if not self.diag > 0:
+                raise ValueError(f"diagonal of the operator must be positive, got {self.diag}")
+            self.invdiag = 1.0 / self.diag
+        else:
+            self.invdiag = 1.0 / self.diag
+
+    # -- stencil terms on a lattice ---------------------------------------------------------------
+    def _coef(self, k, lat):
+        c = self.coefs[k]
+        return c if self.constant else grid.view(c, lat)
+
+    def terms(self, u_pad, lat, skip_diag=False):
+        cs, us = [], []
+        for k, o in enumerate(self.offsets):
+            if skip_diag and k == self.kdiag:
+                continue
+            cs.append(self._coef(k, lat))
+            us.append(grid.view(u_pad, lat, o, padded=True))
+        return cs, us
+
+    def apply(self, out, u_pad, lat=None):
+        """out = (A u) on ``lat`` (whole level by default); ``out`` unpadded, same lattice shape."""
+        lat = lat or grid.full_lattice(self.box)
+        cs, us = self.terms(u_pad, lat)
+        return kernels.lincomb(out, cs, us)
+
+    def residual(self, out, f, u_pad, lat=None):
+        """out = f - A u."""
+        lat = lat or grid.full_lattice(self.box)
+        cs, us = self.terms(u_pad, lat)
+        return kernels.residual(out, f, cs, us)
+
+    def diag_on(self, lat):
+        return self._coef(self.kdiag, lat)
+
+    def invdiag_on(self, lat):
+        return self.invdiag if self.constant else grid.view(self.invdiag, lat)
+
+    @property
+    def nnz_per_row(self):
+        return len(self.offsets)
+
+    def stored_values(self):
+        return 0 if self.constant else len(self.coefs) * self.box.size
+
+    # -- conversions ------------------------------------------------------------------------------
+    def coef_arrays(self):
+        """Coefficients as arrays over the level (zero where the neighbour is outside the grid)."""
+        xp, box = self.xp, self.box
+        out = []
+        for c, o in zip(self.coefs, self.offsets):
+            a = xp.full(box.shape, c, dtype=self.dtype) if self.constant else c.copy()
+            out.append(a * inside_mask(box, o, xp))
+        return out
+
+    def to_scipy(self):
+        """The (global, serial) level as a SciPy sparse matrix, for the coarse solve and tests."""
+        import scipy.sparse
+        box = self.box
+        idx = numpy.arange(box.size).reshape(box.shape)
+        rows, cols, vals = [], [], []
+        for c, o in zip(self.coef_arrays(), self.offsets):
+            c = _host(c)
+            src = tuple(slice(max(0, -oo), m - max(0, oo)) for oo, m in zip(o, box.shape))
+            dst = tuple(slice(max(0, oo), m - max(0, -oo)) for oo, m in zip(o, box.shape))
+            rows.append(idx[src].ravel())
+            cols.append(idx[dst].ravel())
+            vals.append(c[src].ravel())
+        return scipy.sparse.csr_matrix(
+            (numpy.concatenate(vals), (numpy.concatenate(rows), numpy.concatenate(cols))),
+            shape=(box.size, box.size))
+
+
+def _host(a):
+    from . import backend
+    return backend.to_host(a)
+
+
+def inside_mask(box, offset, xp):
+    """1 where point i + offset lies inside the global grid, else 0 (over the local box)."""
+    mask = None
+    for a, (o, s, n, m) in enumerate(zip(offset, box.start, box.shape, box.global_shape)):
+        g = numpy.arange(s, s + n) + o
+        ok = ((g >= 0) & (g < m)).astype(float)
+        shape = [1] * box.dim
+        shape[a] = n
+        ok = ok.reshape(shape)
+        mask = ok if mask is None else mask * ok
+    return xp.asarray(numpy.broadcast_to(mask, box.shape).copy())
+
+
+def box_offsets(dim):
+    return list(itertools.product((-1, 0, 1), repeat=dim))
+
+
+def star_offsets(dim):
+    return [o for o in box_offsets(dim) if sum(abs(v) for v in o) <= 1]
+
+
+def laplacian(box, weights, xp, dtype=numpy.float64):
+    """Constant-coefficient star stencil: ``weights[a]`` couples neighbours along axis a (< 0),
+    the diagonal is minus their sum (twice per axis)."""
+    offsets, coefs = [], []
+    diag = 0.0
+    for o in star_offsets(box.dim):
+        if not any(o):
+            continue
+        a = [abs(v) for v in o].index(1)
+        offsets.append(o)
+        coefs.append(weights[a])
+        diag -= weights[a]
+    offsets.append((0,) * box.dim)
+    coefs.append(diag)
+    return StencilOperator(box, offsets, coefs, xp, dtype)
+
+
+def laplacian_weights(op):
+    """Axis weights if ``op`` is a constant star stencil with zero row sum, else None."""
+    if not op.constant:
+        return None
+    w = [None] * op.box.dim
+    for c, o in zip(op.coefs, op.offsets):
+        if not any(o):
+            continue
+        if sum(abs(v) for v in o) != 1:
+            if c != 0.0:
+                return None
+            continue
+        a = [abs(v) for v in o].index(1)
+        if w[a] is None:
+            w[a] = c
+        elif w[a] != c:
+            return None
+    if any(v is None or not v < 0 for v in w):
+        return None
+    if abs(op.diag + 2 * sum(w)) > 1e-12 * abs(op.diag):
+        return None
+    return w
+
+
+def compress(box, offsets, coefs, xp, dtype, tol=0.0):
+    """A StencilOperator with all-zero offsets dropped and constant arrays turned into numbers.
+
+    ``coefs`` are arrays over the box; entries coupling outside the grid must already be zero.
+    A coefficient counts as constant when it is the same (to ``tol``, relative) at every point
+    whose neighbour exists; ``tol=None`` keeps stored coefficients.
+    """
+    keep_o, keep_c = [], []
+    consts = []
+    for o, c in zip(offsets, coefs):
+        mask = inside_mask(box, o, xp).astype(bool)
+        vals = c[mask]
+        if not any(o) or bool(xp.any(c != 0)):
+            keep_o.append(o)
+            keep_c.append(c)
+            if vals.size:
+                lo, hi = float(vals.min()), float(vals.max())
+                consts.append(lo if tol is not None and hi - lo <= tol * max(abs(lo), abs(hi)) else None)
+            else:
+                consts.append(0.0 if tol is not None else None)
+    if all(v is not None for v in consts):
+        return StencilOperator(box, keep_o, consts, xp, dtype)
+    return StencilOperator(box, keep_o, keep_c, xp, dtype)
+
+
+def galerkin(rap, coarse_box, xp, dtype):
+    """The coarse stencil of R A P by probing: 3^d applications of ``rap`` (a function of a padded
+    coarse array returning an unpadded one), one per class of global index mod 3. Valid whenever
+    R A P couples only points at most one apart (linear interpolation, 3-point stencils)."""
+    d = coarse_box.dim
+    classes = list(itertools.product(range(3), repeat=d))
+    gidx = [xp.asarray((numpy.arange(s, s + n) % 3).reshape([-1 if b == a else 1 for b in range(d)]))
+            for a, (s, n) in enumerate(zip(coarse_box.start, coarse_box.shape))]
+    responses = []
+    e = xp.zeros(coarse_box.padded_shape, dtype=dtype)
+    for q in classes:
+        ind = None
+        for a in range(d):
+            m = gidx[a] == q[a]
+            ind = m if ind is None else ind & m
+        grid.interior(e)[...] = ind
+        responses.append(rap(e).copy())
+    Y = xp.stack(responses)
+    offsets = box_offsets(d)
+    coefs = []
+    for o in offsets:
+        # the probe whose class is (i + o) mod 3 sees A_c[i, i + o] at point i
+        k = 0
+        for a in range(d):
+            k = k * 3 + (gidx[a] + o[a]) % 3
+        k = xp.broadcast_to(k, coarse_box.shape)
+        c = xp.take_along_axis(Y, k[None], axis=0)[0]
+        coefs.append(c * inside_mask(coarse_box, o, xp))
+    return compress(coarse_box, offsets, coefs, xp, dtype)

@@ -1,0 +1,139 @@
+"""Grid transfers between a fine level and the next coarser one.
+
+Coarse point k sits on fine point 2k+1 along each coarsened axis (grid.py). Both transfer pairs are
+given by the weight P[fine 2k+1+o, coarse k] of the prolongation for fine offsets o in {-1,0,1}^d;
+the restriction is the scaled adjoint R = P^T / 2^c (c coarsened axes), which is full weighting for
+the (bi/tri)linear P and reproduces the fine operator's scaling on the coarse grid.
+
+- 'linear' (default): tensor-product linear interpolation, w(o) = prod_a (1 - |o_a|/2).
+- 'paper': Feng, Shu, Xu, Zhang, "Multigrid methods for the Poisson equation on CPU-GPU
+  computers", eq. (4.10): linear interpolation on the triangles (tetrahedra) cut by the (1,1)
+  ((1,1,1)) diagonal, w(o) = 1 at o = 0 and 1/2 at o = +-a for a in {0,1}^d; with it R is their
+  7-point restriction eq. (4.6) (15 points in 3D).
+Both are applied as gathers on padded arrays (halo = ghosts), so they need no communication other
+than the ghost update the cycle does before them.
+"""
+import itertools
+
+from . import grid, kernels
+
+
+def weights(kind, coarsened):
+    """{fine offset o: P weight} for one coarse point; offsets are 0 along kept axes."""
+    d = len(coarsened)
+    rng = [(-1, 0, 1) if c else (0,) for c in coarsened]
+    w = {}
+    for o in itertools.product(*rng):
+        if kind == "linear":
+            v = 1.0
+            for x in o:
+                v *= 1.0 - abs(x) / 2.0
+        elif kind == "paper":
+            nz = [x for x in o if x != 0]
+            if not nz:
+                v = 1.0
+            elif all(x == nz[0] for x in nz):
+                v = 0.5
+            else:
+                v = 0.0
+        else:
+            raise ValueError(f"unknown transfer {kind!r}")
+        if v:
+            w[o] = v
+    assert len(o) == d
+    return w
+
+
+class Transfer:
+    """Restriction and prolongation between ``fine`` and ``coarse`` boxes."""
+
+    def __init__(self, fine, coarse, coarsened, kind="linear"):
+        self.fine, self.coarse, self.coarsened, self.kind = fine, coarse, coarsened, kind
+        self.w = weights(kind, coarsened)
+        ncoarse = sum(coarsened)
+        self.rscale = 0.5 ** ncoarse
+        # phase: local fine index of the first owned coarse point (0 or 1) along coarsened axes
+        self.phase = tuple((2 * cs + 1 - fs) if c else 0
+                           for c, cs, fs in zip(coarsened, coarse.start, fine.start))
+        self._restrict_terms = self._restriction_plan()
+        self._prolong_plan = self._prolongation_plan()
+
+    def _restriction_plan(self):
+        # coarse local k (padded k+1) gathers fine padded 2k + 1 + phase + o
+        lat_c = grid.full_lattice(self.coarse)
+        plan = []
+        for o, v in self.w.items():
+            lat = []
+            for a, (c, (s, st, n)) in enumerate(zip(self.coarsened, lat_c)):
+                if c:
+                    lat.append((self.phase[a] + o[a], 2, n))
+                else:
+                    lat.append((0, 1, n))
+            plan.append((v * self.rscale, tuple(lat)))
+        return plan
+
+    def restrict(self, coarse_out, fine_pad):
+        """coarse_out (unpadded view) = R r, from a padded fine array with current ghosts."""
+        cs = [v for v, _ in self._restrict_terms]
+        us = [grid.view(fine_pad, lat, padded=True) for _, lat in self._restrict_terms]
+        kernels.lincomb(coarse_out, cs, us)
+        return coarse_out
+
+    def _prolongation_plan(self):
+        # For each class of fine points (coincident with a coarse point or between two along each
+        # coarsened axis): its fine lattice and the coarse lattices/weights it gathers from.
+        plan = []
+        per_axis = []
+        for a, c in enumerate(self.coarsened):
+            nf = self.fine.shape[a]
+            if not c:
+                per_axis.append([((0, 1, nf), None)])
+                continue
+            ph = self.phase[a]
+            opts = []
+            for cls, f0 in ((0, ph), (1, 1 - ph)):
+                cnt = (nf - f0 + 1) // 2 if nf > f0 else 0
+                # coarse padded index of the coarse point at or left of fine f0
+                c0 = (f0 - ph) // 2 + 1 if cls == 0 else (f0 - ph - 1) // 2 + 1
+                opts.append(((f0, 2, cnt), (cls, c0)))
+            per_axis.append(opts)
+        for combo in itertools.product(*per_axis):
+            flat = tuple(fl for fl, _ in combo)
+            if grid.lattice_empty(flat):
+                continue
+            terms = []
+            # fine point = coarse left point + delta, delta in {0, 1} per axis (1: halfway)
+            for o, v in self.w.items():
+                lat_c = []
+                ok = True
+                for a, ((f0, st, cnt), info) in enumerate(combo):
+                    if info is None:
+                        lat_c.append((f0, 1, cnt))
+                        continue
+                    cls, c0 = info
+                    # fine = 2k+1+phase-... : offset o from coarse point k to this fine point
+                    # coincident (cls 0): o = 0 from k = c0; between (cls 1): o = +1 from c0,
+                    # o = -1 from c0 + 1
+                    if cls == 0:
+                        if o[a] != 0:
+                            ok = False
+                            break
+                        lat_c.append((c0 - 1, 1, cnt))
+                    else:
+                        if o[a] == 0:
+                            ok = False
+                            break
+                        lat_c.append((c0 - 1 + (1 if o[a] < 0 else 0), 1, cnt))
+                if ok:
+                    terms.append((v, tuple(lat_c)))
+            plan.append((flat, terms))
+        return plan
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        """fine (interior of padded) += P e, from a padded coarse array with current ghosts."""
+        for flat, terms in self._prolong_plan:
+            out = grid.view(fine_pad, flat, padded=True)
+            cs = [v for v, _ in terms]
+            us = [grid.view(coarse_pad, lat, padded=True) for _, lat in terms]
+            kernels.lincomb(out, cs, us, add=True)
+        return fine_pad

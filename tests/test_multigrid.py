@@ -1,0 +1,168 @@
+"""The array core (no PETSc): transfers, Galerkin operators, smoothers and cycles."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from pcplugins import grid, multigrid, stencil, transfer
+
+
+def laplacian2d(n, xp=np):
+    return stencil.laplacian(grid.Box((n, n)), [-1.0, -1.0], xp)
+
+
+def sine_rhs(n, dim):
+    x = np.arange(1, n + 1) / (n + 1)
+    f = x * 0 + 1
+    out = np.ones((n,) * dim)
+    for a in range(dim):
+        sh = [1] * dim
+        sh[a] = n
+        out = out * np.sin(np.pi * x).reshape(sh)
+    return out / (n + 1) ** 2
+
+
+def transfer_matrices(fine, coarse, axes, kind):
+    """P and R as dense matrices, by applying the transfers to unit vectors."""
+    T = transfer.Transfer(fine, coarse, axes, kind)
+    P = np.zeros((fine.size, coarse.size))
+    R = np.zeros((coarse.size, fine.size))
+    for j in range(coarse.size):
+        e = np.zeros(coarse.padded_shape)
+        grid.interior(e).flat[j] = 1.0
+        u = np.zeros(fine.padded_shape)
+        T.prolong_add(u, e)
+        P[:, j] = grid.interior(u).ravel()
+    for i in range(fine.size):
+        e = np.zeros(fine.padded_shape)
+        grid.interior(e).flat[i] = 1.0
+        c = np.zeros(coarse.shape)
+        T.restrict(c, e)
+        R[:, i] = c.ravel()
+    return P, R
+
+
+@pytest.mark.parametrize("shape", [(7, 7), (8, 5), (5, 6, 7)])
+@pytest.mark.parametrize("kind", ["linear", "paper"])
+def test_restriction_is_scaled_adjoint_of_prolongation(shape, kind):
+    fine = grid.Box(shape)
+    axes = fine.coarsenable()
+    coarse = fine.coarsen(axes)
+    P, R = transfer_matrices(fine, coarse, axes, kind)
+    assert np.allclose(R, P.T / 2 ** sum(axes))
+    # coincident fine points copy the coarse value; every column interpolates
+    assert np.all(P.max(axis=0) == 1.0)
+
+
+def test_paper_restriction_is_eq_4_6():
+    fine = grid.Box((7, 7))
+    coarse = fine.coarsen((True, True))
+    _, R = transfer_matrices(fine, coarse, (True, True), "paper")
+    row = R[4].reshape(7, 7)        # coarse point (1,1) sits on fine (3,3)
+    expect = np.zeros((7, 7))
+    expect[3, 3] = 2
+    for dy, dx in [(0, 1), (0, -1), (1, 0), (-1, 0), (1, 1), (-1, -1)]:
+        expect[3 + dy, 3 + dx] = 1
+    assert np.allclose(row, expect / 8)
+
+
+def test_linear_prolongation_reproduces_linear_functions():
+    fine = grid.Box((9, 9, 9))
+    coarse = fine.coarsen((True,) * 3)
+    P, _ = transfer_matrices(fine, coarse, (True,) * 3, "linear")
+    cz, cy, cx = np.meshgrid(*[2 * np.arange(4) + 2.0] * 3, indexing="ij")   # positions incl. boundary 0
+    fz, fy, fx = np.meshgrid(*[np.arange(9) + 1.0] * 3, indexing="ij")
+    lin = lambda z, y, x: 0.5 * x - 0.25 * y + z        # noqa: E731
+    # zero boundary values break linearity next to the boundary: compare inside only
+    u = (P @ lin(cz, cy, cx).ravel()).reshape(9, 9, 9)
+    inner = (slice(1, -1),) * 3
+    assert np.allclose(u[inner], lin(fz, fy, fx)[inner])
+
+
+def test_galerkin_by_probing_matches_sparse_product():
+    rng = np.random.default_rng(1)
+    fine = grid.Box((9, 8))
+    offs = stencil.box_offsets(2)
+    coefs = []
+    for o in offs:
+        c = -rng.uniform(0.1, 1.0, fine.shape) if any(o) else np.full(fine.shape, 12.0)
+        coefs.append(c * stencil.inside_mask(fine, o, np))
+    op = stencil.StencilOperator(fine, offs, coefs, np)
+    mg = multigrid.Multigrid(op, multigrid.Options(levels=2, coarse_operator="galerkin"))
+    axes = fine.coarsenable()
+    P, R = transfer_matrices(fine, mg.levels[1].box, axes, "linear")
+    A = op.to_scipy().toarray()
+    Ac = mg.levels[1].op.to_scipy().toarray()
+    assert np.allclose(Ac, R @ A @ P)
+
+
+def test_rediscretized_laplacian_equals_galerkin_with_paper_transfers():
+    # linear finite elements on triangles: R A P of the 5-point stencil is the 5-point stencil
+    op = laplacian2d(15)
+    P, R = transfer_matrices(op.box, op.box.coarsen((True, True)), (True, True), "paper")
+    mg = multigrid.Multigrid(op, multigrid.Options(levels=2, transfer="paper"))
+    assert mg.levels[1].op.constant
+    assert np.allclose(mg.levels[1].op.to_scipy().toarray(), R @ op.to_scipy().toarray() @ P)
+
+
+# Feng, Shu, Xu, Zhang, Table 5: V(1,1) as a solver, their transfers, coarsening to one unknown,
+# f = sin(pi x) sin(pi y), relative residual 1e-6.
+TABLE5 = [("jacobi", 2.0 / 3.0, (22,)), ("jacobi", 0.8, (18, 19)), ("redblack", None, (16,)),
+          ("multicolor", None, (11,))]
+
+
+@pytest.mark.parametrize("smoother,omega,paper", TABLE5)
+def test_feng_table5_iterations(smoother, omega, paper):
+    n = 2 ** 7 - 1
+    opts = multigrid.Options(smoother=smoother, omega=omega, transfer="paper", coarse_size=1,
+                             coarse_solve="smooth")
+    mg = multigrid.Multigrid(laplacian2d(n), opts)
+    assert len(mg.levels) == 7 and mg.levels[-1].box.global_size == 1
+    _, its, _ = mg.solve(sine_rhs(n, 2), rtol=1e-6)
+    assert min(paper) - 1 <= its <= max(paper) + 1
+
+
+@pytest.mark.parametrize("dim,sizes", [(2, (31, 63, 127)), (3, (15, 31, 63))])
+@pytest.mark.parametrize("smoother", ["redblack", "chebyshev"])
+def test_vcycle_rate_is_h_independent(dim, sizes, smoother):
+    rates = []
+    for n in sizes:
+        op = stencil.laplacian(grid.Box((n,) * dim), [-1.0] * dim, np)
+        mg = multigrid.Multigrid(op, multigrid.Options(smoother=smoother, pre=2, post=2))
+        f = np.random.default_rng(0).standard_normal(op.box.shape)
+        _, its, hist = mg.solve(f, rtol=1e-8)
+        rates.append((hist[-1] / hist[0]) ** (1.0 / its))
+    assert max(rates) < 0.3
+    assert max(rates) - min(rates) < 0.05
+
+
+@pytest.mark.parametrize("cycle", ["v", "w", "f"])
+@pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev"])
+def test_cycle_is_symmetric(cycle, smoother):
+    """<B x, y> = <x, B y> for one cycle from zero: what CG needs of a preconditioner."""
+    rng = np.random.default_rng(3)
+    n = 15
+    box = grid.Box((n, n))
+    kappa = np.exp(rng.uniform(-1, 1, box.shape))
+    offs = stencil.star_offsets(2)
+    coefs = []
+    for o in offs:
+        c = -np.ones(box.shape) if any(o) else 4.0 + kappa
+        coefs.append(c * stencil.inside_mask(box, o, np))
+    op = stencil.StencilOperator(box, offs, coefs, np)
+    mg = multigrid.Multigrid(op, multigrid.Options(cycle=cycle, smoother=smoother, coarse_size=10))
+    x, y = rng.standard_normal((2, n, n))
+    bx = grid.interior(mg.cycle(x)).copy()
+    by = grid.interior(mg.cycle(y)).copy()
+    assert np.isclose(np.vdot(bx, y), np.vdot(x, by), rtol=1e-10)
+
+
+def test_semicoarsening_and_odd_sizes_converge():
+    op = stencil.laplacian(grid.Box((40, 5, 3)), [-1.0, -1.0, -1.0], np)
+    mg = multigrid.Multigrid(op, multigrid.Options(coarse_size=4))
+    assert [lev.box.global_shape for lev in mg.levels][:3] == [(40, 5, 3), (20, 2, 1), (10, 2, 1)]
+    f = np.random.default_rng(0).standard_normal(op.box.shape)
+    u, its, _ = mg.solve(f, rtol=1e-8, maxit=60)
+    A = op.to_scipy()
+    ref = sp.linalg.spsolve(A.tocsc(), f.ravel())
+    assert its < 60
+    assert np.allclose(grid.interior(u).ravel(), ref, rtol=1e-6, atol=1e-8 * abs(ref).max())

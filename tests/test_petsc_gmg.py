@@ -1,0 +1,254 @@
+"""pcplugins.GMG under PETSc KSP: against direct solves, PETSc's PCMG, option strings and bad input."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg
+
+from petsc4py import PETSc
+from problems import poisson_csr, poisson_system
+
+import pcplugins
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def solve(da, A, b, options, ksp_type="cg", rtol=1e-10, prefix=None):
+    opts = PETSc.Options()
+    for k, v in options.items():
+        opts[(prefix or "") + k] = v
+    ksp = PETSc.KSP().create()
+    if prefix:
+        ksp.setOptionsPrefix(prefix)
+    ksp.setDM(da)
+    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(A)
+    ksp.setType(ksp_type)
+    ksp.setTolerances(rtol=rtol, max_it=500)
+    ksp.setFromOptions()
+    x = b.duplicate()
+    ksp.solve(b, x)
+    for k in options:
+        opts.delValue((prefix or "") + k)
+    return ksp, x
+
+
+GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
+
+
+@pytest.mark.parametrize("dim,n,convention", [(2, 31, "interior"), (2, 33, "petsc"), (3, 15, "interior"),
+                                              (3, 17, "petsc"), (3, 12, "interior")])
+def test_cg_gmg_matches_direct_solve(dim, n, convention):
+    da, A, b = poisson_system(n, dim, convention, rhs="random")
+    ksp, x = solve(da, A, b, GMG)
+    assert ksp.getConvergedReason() > 0
+    assert ksp.getIterationNumber() <= 14
+    _, indptr, cols, vals = poisson_csr(n, dim, convention)
+    S = sp.csr_matrix((vals, cols, indptr))
+    ref = scipy.sparse.linalg.spsolve(S.tocsc(), b.getArray())
+    assert np.linalg.norm(x.getArray() - ref) <= 1e-7 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev"])
+@pytest.mark.parametrize("cycle", ["v", "w", "f"])
+def test_every_smoother_and_cycle_under_cg(smoother, cycle):
+    da, A, b = poisson_system(17, 2, "petsc", jump=2.0)
+    ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_smoother=smoother, pc_gmg_cycle=cycle))
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() < 40
+
+
+def pcmg_iterations(da, A, b, levels):
+    ksp, _ = solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both"},
+                   rtol=1e-8)
+    assert ksp.getConvergedReason() > 0
+    return ksp.getIterationNumber()
+
+
+@pytest.mark.parametrize("dim,n,levels", [(2, 65, 5), (3, 33, 4)])
+def test_jumps_of_1e4_no_more_iterations_than_pcmg_galerkin(dim, n, levels):
+    """Same smoothing work as PCMG's default (2 Chebyshev steps down and up): V(2,2) red-black."""
+    da, A, b = poisson_system(n, dim, "petsc", jump=4.0)
+    ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_pre=2, pc_gmg_post=2), rtol=1e-8)
+    ours = ksp.getIterationNumber()
+    assert ksp.getConvergedReason() > 0
+    assert "stored stencil" in " ".join(ksp.getPC().getPythonContext().describe())
+    da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
+    assert ours <= pcmg_iterations(da, A, b, levels)
+
+
+@pytest.mark.parametrize("ksp_type", ["cg", "bcgs", "gmres"])
+def test_option_string_in_subprocess(ksp_type):
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "poisson.py"), "-n", "17", "-dim", "3",
+           "-ksp_type", ksp_type, "-pc_type", "python", "-pc_python_type", "pcplugins.GMG",
+           "-pc_gmg_smoother", "multicolor", "-ksp_rtol", "1e-8", "-ksp_view", "-ksp_converged_reason"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "pcplugins.GMG: geometric multigrid on the DMDA grid 17x17x17" in out.stdout
+    assert "8-colour Gauss-Seidel" in out.stdout
+    assert "CONVERGED" in out.stdout
+    resid = float(out.stdout.split("true relative residual ")[1].split(",")[0])
+    assert resid < 1e-7
+
+
+def test_help_lists_options_and_log_view_shows_events():
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "poisson.py"), "-n", "33", "-dim", "2",
+           "-help", "-log_view"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    for name in ("-pc_gmg_levels", "-pc_gmg_cycle <v>", "-pc_gmg_smoother <redblack>", "-pc_gmg_device <auto>"):
+        assert name in out.stdout
+    for ev in ("GMGSetUp", "GMGApply", "GMGSmooth", "GMGRestrict", "GMGProlong", "GMGCoarse"):
+        assert ev in out.stdout
+
+
+def test_prefixed_pcs_differ():
+    da, A, b = poisson_system(17, 2, "interior")
+    k1, _ = solve(da, A, b, dict(GMG, pc_gmg_cycle="w"), prefix="a_")
+    k2, _ = solve(da, A, b, dict(GMG, pc_gmg_smoother="jacobi"), prefix="b_")
+    d1 = " ".join(k1.getPC().getPythonContext().describe())
+    d2 = " ".join(k2.getPC().getPythonContext().describe())
+    assert "W-cycle" in d1 and "red-black" in d1
+    assert "V-cycle" in d2 and "Jacobi" in d2
+
+
+def test_new_operator_values_trigger_setup_and_reuse_is_honoured():
+    da, A, b = poisson_system(17, 2, "interior")
+    ksp, x = solve(da, A, b, GMG)
+    ctx = ksp.getPC().getPythonContext()
+    first = ctx.mg
+    A.scale(2.0)
+    ksp.setOperators(A)
+    x2 = b.duplicate()
+    ksp.solve(b, x2)
+    assert ctx.mg is not first
+    assert np.allclose(x2.getArray(), 0.5 * x.getArray(), rtol=1e-8, atol=1e-12)
+    assert ksp.getIterationNumber() <= 12
+    second = ctx.mg
+    A.scale(2.0)
+    ksp.setOperators(A)
+    ksp.getPC().setReusePreconditioner(True)
+    ksp.solve(b, x2)   # the hierarchy of 2A preconditions 4A: same iterates up to scaling
+    assert ctx.mg is second
+    assert np.allclose(x2.getArray(), 0.25 * x.getArray(), rtol=1e-6, atol=1e-10)
+    assert "boundary" in " ".join(ksp.getPC().getPythonContext().describe())
+
+
+def test_declared_laplacian_matches_detected():
+    da, A, b = poisson_system(33, 3, "petsc")
+    k1, x1 = solve(da, A, b, dict(GMG, ksp_max_it=4, ksp_norm_type="none"))
+    k2, x2 = solve(da, A, b, dict(GMG, pc_gmg_operator="laplacian", ksp_max_it=4, ksp_norm_type="none"))
+    assert "declared" in " ".join(k2.getPC().getPythonContext().describe())
+    assert np.allclose(x1.getArray(), x2.getArray(), rtol=1e-12, atol=1e-14)
+
+
+def test_matrix_free_shell_with_declared_laplacian():
+    n = 15
+    da, A, b = poisson_system(n, 2, "interior")
+
+    class Shell:
+        def mult(self, mat, x, y):
+            A.mult(x, y)
+    S = PETSc.Mat().createPython(A.getSizes(), Shell())
+    S.setUp()
+    ksp = PETSc.KSP().create()
+    ksp.setDM(da)
+    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(S)
+    ksp.setType("cg")
+    pc = ksp.getPC()
+    pc.setType("python")
+    ctx = pcplugins.GMG()
+    pc.setPythonContext(ctx)
+    PETSc.Options()["pc_gmg_operator"] = "laplacian"
+    ksp.setTolerances(rtol=1e-10)
+    ksp.setFromOptions()
+    x = b.duplicate()
+    ksp.solve(b, x)
+    PETSc.Options().delValue("pc_gmg_operator")
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 12
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+def setup_error(da, A, options=None, ksp_type="cg"):
+    opts = PETSc.Options()
+    options = dict(GMG, **(options or {}))
+    for k, v in options.items():
+        opts[k] = v
+    ksp = PETSc.KSP().create()
+    if da is not None:
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(A)
+    try:
+        with pytest.raises(PETSc.Error) as err:
+            ksp.setFromOptions()
+            ksp.setUp()
+    finally:
+        for k in options:
+            opts.delValue(k)
+    cause = err.value.__cause__ or err.value.__context__
+    return str(cause)
+
+
+def test_error_no_dm():
+    _, A, _ = poisson_system(9, 2)
+    assert "needs a DMDA" in setup_error(None, A)
+
+
+def test_error_dm_not_dmda():
+    _, A, _ = poisson_system(9, 2)
+    plex = PETSc.DMPlex().createBoxMesh([2, 2], simplex=False)
+    assert "type 'plex'" in setup_error(plex, A)
+
+
+def test_error_dof():
+    _, A, _ = poisson_system(9, 2)
+    da = PETSc.DMDA().create([9, 9], dof=2, stencil_width=1)
+    assert "dof 2" in setup_error(da, A)
+
+
+def test_error_mis_sized_operator():
+    da, _, _ = poisson_system(9, 2)
+    _, A, _ = poisson_system(7, 2)
+    assert "49 rows but the DMDA grid 9x9 has 81 points" in setup_error(da, A)
+
+
+def test_error_unknown_option_value():
+    da, A, _ = poisson_system(9, 2)
+    msg = setup_error(da, A, {"pc_gmg_smoother": "ilu"})
+    assert "-pc_gmg_smoother" in msg and "ilu" in msg and "redblack" in msg
+
+
+def test_error_wide_stencil():
+    da, A, _ = poisson_system(9, 2)
+    B = A.duplicate(copy=True)
+    B.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
+    B.setValue(0, 40, -0.1)
+    B.assemble()
+    assert "stencil width 1" in setup_error(da, B)
+
+
+def test_error_negative_diagonal():
+    da, A, _ = poisson_system(9, 2)
+    A.setValue(40, 40, -1.0)
+    A.assemble()
+    assert "positive diagonal" in setup_error(da, A)
+
+
+@pytest.mark.skipif(pcplugins.backend.gpu_available(), reason="this machine has a GPU")
+def test_error_gpu_without_gpu():
+    da, A, _ = poisson_system(9, 2)
+    msg = setup_error(da, A, {"pc_gmg_device": "gpu"})
+    assert "-pc_gmg_device gpu" in msg and ("CuPy" in msg)
+
+
+def test_nan_in_rhs_stops_the_ksp():
+    da, A, b = poisson_system(9, 2)
+    b.setValue(3, np.nan)
+    b.assemble()
+    ksp, _ = solve(da, A, b, GMG)
+    assert ksp.getConvergedReason() < 0
