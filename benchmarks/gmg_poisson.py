@@ -29,15 +29,15 @@ CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
     "pcplugins.GMG (detected from matrix)": dict(GMG),
     "PETSc PCMG (DMDA, Galerkin)": {"pc_type": "mg", "pc_mg_galerkin": "both"},
-    "PETSc GAMG": {"pc_type": "gamg"},
     "CG + Jacobi": {"pc_type": "jacobi"},
+    "PETSc GAMG": {"pc_type": "gamg"},
 }
 
 
 def run(name, options, n, dim, gpu):
     opts = PETSc.Options()
     if gpu:
-        options = dict(options, mat_type="aijcusparse")
+        options = dict(options, mat_type="aijcusparse", dm_mat_type="aijcusparse", dm_vec_type="cuda")
     if options.get("pc_type") == "mg":
         levels = 1
         m = n - 1
@@ -128,6 +128,14 @@ def fft_solve(n, dim):
             "total_s": times[len(times) // 2], "rel_residual": err}
 
 
+def release(gpu):
+    """Give CuPy's cached blocks back, so PETSc's own cudaMalloc calls find the memory."""
+    import gc
+    gc.collect()
+    if gpu:
+        backend.cupy.get_default_memory_pool().free_all_blocks()
+
+
 def main():
     opts = PETSc.Options()
     sizes = [int(s) for s in opts.getString("sizes", "129,257").split(",")]
@@ -140,15 +148,30 @@ def main():
         for name, conf in CONFIGS.items():
             if skip and any(s and s in name for s in skip.split(",")):
                 continue
-            run(name, conf, n, dim, gpu)              # warm-up: kernel compilation, caches
-            r = run(name, conf, n, dim, gpu)
+            try:
+                run(name, conf, n, dim, gpu)              # warm-up: kernel compilation, caches
+                release(gpu)
+                r = run(name, conf, n, dim, gpu)
+                release(gpu)
+            except Exception as e:                        # record it, go on with the others
+                release(gpu)
+                results.append({"solver": name, "n": n, "dim": dim, "error": str(e).splitlines()[-1]})
+                PETSc.Sys.Print(f"{n}^{dim} {name:40s} FAILED: {results[-1]['error']}", flush=True)
+                continue
             results.append(r)
+            write(out, results, gpu)
             PETSc.Sys.Print(f"{n}^{dim} {name:40s} setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
                             f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}", flush=True)
         if gpu:
             r = fft_solve(n, dim)
             results.append(r)
             PETSc.Sys.Print(f"{n}^{dim} {r['solver']:40s} total {r['total_s']*1e3:9.2f} ms  rel res {r['rel_residual']:.1e}")
+    write(out, results, gpu)
+
+
+def write(out, results, gpu):
+    if not out:
+        return
     meta = {"command": " ".join(sys.argv), "petsc": ".".join(map(str, PETSc.Sys.getVersion())),
             "python": platform.python_version(), "host": platform.node()}
     if gpu:
@@ -157,9 +180,8 @@ def main():
         meta["cupy"] = cp.__version__
     else:
         meta["device"] = platform.processor() or "cpu"
-    if out:
-        with open(out, "w") as fh:
-            json.dump({"meta": meta, "results": results}, fh, indent=1, default=str)
+    with open(out, "w") as fh:
+        json.dump({"meta": meta, "results": results}, fh, indent=1, default=str)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Larger coarse grids (when the grid cannot be coarsened further) use a sparse LU 
 """
 import numpy
 
-from . import backend, grid
+from . import backend, grid, kernels
 
 DENSE_LIMIT = 4096
 
@@ -20,6 +20,7 @@ class DirectSolve:
         A = op.to_scipy().toarray() if self.n <= DENSE_LIMIT else None
         if A is not None:
             self.inv = self.xp.asarray(numpy.linalg.pinv(A).astype(op.dtype))
+            self.out = self.xp.zeros(self.n, op.dtype)
             self.lu = None
         else:
             import scipy.sparse.linalg
@@ -30,7 +31,8 @@ class DirectSolve:
         """u (padded; interior overwritten) = A^-1 f."""
         ui = grid.interior(u)
         if self.inv is not None:
-            ui[...] = (self.inv @ f.reshape(-1)).reshape(ui.shape)
+            kernels.gemv(self.out, self.inv, f.reshape(-1))
+            ui[...] = self.out.reshape(ui.shape)
         else:
             x = self.lu.solve(backend.to_host(f).reshape(-1).astype(numpy.float64))
             ui[...] = backend.to_namespace(x.reshape(ui.shape).astype(self.op.dtype), self.xp)

@@ -30,6 +30,7 @@ OPTIONS = [
            "Coarsest level: direct solve, or smoothing as in Feng et al. Remark 3.1", ("direct", "smooth")),
     Option("pc_gmg_device", "str", "auto",
            "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+    Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
 ]
 
 
@@ -91,6 +92,7 @@ class GMG:
         self.box = box
         self._bad = None
         self.copy_time = 0.0
+        self._prepare_apply()
 
     def _fine_operator(self, v, box, M, xp):
         dt = self.dtype if hasattr(self, "dtype") else numpy.float64
@@ -130,38 +132,73 @@ class GMG:
 
     # -- apply -------------------------------------------------------------------------------------------
     def _apply(self, pc, x, y):
-        xp, mg, box = self.xp, self.mg, self.box
+        xp, box = self.xp, self.box
         if self._bad is not None and bool(self._bad):
             bridge.set_failed(pc, True)
         with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
-            xin = xa
             if backend.array_module(xa) is not xp:
                 t = bridge.clock()
-                xin = backend.to_namespace(xa, xp)
+                self._x[...] = backend.to_namespace(xa.reshape(box.shape), xp)
                 self.copy_time += bridge.clock() - t
-            full = xin.reshape(box.shape)
-            if self.layer:
-                z = self._z if getattr(self, "_z", None) is not None else xp.zeros(box.shape, self.dtype)
-                self._z = z
-                xp.multiply(full, self._invdb, out=z)              # y_B = x_B / d_B, zero inside
-                f = self._f if getattr(self, "_f", None) is not None else xp.zeros(mg.levels[0].box.shape, self.dtype)
-                self._f = f
-                self._elim.residual(f, grid.interior(full), z)    # f_I = x_I - A_IB y_B
-                u = mg.cycle(f)
-                grid.interior(z)[...] = grid.interior(u)
-                out = z
             else:
-                u = mg.cycle(full)
-                out = grid.interior(u)
-            self._bad = ~xp.isfinite(xp.sum(out))
+                self._x[...] = xa.reshape(box.shape)
+            self._run()
+            self._bad = ~xp.isfinite(xp.sum(self._out))
             if backend.array_module(ya) is not xp:
                 t = bridge.clock()
-                ya.reshape(box.shape)[...] = backend.to_namespace(out, backend.array_module(ya))
+                ya.reshape(box.shape)[...] = backend.to_host(self._out)
                 self.copy_time += bridge.clock() - t
             else:
-                ya.reshape(box.shape)[...] = out
+                ya.reshape(box.shape)[...] = self._out
         if xp is numpy and bool(self._bad):
             bridge.set_failed(pc, True)
+
+    def _prepare_apply(self):
+        """Fixed buffers for the input and output, so that the cycle in between always sees the
+        same memory: on the GPU it is captured once as a CUDA graph and replayed (one launch
+        instead of hundreds of small ones: the coarse levels are launch-bound)."""
+        xp, box = self.xp, self.box
+        self._x = xp.zeros(box.shape, self.dtype)
+        if self.layer:
+            self._z = xp.zeros(box.shape, self.dtype)
+            self._f = xp.zeros(self.mg.levels[0].box.shape, self.dtype)
+            self._out = self._z
+        else:
+            self._out = grid.interior(self.mg.levels[0].u)
+        self._graph = None
+        self.graph_note = "off"
+        if backend.is_gpu(xp) and self.values["graph"]:
+            cupy = backend.cupy
+            stream = cupy.cuda.Stream(non_blocking=True)
+            try:
+                self._cycle()                       # compile every kernel before capturing
+                with stream:
+                    stream.begin_capture()
+                    try:
+                        self._cycle()
+                    finally:
+                        graph = stream.end_capture()
+                stream.synchronize()
+                self._graph = graph
+                self.graph_note = "on (whole cycle captured)"
+            except Exception as e:                  # stay correct: run the cycle eagerly
+                self.graph_note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
+
+    def _run(self):
+        if self._graph is not None:
+            self._graph.launch(backend.cupy.cuda.get_current_stream())
+        else:
+            self._cycle()
+
+    def _cycle(self):
+        if self.layer:
+            z = self._z
+            self.xp.multiply(self._x, self._invdb, out=z)            # y_B = x_B / d_B, zero inside
+            self._elim.residual(self._f, grid.interior(self._x), z)  # f_I = x_I - A_IB y_B
+            u = self.mg.cycle(self._f)
+            grid.interior(z)[...] = grid.interior(u)
+        else:
+            self.mg.cycle(self._x)
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
@@ -170,7 +207,8 @@ class GMG:
         gs = "x".join(str(m) for m in reversed(self.box.global_shape))
         mem = self.mg.memory_values()
         lines = [f"pcplugins.GMG: geometric multigrid on the DMDA grid {gs}",
-                 f"device {self.device} ({'CuPy' if backend.is_gpu(self.xp) else 'NumPy'}), precision double",
+                 f"device {self.device} ({'CuPy' if backend.is_gpu(self.xp) else 'NumPy'}), precision double"
+                 + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
                  f"operator: {self.operator_kind}",
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
                                  if self.layer else "Dirichlet values eliminated (interior unknowns only)"),

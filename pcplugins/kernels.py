@@ -96,3 +96,17 @@ def residual(out, f, coefs, arrays):
     for c, u in zip(coefs, arrays):
         out -= c * u
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _gemv_kernel():
+    return backend.cupy.ReductionKernel("T a, T x", "T y", "a * x", "a + b", "y = a", "0",
+                                        "pcplugins_gemv")
+
+
+def gemv(out, A, x):
+    """out = A x for a small dense A, into a preallocated ``out`` (one launch, no cuBLAS
+    workspace, so it can be captured in a CUDA graph)."""
+    if backend.array_module(out) is not numpy:
+        return _gemv_kernel()(A, x[None, :], out, axis=1)
+    return numpy.matmul(A, x, out=out)

@@ -84,7 +84,8 @@ def _petsc_solve(n, extra):
     return out, ctx
 
 
-@pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"pc_gmg_device": "gpu"}])
+@pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"mat_type": "aijcusparse", "pc_gmg_graph": "0"},
+                                     {"pc_gmg_device": "gpu"}])
 def test_petsc_cuda_vectors_match_host(variant):
     host, hctx = _petsc_solve(33, {})
     dev, dctx = _petsc_solve(33, variant)
