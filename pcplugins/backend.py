@@ -68,12 +68,6 @@ def synchronize(xp):
         cupy.cuda.get_current_stream().synchronize()
 
 
-def use_device(device_id):
-    """Make ``device_id`` CuPy's current device (PETSc may have put this rank's Vecs elsewhere)."""
-    if cupy is not None and device_id is not None:
-        cupy.cuda.Device(int(device_id)).use()
-
-
 def vec_is_cuda(vec):
     return "cuda" in vec.getType()
 

@@ -157,7 +157,7 @@ def stencil_from_aij(M, box, xp, dtype):
     if not numpy.all(numpy.isfinite(vals)):
         raise error("the operator has NaN or Inf entries")
     coefs = numpy.zeros((3 ** d, nrows), dtype=dtype)
-    numpy.add.at(coefs, (slot, rows), vals)
+    coefs[slot, rows] = vals       # an AIJ row holds each column once
     return stencil.box_offsets(d), [c.reshape(box.shape) for c in coefs]
 
 
