@@ -242,10 +242,10 @@ def view_lines(viewer, lines):
         viewer = PETSc.Viewer.STDOUT()
     if viewer.getType() != "ascii":
         return
-    viewer.pushASCIITab() if hasattr(viewer, "pushASCIITab") else None
+    viewer.pushASCIITab()
     for ln in lines:
         viewer.printfASCII(ln + "\n")
-    viewer.popASCIITab() if hasattr(viewer, "popASCIITab") else None
+    viewer.popASCIITab()
 
 
 def clock():

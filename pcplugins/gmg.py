@@ -95,7 +95,7 @@ class GMG:
         self._prepare_apply()
 
     def _fine_operator(self, v, box, M, xp):
-        dt = self.dtype if hasattr(self, "dtype") else numpy.float64
+        dt = self.dtype
         if v["operator"] == "laplacian":
             w, layer = bridge.sample_laplacian(M if bridge.is_aij(M) else None, box)
             mgbox = bridge.interior_box(box) if layer else box

@@ -26,7 +26,6 @@ class ColourGS:
     def __init__(self, op, kind="multicolor", omega=1.0):
         self.op, self.omega, self.kind = op, omega, kind
         self.colours = grid.colours(op.box, kind)
-        # precomputed per-lattice terms need u; store lattices and coefficient views only
         self._lat = [[(lat, op.diag_on(lat), op.invdiag_on(lat)) for lat in col] for col in self.colours]
 
     def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):

@@ -12,7 +12,6 @@ def laplacian2d(n, xp=np):
 
 def sine_rhs(n, dim):
     x = np.arange(1, n + 1) / (n + 1)
-    f = x * 0 + 1
     out = np.ones((n,) * dim)
     for a in range(dim):
         sh = [1] * dim
