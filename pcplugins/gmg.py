@@ -136,13 +136,16 @@ class GMG:
         if self._bad is not None and bool(self._bad):
             bridge.set_failed(pc, True)
         with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+            src = xa.reshape(box.shape)
             if backend.array_module(xa) is not xp:
                 t = bridge.clock()
-                self._x[...] = backend.to_namespace(xa.reshape(box.shape), xp)
+                src = backend.to_namespace(src, xp)
                 self.copy_time += bridge.clock() - t
+            if self._graph is not None:
+                self._x[...] = src      # the captured graph reads its fixed input buffer
+                self._graph.launch(backend.cupy.cuda.get_current_stream())
             else:
-                self._x[...] = xa.reshape(box.shape)
-            self._run()
+                self._cycle(src)
             self._bad = ~xp.isfinite(xp.sum(self._out))
             if backend.array_module(ya) is not xp:
                 t = bridge.clock()
@@ -154,11 +157,11 @@ class GMG:
             bridge.set_failed(pc, True)
 
     def _prepare_apply(self):
-        """Fixed buffers for the input and output, so that the cycle in between always sees the
-        same memory: on the GPU it is captured once as a CUDA graph and replayed (one launch
-        instead of hundreds of small ones: the coarse levels are launch-bound)."""
+        """Work buffers and, on the GPU, the cycle captured once as a CUDA graph and replayed
+        (one launch instead of hundreds of small ones: the coarse levels are launch-bound). The
+        graph reads a fixed input buffer ``_x``; the eager path reads the input directly."""
         xp, box = self.xp, self.box
-        self._x = xp.zeros(box.shape, self.dtype)
+        self._x = None
         if self.layer:
             self._z = xp.zeros(box.shape, self.dtype)
             self._f = xp.zeros(self.mg.levels[0].box.shape, self.dtype)
@@ -170,12 +173,13 @@ class GMG:
         if backend.is_gpu(xp) and self.values["graph"]:
             cupy = backend.cupy
             stream = cupy.cuda.Stream(non_blocking=True)
+            self._x = xp.zeros(box.shape, self.dtype)
             try:
-                self._cycle()                       # compile every kernel before capturing
+                self._cycle(self._x)                # compile every kernel before capturing
                 with stream:
                     stream.begin_capture()
                     try:
-                        self._cycle()
+                        self._cycle(self._x)
                     finally:
                         graph = stream.end_capture()
                 stream.synchronize()
@@ -184,21 +188,15 @@ class GMG:
             except Exception as e:                  # stay correct: run the cycle eagerly
                 self.graph_note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
 
-    def _run(self):
-        if self._graph is not None:
-            self._graph.launch(backend.cupy.cuda.get_current_stream())
-        else:
-            self._cycle()
-
-    def _cycle(self):
+    def _cycle(self, x):
         if self.layer:
             z = self._z
-            self.xp.multiply(self._x, self._invdb, out=z)            # y_B = x_B / d_B, zero inside
-            self._elim.residual(self._f, grid.interior(self._x), z)  # f_I = x_I - A_IB y_B
+            self.xp.multiply(x, self._invdb, out=z)               # y_B = x_B / d_B, zero inside
+            self._elim.residual(self._f, grid.interior(x), z)     # f_I = x_I - A_IB y_B
             u = self.mg.cycle(self._f)
             grid.interior(z)[...] = grid.interior(u)
         else:
-            self.mg.cycle(self._x)
+            self.mg.cycle(x)
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
