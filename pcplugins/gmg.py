@@ -10,7 +10,7 @@ memory; with host Vecs on NumPy (or on the GPU with -pc_gmg_device gpu, one copy
 """
 import numpy
 
-from . import backend, bridge, grid, multigrid, stencil
+from . import backend, bridge, fused, grid, multigrid, stencil
 from .bridge import Option
 
 OPTIONS = [
@@ -30,6 +30,11 @@ OPTIONS = [
            "Coarsest level: direct solve, or smoothing as in Feng et al. Remark 3.1", ("direct", "smooth")),
     Option("pc_gmg_device", "str", "auto",
            "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+    Option("pc_gmg_precision", "str", "double",
+           "Precision of the hierarchy and the cycle (single: float32 multigrid inside the "
+           "float64 Krylov method)", ("double", "single")),
+    Option("pc_gmg_fused", "bool", True,
+           "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers)"),
     Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
 ]
 
@@ -74,13 +79,15 @@ class GMG:
         except RuntimeError as e:
             raise bridge.error(f"-pc_gmg_device {v['device']}: {e}") from None
         bridge.set_event_namespace(xp)
-        self.xp, self.device, self.dtype = xp, device, numpy.float64
+        self.xp, self.device = xp, device
+        self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
+        self._elim_fused = None
         t = bridge.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, M, xp)
         self.timings["operator"] = bridge.clock() - t
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
-                                 transfer=v["transfer"], coarse_solve=v["coarse_solve"],
+                                 transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
         t = bridge.clock()
         try:
@@ -103,7 +110,9 @@ class GMG:
             if layer:
                 c0, v0 = M.getRow(0)
                 self._elim = op
-                self._invdb = xp.asarray(_layer_values(box, 1.0 / float(v0[0])))
+                self._invdb = 1.0 / float(v0[0])    # one value on the whole identity layer
+                if v["fused"] and fused.supported(xp, dt):
+                    self._elim_fused = fused.Laplacian(op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs = bridge.stencil_from_aij(M, box, numpy, dt)
         layer = bridge.dirichlet_layer(box, offsets, coefs)
@@ -113,7 +122,7 @@ class GMG:
             inner = tuple(slice(1, -1) for _ in range(box.dim))
             kd = offsets.index((0,) * box.dim)
             diag = coefs[kd]
-            self._invdb = xp.asarray(numpy.where(_layer_values(box, 1.0) > 0, 1.0 / diag, 0.0))
+            self._invdb = xp.asarray(numpy.where(_layer_values(box, 1.0) > 0, 1.0 / diag, 0.0).astype(dt))
             coefs = [c[inner] for c in coefs]
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, [xp.asarray(c) for c in coefs], xp, dt)
@@ -132,71 +141,112 @@ class GMG:
 
     # -- apply -------------------------------------------------------------------------------------------
     def _apply(self, pc, x, y):
-        xp, box = self.xp, self.box
+        xp, shape = self.xp, self.box.shape
         if self._bad is not None and bool(self._bad):
             bridge.set_failed(pc, True)
         with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
-            src = xa.reshape(box.shape)
-            if backend.array_module(xa) is not xp:
+            src, dst = xa.reshape(shape), ya.reshape(shape)
+            host_vecs = backend.array_module(xa) is not xp
+            if host_vecs:                       # -pc_gmg_device gpu with host Vecs
+                if self._x is None:
+                    self._x, self._y = xp.zeros(shape), xp.zeros(shape)
                 t = bridge.clock()
-                src = backend.to_namespace(src, xp)
+                self._x.set(numpy.ascontiguousarray(src))
                 self.copy_time += bridge.clock() - t
-            if self._graph is not None:
-                self._x[...] = src      # the captured graph reads its fixed input buffer
-                self._graph.launch(backend.cupy.cuda.get_current_stream())
+                src, out = self._x, self._y
             else:
-                self._cycle(src)
-            self._bad = ~xp.isfinite(xp.sum(self._out))
-            if backend.array_module(ya) is not xp:
+                out = dst
+            self._run(src, out)
+            # NaN/Inf anywhere in x reaches the coarsest right-hand side (every fine point has a
+            # restriction weight), so a check there costs nothing; the flag is read on the next
+            # apply, so there is no synchronisation here.
+            self._bad = ~xp.isfinite(xp.sum(self.mg.levels[-1].f))
+            if host_vecs:
                 t = bridge.clock()
-                ya.reshape(box.shape)[...] = backend.to_host(self._out)
+                dst[...] = backend.to_host(out)
                 self.copy_time += bridge.clock() - t
-            else:
-                ya.reshape(box.shape)[...] = self._out
         if xp is numpy and bool(self._bad):
             bridge.set_failed(pc, True)
 
     def _prepare_apply(self):
-        """Work buffers and, on the GPU, the cycle captured once as a CUDA graph and replayed
-        (one launch instead of hundreds of small ones: the coarse levels are launch-bound). The
-        graph reads a fixed input buffer ``_x``; the eager path reads the input directly."""
-        xp, box = self.xp, self.box
-        self._x = None
+        xp = self.xp
         if self.layer:
-            self._z = xp.zeros(box.shape, self.dtype)
             self._f = xp.zeros(self.mg.levels[0].box.shape, self.dtype)
-            self._out = self._z
-        else:
-            self._out = grid.interior(self.mg.levels[0].u)
-        self._graph = None
-        self.graph_note = "off"
-        if backend.is_gpu(xp) and self.values["graph"]:
-            cupy = backend.cupy
-            stream = cupy.cuda.Stream(non_blocking=True)
-            self._x = xp.zeros(box.shape, self.dtype)
-            try:
-                self._cycle(self._x)                # compile every kernel before capturing
-                with stream:
-                    stream.begin_capture()
-                    try:
-                        self._cycle(self._x)
-                    finally:
-                        graph = stream.end_capture()
-                stream.synchronize()
-                self._graph = graph
-                self.graph_note = "on (whole cycle captured)"
-            except Exception as e:                  # stay correct: run the cycle eagerly
-                self.graph_note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
+        self._x_low = self._y_low = None
+        if self.dtype != numpy.float64:        # the cycle's own copies of x and y
+            self._x_low = xp.zeros(self.box.shape, self.dtype)
+            self._y_low = xp.zeros(self.box.shape, self.dtype)
+        self._x = self._y = None                # device buffers, for host Vecs only
+        self._graphs = {}
+        self._warm = False
+        self._use_graph = backend.is_gpu(xp) and self.values["graph"]
+        self.graph_note = "on (whole cycle captured)" if self._use_graph else "off"
 
-    def _cycle(self, x):
-        if self.layer:
-            z = self._z
-            self.xp.multiply(x, self._invdb, out=z)               # y_B = x_B / d_B, zero inside
-            self._elim.residual(self._f, grid.interior(x), z)     # f_I = x_I - A_IB y_B
-            u = self.mg.cycle(self._f)
-            grid.interior(z)[...] = grid.interior(u)
+    _MAX_GRAPHS = 8
+
+    def _run(self, x, out):
+        """out = B x. On the GPU the whole cycle is captured once per (input, output) pair of
+        device buffers as a CUDA graph and replayed: one launch instead of hundreds of small ones
+        (the coarse levels are launch-bound). KSPs pass the same few work Vecs every iteration, so
+        the graphs read and write PETSc's own memory with no extra copies."""
+        if not self._use_graph:
+            return self._cycle(x, out)
+        key = (x.data.ptr, out.data.ptr)
+        graph = self._graphs.get(key)
+        if graph is None:
+            if not self._warm:
+                self._cycle(x, out)      # compiles every kernel; capturing comes on the next call
+                self._warm = True
+                return
+            graph = self._capture(x, out)
+            if graph is None:
+                return self._cycle(x, out)
+            if len(self._graphs) >= self._MAX_GRAPHS:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[key] = graph
+        graph.launch(backend.cupy.cuda.get_current_stream())
+
+    def _capture(self, x, out):
+        cupy = backend.cupy
+        stream = cupy.cuda.Stream(non_blocking=True)
+        cupy.cuda.get_current_stream().synchronize()
+        try:
+            with stream:
+                stream.begin_capture()
+                try:
+                    self._cycle(x, out)
+                finally:
+                    graph = stream.end_capture()
+            stream.synchronize()
+            return graph
+        except Exception as e:                  # stay correct: run the cycle eagerly from now on
+            self._use_graph = False
+            self.graph_note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
+            return None
+
+    def _cycle(self, x, out):
+        if self._x_low is not None:
+            self._x_low[...] = x
+            self._cycle_in_precision(self._x_low, self._y_low)
+            out[...] = self._y_low
         else:
-            self.mg.cycle(x)
+            self._cycle_in_precision(x, out)
+
+    def _cycle_in_precision(self, x, out):
+        if self.layer:
+            self._eliminate(self._f, x, out)
+            grid.interior(out)[...] = grid.interior(self.mg.cycle(self._f))
+        else:
+            out[...] = grid.interior(self.mg.cycle(x))
+
+    def _eliminate(self, f, x, y):
+        """y_B = x_B / d_B on the identity layer, and f_I = x_I - A_IB y_B."""
+        if self._elim_fused is not None:
+            return self._elim_fused.eliminate(f, x, y, self._invdb)
+        self.xp.multiply(x, self._invdb, out=y)
+        if numpy.isscalar(self._invdb):
+            grid.interior(y)[...] = 0
+        self._elim.residual(f, grid.interior(x), y)
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
@@ -205,7 +255,8 @@ class GMG:
         gs = "x".join(str(m) for m in reversed(self.box.global_shape))
         mem = self.mg.memory_values()
         lines = [f"pcplugins.GMG: geometric multigrid on the DMDA grid {gs}",
-                 f"device {self.device} ({'CuPy' if backend.is_gpu(self.xp) else 'NumPy'}), precision double"
+                 f"device {self.device} ({'CuPy' if backend.is_gpu(self.xp) else 'NumPy'}), precision "
+                 + ("double" if self.dtype == numpy.float64 else "single (float32 cycle in a float64 Krylov method)")
                  + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
                  f"operator: {self.operator_kind}",
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"

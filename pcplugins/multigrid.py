@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy
 
-from . import coarse, grid, smoothers, stencil, transfer
+from . import coarse, fused, grid, smoothers, stencil, transfer
 
 
 class Comm:
@@ -39,6 +39,7 @@ class Options:
     transfer: str = "linear"      # linear, paper
     coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
     coarse_solve: str = "direct"   # direct, or smooth: pre+post sweeps (Feng et al., Remark 3.1)
+    fused: bool = True            # on the GPU, fused kernels where they apply (fused.py)
 
 
 SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev")
@@ -55,6 +56,14 @@ class Level:
         self.smoother = None
         self.transfer = None   # to the next coarser level
         self.coarse_solve = None
+        self.fused = None      # fused.Laplacian when the fast path applies
+
+    def residual(self):
+        """r = f - A u on this level's work arrays."""
+        if self.fused is not None:
+            self.fused.residual(self.r, self.f, self.u)
+        else:
+            self.op.residual(grid.interior(self.r), self.f, self.u)
 
 
 class Multigrid:
@@ -83,6 +92,8 @@ class Multigrid:
                 weights = None
                 cop = self._galerkin(fine, cbox)
             self.levels.append(Level(l, cop))
+        if opt.fused and fused.supported(self.xp, self.dtype):
+            self._use_fused_kernels()
         if opt.coarse_solve not in ("direct", "smooth"):
             raise ValueError(f"unknown coarse solve {opt.coarse_solve!r}; expected direct or smooth")
         for lev in self.levels[:-1]:
@@ -116,8 +127,18 @@ class Multigrid:
             return -out
         return stencil.galerkin(rap, cbox, xp, self.dtype)
 
+    def _use_fused_kernels(self):
+        for lev in self.levels:
+            w = stencil.laplacian_weights(lev.op)
+            if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
+                lev.fused = fused.Laplacian(lev.op, w)
+            if lev.transfer is not None and lev.transfer.kind == "linear":
+                lev.transfer = fused.LinearTransfer(lev.transfer)
+
     def _smoother(self, lev):
         opt = self.options
+        if lev.fused is not None and opt.smoother == "redblack":
+            return fused.RedBlack(lev.fused, 1.0 if opt.omega is None else opt.omega)
         if opt.smoother in ("redblack", "multicolor"):
             kind = opt.smoother
             if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in lev.op.offsets):
@@ -135,15 +156,13 @@ class Multigrid:
         (zero when None) and is returned updated."""
         top = self.levels[0]
         top.f = f
-        if u is None:
-            top.u[...] = 0
-            u = top.u
-        else:
+        if u is not None:
             top.u = u
-        self._cycle(0, kind or self.options.cycle)
-        return u
+        self._cycle(0, kind or self.options.cycle, zero=u is None)
+        return top.u
 
-    def _cycle(self, l, kind):
+    def _cycle(self, l, kind, zero):
+        """``zero``: the level's u is to start from zero (its smoother zeroes it)."""
         lev, opt, ev = self.levels[l], self.options, self.event
         ex = self._exchange(lev)
         if l == len(self.levels) - 1:
@@ -152,28 +171,27 @@ class Multigrid:
                     lev.coarse_solve.solve(lev.u, lev.f)
                     ex(lev.u)
                 else:
-                    lev.smoother.smooth(lev.u, lev.f, opt.pre, ex)
+                    lev.smoother.smooth(lev.u, lev.f, opt.pre, ex, zero_guess=zero)
                     lev.smoother.smooth(lev.u, lev.f, opt.post, ex, reverse=True)
             return
         with ev("smooth"):
-            lev.smoother.smooth(lev.u, lev.f, opt.pre, ex)
+            lev.smoother.smooth(lev.u, lev.f, opt.pre, ex, zero_guess=zero)
         nxt = self.levels[l + 1]
         with ev("restrict"):
-            lev.op.residual(grid.interior(lev.r), lev.f, lev.u)
+            lev.residual()
             ex(lev.r)
             lev.transfer.restrict(nxt.f, lev.r)
-            nxt.u[...] = 0
         inner = l + 1 < len(self.levels) - 1
         if kind == "v":
-            self._cycle(l + 1, "v")
+            self._cycle(l + 1, "v", True)
         elif kind == "w":
-            self._cycle(l + 1, "w")
+            self._cycle(l + 1, "w", True)
             if inner:
-                self._cycle(l + 1, "w")
+                self._cycle(l + 1, "w", False)
         else:
-            self._cycle(l + 1, "f")
+            self._cycle(l + 1, "f", True)
             if inner:
-                self._cycle(l + 1, "v")
+                self._cycle(l + 1, "v", False)
         with ev("prolong"):
             lev.transfer.prolong_add(lev.u, nxt.u)
             ex(lev.u)
@@ -223,6 +241,8 @@ class Multigrid:
                  f"transfer {o.transfer}"]
         for lev in self.levels:
             kind = "matrix-free constant stencil" if lev.op.constant else "stored stencil"
+            if lev.fused is not None:
+                kind += " (fused kernels)"
             what = lev.coarse_solve.describe() if lev.coarse_solve else lev.smoother.describe()
             if lev.index == len(self.levels) - 1 and lev.coarse_solve is None:
                 what = "coarse solve by smoothing: " + what

@@ -5,6 +5,7 @@ Each smoother improves ``u`` (padded, ghosts current on entry) for ``A u = f`` i
 serial. It is called after every colour, so the colours are global and the iterates do not depend
 on the number of ranks. ``reverse=True`` runs the colours in the opposite order: the
 post-smoother reverses the pre-smoother, which keeps the V-cycle symmetric (CG needs that).
+``zero_guess=True`` starts from u = 0 whatever ``u`` holds (fused.py saves a pass with it).
 
 - Multicolour GS (Feng, Shu, Xu, Zhang, section 3): 'redblack' (2 colours, star stencils),
   'multicolor' (4 colours in 2D, 8 in 3D: valid for box stencils too). ``omega`` != 1 gives SOR.
@@ -28,7 +29,9 @@ class ColourGS:
         self.colours = grid.colours(op.box, kind)
         self._lat = [[(lat, op.diag_on(lat), op.invdiag_on(lat)) for lat in col] for col in self.colours]
 
-    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
         cols = self._lat[::-1] if reverse else self._lat
         op = self.op
         for _ in range(sweeps):
@@ -52,7 +55,9 @@ class Jacobi:
         self.op, self.omega = op, omega
         self.r = op.xp.zeros(op.box.shape, op.dtype)
 
-    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
         ui = grid.interior(u)
         for _ in range(sweeps):
             self.op.residual(self.r, f, u)
@@ -120,7 +125,9 @@ class Chebyshev:
         self.r = op.xp.zeros(op.box.shape, op.dtype)
         self.d = op.xp.zeros(op.box.shape, op.dtype)
 
-    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False):
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
         op, r, d = self.op, self.r, self.d
         theta, delta = (self.b + self.a) / 2, (self.b - self.a) / 2
         sigma = theta / delta

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from conftest import gpu
-from pcplugins import backend, grid, kernels, multigrid, stencil
+from pcplugins import backend, fused, grid, kernels, multigrid, stencil, transfer
 
 pytestmark = gpu
 
@@ -58,13 +58,13 @@ def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
     assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])
 
 
-def _petsc_solve(n, extra):
+def _petsc_solve(n, extra, jump=1.0):
     from petsc4py import PETSc
     from problems import poisson_system
     opts = PETSc.Options()
     for k, v in extra.items():
         opts[k] = v
-    da, A, b = poisson_system(n, 3, "petsc", jump=1.0)
+    da, A, b = poisson_system(n, 3, "petsc", jump=jump)
     ksp = PETSc.KSP().create()
     ksp.setDM(da)
     ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
@@ -85,9 +85,100 @@ def _petsc_solve(n, extra):
 
 
 @pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"mat_type": "aijcusparse", "pc_gmg_graph": "0"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_fused": "0"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian"},
                                      {"pc_gmg_device": "gpu"}])
 def test_petsc_cuda_vectors_match_host(variant):
-    host, hctx = _petsc_solve(33, {})
-    dev, dctx = _petsc_solve(33, variant)
+    jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
+    host, hctx = _petsc_solve(33, {}, jump)
+    dev, dctx = _petsc_solve(33, variant, jump)
     assert hctx.device == "cpu" and dctx.device == "gpu"
     assert np.linalg.norm(host - dev) <= 1e-10 * np.linalg.norm(host)
+
+
+# A rank's box inside a global grid, with odd and even starts (transfer phase 0 and 1).
+SUBBOXES = [grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((31, 30, 29), (0, 9, 0), (9, 8, 29)),
+            grid.Box((45, 38), (7, 4), (20, 13)), grid.Box((17, 33), (0, 0), (17, 33))]
+
+
+@pytest.mark.parametrize("box", SUBBOXES, ids=str)
+@pytest.mark.parametrize("coarsened", ["all", "first-kept"])
+def test_fused_transfers_match_twin(box, coarsened):
+    cp = backend.cupy
+    ax = tuple(a > 0 or coarsened == "all" for a in range(box.dim))
+    cbox = box.coarsen(ax)
+    twin = transfer.Transfer(box, cbox, ax, "linear")
+    fast = fused.LinearTransfer(twin)
+    rng = np.random.default_rng(3)
+    rf, ec = rng.standard_normal(box.padded_shape), rng.standard_normal(cbox.padded_shape)
+    uf = rng.standard_normal(box.padded_shape)
+    ref_r = twin.restrict(np.zeros(cbox.shape), rf)
+    ref_p = twin.prolong_add(uf.copy(), ec)
+    got_r = fast.restrict(cp.zeros(cbox.shape), cp.asarray(rf))
+    got_p = fast.prolong_add(cp.asarray(uf), cp.asarray(ec))
+    assert np.allclose(backend.to_host(got_r), ref_r, rtol=1e-14, atol=1e-14)
+    assert np.allclose(backend.to_host(got_p), ref_p, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("box", SUBBOXES, ids=str)
+@pytest.mark.parametrize("omega,zero", [(1.0, False), (1.3, False), (1.0, True)])
+def test_fused_smoother_and_residual_match_twin(box, omega, zero):
+    from pcplugins import smoothers
+    cp = backend.cupy
+    w = [-1.0, -4.0, -0.5][:box.dim]
+    rng = np.random.default_rng(4)
+    u, f = rng.standard_normal(box.padded_shape), rng.standard_normal(box.shape)
+    if zero:   # the interior is ignored; the halo holds ghosts (zero on the physical boundary)
+        u = np.pad(grid.interior(u) + 7.0, 1)
+    op = stencil.laplacian(box, w, np)
+    ref = smoothers.ColourGS(op, "redblack", omega).smooth(u.copy(), f, 2, reverse=True, zero_guess=zero)
+    ref_r = op.residual(np.zeros(box.shape), f, ref)
+    lap = fused.Laplacian(stencil.laplacian(box, w, cp), w)
+    got = fused.RedBlack(lap, omega).smooth(cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
+    got_r = lap.residual(cp.zeros(box.padded_shape), cp.asarray(f), got)
+    assert np.allclose(backend.to_host(got), ref, rtol=1e-13, atol=1e-13)
+    assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63)])
+@pytest.mark.parametrize("cycle", ["v", "w"])
+def test_fused_cycle_matches_generic(shape, cycle):
+    cp = backend.cupy
+    box = grid.Box(shape)
+    f = cp.asarray(np.random.default_rng(5).standard_normal(shape))
+    out = []
+    for fast in (True, False):
+        op = stencil.laplacian(box, [-1.0, -2.0, -1.0][:box.dim], cp)
+        mg = multigrid.Multigrid(op, multigrid.Options(cycle=cycle, fused=fast))
+        assert (mg.levels[0].fused is not None) == fast
+        u = cp.zeros(box.padded_shape)
+        for _ in range(3):
+            mg.cycle(f, u)
+        out.append(backend.to_host(grid.interior(u)))
+    assert np.linalg.norm(out[0] - out[1]) <= 1e-12 * np.linalg.norm(out[1])
+
+
+@pytest.mark.parametrize("shape", [(9, 10, 11), (12, 13)])
+def test_fused_elimination_matches_twin(shape):
+    cp = backend.cupy
+    box = grid.Box(shape)
+    w = [-1.0, -2.0, -3.0][:box.dim]
+    c = 0.3
+    x = np.random.default_rng(6).standard_normal(box.padded_shape)
+    y_ref = x * c
+    grid.interior(y_ref)[...] = 0
+    f_ref = stencil.laplacian(box, w, np).residual(np.zeros(shape), grid.interior(x), y_ref)
+    y = cp.full(box.padded_shape, 5.0)
+    f = fused.Laplacian(stencil.laplacian(box, w, cp), w).eliminate(cp.zeros(shape), cp.asarray(x), y, c)
+    y = backend.to_host(y)
+    assert np.all(grid.interior(y) == 5.0)            # the inside is the cycle's to write
+    grid.interior(y)[...] = 0
+    assert np.allclose(y, y_ref, rtol=1e-15, atol=0)
+    assert np.allclose(backend.to_host(f), f_ref, rtol=1e-14, atol=1e-14)
+
+
+def test_single_precision_cycle_cuda_matches_host():
+    host, _ = _petsc_solve(33, {"pc_gmg_precision": "single"}, 0.0)
+    dev, ctx = _petsc_solve(33, {"pc_gmg_precision": "single", "mat_type": "aijcusparse"}, 0.0)
+    assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
+    assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)

@@ -252,3 +252,21 @@ def test_nan_in_rhs_stops_the_ksp():
     b.assemble()
     ksp, _ = solve(da, A, b, GMG)
     assert ksp.getConvergedReason() < 0
+
+
+@pytest.mark.parametrize("dim,n,convention,jump", [(2, 65, "interior", 0.0), (3, 33, "petsc", 0.0),
+                                                   (3, 17, "petsc", 4.0)])
+def test_single_precision_cycle_inside_double_cg(dim, n, convention, jump):
+    """-pc_gmg_precision single: float32 hierarchy and cycle, float64 CG; the same iteration
+    count within one, and the double-precision accuracy of the Krylov solution."""
+    da, A, b = poisson_system(n, dim, convention, jump=jump)
+    its, xs = [], []
+    for prec in ("double", "single"):
+        ksp, x = solve(da, A, b, dict(GMG, pc_gmg_precision=prec), rtol=1e-10)
+        assert ksp.getConvergedReason() > 0
+        its.append(ksp.getIterationNumber())
+        xs.append(x.getArray().copy())
+        ctx = ksp.getPC().getPythonContext()
+        assert ctx.mg.levels[0].u.dtype == (np.float32 if prec == "single" else np.float64)
+    assert abs(its[0] - its[1]) <= 1
+    assert np.linalg.norm(xs[0] - xs[1]) <= 1e-8 * np.linalg.norm(xs[0])

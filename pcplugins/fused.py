@@ -1,0 +1,293 @@
+"""Fused CUDA kernels for the fast path: the constant-coefficient 5/7-point Laplacian (any axis
+weights) with red-black Gauss-Seidel and (bi/tri)linear transfers.
+
+The generic code builds each step from strided sub-lattice views (one ElementwiseKernel per
+parity lattice and per transfer class, each indexing many strided arrays). Here each step is one
+kernel over the contiguous padded array that computes its indices once:
+
+=================  =====================================================================
+kernel             NumPy twin (the generic code, compared with it in tests/test_gpu.py)
+=================  =====================================================================
+``relax_colour``   one colour of ``smoothers.ColourGS(op, 'redblack')``
+``residual``       ``StencilOperator.residual``
+``restrict_fw``    ``transfer.Transfer(..., 'linear').restrict`` (full weighting)
+``prolong_add``    ``transfer.Transfer(..., 'linear').prolong_add``
+=================  =====================================================================
+
+The red-black kernel runs one thread per point of the colour (two per x-pair), so a sweep reads
+the array once. Colours and transfer phases come from global indices, exactly as in grid.py and
+transfer.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of these
+kernels can be captured in a CUDA graph.
+"""
+import functools
+
+import numpy
+
+from . import backend
+
+_SOURCE = r"""
+// Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1, blockIdx.z = i0, so
+// no index needs a division. A 2D level is a 3D one with n0 = 1 and no halo along axis 0.
+#if DIM == 3
+#define PAD0 1
+#else
+#define PAD0 0
+#endif
+#define STRIDES long P1 = n2 + 2, P0 = (long)(n1 + 2) * P1
+#define PADDED(i0, i1, i2) (((i0) + PAD0) * P0 + ((i1) + 1) * P1 + (i2) + 1)
+#define FLAT(i0, i1, i2) (((long)(i0) * n1 + (i1)) * n2 + (i2))
+
+// A Laplacian application at padded index p: diag u + sum_a w_a (left + right neighbour).
+__device__ __forceinline__ T stencil(const T* u, long p, long P0, long P1, T w0, T w1, T w2, T diag)
+{
+    T au = diag * u[p] + w2 * (u[p - 1] + u[p + 1]) + w1 * (u[p - P1] + u[p + P1]);
+#if DIM == 3
+    au += w0 * (u[p - P0] + u[p + P0]);
+#endif
+    return au;
+}
+
+// One colour: the points with i2 = i0 + i1 + parity (mod 2), one thread per point of the colour.
+extern "C" __global__ void relax_colour(T* u, const T* __restrict__ f, int n0, int n1, int n2,
+                                        int parity, T w0, T w1, T w2, T diag, T scale)
+{
+    int i0 = blockIdx.z, i1 = blockIdx.y;
+    int i2 = 2 * (blockIdx.x * blockDim.x + threadIdx.x) + ((parity + i0 + i1) & 1);
+    if (i2 >= n2) return;
+    STRIDES;
+    long p = PADDED(i0, i1, i2);
+    u[p] += scale * (f[FLAT(i0, i1, i2)] - stencil(u, p, P0, P1, w0, w1, w2, diag));
+}
+
+// The same colour from a zero initial guess: u = scale f on the colour, 0 elsewhere (this
+// replaces zeroing u and one pass).
+extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, int n1, int n2,
+                                       int parity, T scale)
+{
+    int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i2 >= n2) return;
+    STRIDES;
+    u[PADDED(i0, i1, i2)] = ((i2 + i0 + i1 + parity) & 1) ? (T)0 : scale * f[FLAT(i0, i1, i2)];
+}
+
+extern "C" __global__ void residual(T* out, const T* __restrict__ f, const T* __restrict__ u,
+                                    int n0, int n1, int n2, int out_pad, int f_pad,
+                                    T w0, T w1, T w2, T diag)
+{
+    int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i2 >= n2) return;
+    STRIDES;
+    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
+    out[out_pad ? p : q] = f[f_pad ? p : q] - stencil(u, p, P0, P1, w0, w1, w2, diag);
+}
+
+// PETSc's DMDA convention (identity rows on the grid's outer layer, which is this level's halo):
+// y = c x on the layer, and f = x - A_IB (c x_B) inside. One pass over x; y inside is left alone.
+extern "C" __global__ void eliminate(T* y, T* __restrict__ f, const T* __restrict__ x,
+                                     int n0, int n1, int n2, T c, T w0, T w1, T w2)
+{
+    int j0 = blockIdx.z, j1 = blockIdx.y, j2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j2 >= n2 + 2) return;
+    STRIDES;
+    long p = j0 * P0 + j1 * P1 + j2;
+    bool edge0 = DIM == 3 && (j0 == 0 || j0 == n0 + 1);
+    if (edge0 || j1 == 0 || j1 == n1 + 1 || j2 == 0 || j2 == n2 + 1) {
+        y[p] = c * x[p];
+        return;
+    }
+    T s = x[p];
+    if (j2 == 1) s -= w2 * c * x[p - 1];
+    if (j2 == n2) s -= w2 * c * x[p + 1];
+    if (j1 == 1) s -= w1 * c * x[p - P1];
+    if (j1 == n1) s -= w1 * c * x[p + P1];
+#if DIM == 3
+    if (j0 == 1) s -= w0 * c * x[p - P0];
+    if (j0 == n0) s -= w0 * c * x[p + P0];
+#endif
+    f[FLAT(j0 - PAD0, j1 - 1, j2 - 1)] = s;
+}
+
+// Coarse point k sits on local fine point 2k + phase along a coarsened axis (c = 1), on k
+// along a kept one (c = 0); R = P^T / 2^c with linear P: weights 1/2 (o = 0) and 1/4 (o = +-1).
+extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__ r,
+                                       int m0, int m1, int m2, int n1, int n2,
+                                       int c0, int c1, int c2, int ph0, int ph1, int ph2)
+{
+    int k0 = blockIdx.z, k1 = blockIdx.y, k2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k2 >= m2) return;
+    STRIDES;
+    int a0 = c0 ? 2 * k0 + ph0 : k0, a1 = c1 ? 2 * k1 + ph1 : k1, a2 = c2 ? 2 * k2 + ph2 : k2;
+    T acc = 0;
+    for (int o0 = -c0; o0 <= c0; ++o0) {
+        T v0 = c0 ? (o0 == 0 ? 0.5 : 0.25) : 1.0;
+        long b0 = (a0 + o0 + PAD0) * P0;
+        for (int o1 = -c1; o1 <= c1; ++o1) {
+            T v1 = v0 * (c1 ? (o1 == 0 ? 0.5 : 0.25) : 1.0);
+            long b1 = b0 + (a1 + o1 + 1) * P1 + a2 + 1;
+            for (int o2 = -c2; o2 <= c2; ++o2)
+                acc += v1 * (c2 ? (o2 == 0 ? 0.5 : 0.25) : 1.0) * r[b1 + o2];
+        }
+    }
+    fc[((long)k0 * m1 + k1) * m2 + k2] = acc;
+}
+
+// Padded coarse index of the first coarse point that fine point i gathers from, and how many
+// (1: coincident or a kept axis, 2: halfway between two coarse points, weight 1/2 each).
+__device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* cnt)
+{
+    *cnt = 1;
+    if (!c) return i + pad;
+    int j = i - ph;
+    if (!(j & 1)) return j / 2 + pad;
+    *cnt = 2;
+    return (j + 1) / 2 + pad - 1;
+}
+
+extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ e,
+                                       int n0, int n1, int n2, int m1, int m2,
+                                       int c0, int c1, int c2, int ph0, int ph1, int ph2)
+{
+    int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i2 >= n2) return;
+    int q0, q1, q2;
+    int l0 = gather(i0, c0, ph0, PAD0, &q0), l1 = gather(i1, c1, ph1, 1, &q1),
+        l2 = gather(i2, c2, ph2, 1, &q2);
+    long Q1 = m2 + 2, Q0 = (long)(m1 + 2) * Q1;
+    T acc = 0;
+    for (int a = 0; a < q0; ++a)
+        for (int b = 0; b < q1; ++b) {
+            const T* row = e + (l0 + a) * Q0 + (l1 + b) * Q1 + l2;
+            acc += q2 == 2 ? row[0] + row[1] : row[0];
+        }
+    T w = (q0 == 2 ? 0.5 : 1.0) * (q1 == 2 ? 0.5 : 1.0) * (q2 == 2 ? 0.5 : 1.0);
+    STRIDES;
+    u[PADDED(i0, i1, i2)] += w * acc;
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _module(dim, dtype):
+    ctype = {"float64": "double", "float32": "float"}[dtype]
+    return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n" + _SOURCE)
+
+
+def _launch(dim, dtype, name, shape3, args):
+    """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z."""
+    n0, n1, nx = shape3
+    if nx <= 0 or n1 <= 0 or n0 <= 0:
+        return
+    block = min(128, 32 * ((nx + 31) // 32))
+    kernel = _module(dim, numpy.dtype(dtype).name).get_function(name)
+    kernel(((nx + block - 1) // block, n1, n0), (block,), args)
+
+
+def _dims3(shape):
+    """A 2D (ny, nx) shape as (1, ny, nx)."""
+    return (1,) * (3 - len(shape)) + tuple(shape)
+
+
+def _i32(*v):
+    return [numpy.int32(x) for x in v]
+
+
+def _contiguous(*arrays):
+    for a in arrays:
+        if not a.flags.c_contiguous:
+            raise ValueError("fused kernels need C-contiguous arrays")
+
+
+def supported(xp, dtype):
+    return backend.is_gpu(xp) and numpy.dtype(dtype).name in ("float64", "float32")
+
+
+class Laplacian:
+    """Fused residual and boundary elimination of a constant star stencil with axis weights
+    ``weights`` (< 0)."""
+
+    def __init__(self, op, weights):
+        self.op, self.box, self.dim, self.dtype = op, op.box, op.box.dim, op.dtype
+        t = self.dtype.type
+        self.weights = [t(0)] * (3 - self.dim) + [t(v) for v in weights]
+        self.coefs = self.weights + [t(op.diag)]
+
+    def residual(self, out, f, u_pad):
+        """out = f - A u; ``out`` and ``f`` each unpadded or padded (then their interior is used)."""
+        _contiguous(out, f, u_pad)
+        padded = self.box.padded_shape
+        shape3 = _dims3(self.box.shape)
+        args = [out, f, u_pad, *_i32(*shape3, out.shape == padded, f.shape == padded)]
+        _launch(self.dim, self.dtype, "residual", shape3, args + self.coefs)
+        return out
+
+    def eliminate(self, f, x, y, c):
+        """PETSc's DMDA convention, ``x`` and ``y`` over the grid with its outer layer (this
+        level's padded shape): y = c x on the layer (y inside untouched) and
+        f = x_I - A_IB y_B, in one pass."""
+        _contiguous(f, x, y)
+        n0, n1, n2 = _dims3(self.box.shape)
+        grid3 = (n0 + 2 if self.dim == 3 else 1, n1 + 2, n2 + 2)
+        args = [y, f, x, *_i32(n0, n1, n2), self.dtype.type(c), *self.weights]
+        _launch(self.dim, self.dtype, "eliminate", grid3, args)
+        return f
+
+
+class RedBlack:
+    """Red-black Gauss-Seidel (SOR for omega != 1) on a constant star stencil, one kernel per colour."""
+
+    def __init__(self, lap, omega=1.0):
+        self.lap, self.omega = lap, omega
+        box = lap.box
+        base = sum(s + 1 for s in box.start)     # colour = parity of the grid indices' sum (grid.py)
+        self._parity = [(c - base) % 2 for c in (0, 1)]
+        self._scale = lap.dtype.type(omega / lap.op.diag)
+
+    def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
+        _contiguous(u, f)
+        lap = self.lap
+        n0, n1, n2 = _dims3(lap.box.shape)
+        parities = self._parity[::-1] if reverse else self._parity
+        for sweep in range(sweeps):
+            for k, par in enumerate(parities):
+                if zero_guess and sweep == 0 and k == 0:
+                    _launch(lap.dim, lap.dtype, "relax_first", (n0, n1, n2),
+                            [u, f, *_i32(n0, n1, n2, par), self._scale])
+                else:
+                    _launch(lap.dim, lap.dtype, "relax_colour", (n0, n1, (n2 + 1) // 2),
+                            [u, f, *_i32(n0, n1, n2, par), *lap.coefs, self._scale])
+                exchange(u)
+        if zero_guess and sweeps == 0:
+            u[...] = 0
+        return u
+
+    def describe(self):
+        w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
+        return f"red-black Gauss-Seidel{w} (fused kernel)"
+
+
+class LinearTransfer:
+    """Full-weighting restriction and (bi/tri)linear prolongation, one kernel each."""
+
+    def __init__(self, twin):
+        """``twin``: the generic ``transfer.Transfer`` of kind 'linear' (its boxes and phases)."""
+        self.fine, self.coarse = twin.fine, twin.coarse
+        self.dim = self.fine.dim
+        pad = 3 - self.dim
+        self._flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)),
+                           *((0,) * pad + tuple(twin.phase)))
+
+    def restrict(self, coarse_out, fine_pad):
+        _contiguous(coarse_out, fine_pad)
+        _, n1, n2 = _dims3(self.fine.shape)
+        shape3 = _dims3(self.coarse.shape)
+        args = [coarse_out, fine_pad, *_i32(*shape3, n1, n2), *self._flags]
+        _launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, args)
+        return coarse_out
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        _contiguous(fine_pad, coarse_pad)
+        _, m1, m2 = _dims3(self.coarse.shape)
+        shape3 = _dims3(self.fine.shape)
+        args = [fine_pad, coarse_pad, *_i32(*shape3, m1, m2), *self._flags]
+        _launch(self.dim, fine_pad.dtype, "prolong_add", shape3, args)
+        return fine_pad
