@@ -136,29 +136,48 @@ def is_aij(M):
 
 
 def stencil_from_aij(M, box, xp, dtype):
-    """Coefficient arrays (one per offset in {-1,0,1}^d) of an assembled DMDA operator on this
-    rank's box (serial: PETSc's ordering is the natural one)."""
+    """Offsets present in an assembled DMDA operator and their coefficient arrays on this rank's
+    box (serial: PETSc's ordering is the natural one). The index work runs in ``xp``: on the GPU
+    for a 17M-row matrix it takes a fraction of a second instead of the host's many seconds."""
     if not is_aij(M):
         raise error(f"pcplugins.GMG reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
-    indptr, cols, vals = M.getValuesCSR()
+    indptr, cols, vals = (xp.asarray(a) for a in M.getValuesCSR())
     d = box.dim
     nrows = box.size
-    rows = numpy.repeat(numpy.arange(nrows), numpy.diff(indptr))
-    rpos = numpy.unravel_index(rows, box.shape)
-    cpos = numpy.unravel_index(cols, box.global_shape)
-    slot = numpy.zeros(len(cols), dtype=numpy.int64)
-    for a in range(d):
-        off = cpos[a] - (rpos[a] + box.start[a])
-        if off.size and numpy.abs(off).max() > 1:
+    if not bool(xp.all(xp.isfinite(vals))):
+        raise error("the operator has NaN or Inf entries")
+    rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
+    slot = xp.zeros(cols.size, dtype=numpy.int64)
+    rest_r, rest_c = rows, cols.astype(numpy.int64)
+    for a in reversed(range(d)):          # unravel rows (local box) and columns (global grid)
+        n, m = box.shape[a], box.global_shape[a]
+        off = rest_c % m - (rest_r % n + box.start[a])
+        rest_r, rest_c = rest_r // n, rest_c // m
+        if off.size and int(xp.abs(off).max()) > 1:
             raise error("the operator couples grid points more than one apart: pcplugins.GMG "
                         "supports stencil width 1 (5/7/9/27-point stencils)")
-        slot = slot * 3 + (off + 1)
-    if not numpy.all(numpy.isfinite(vals)):
-        raise error("the operator has NaN or Inf entries")
-    coefs = numpy.zeros((3 ** d, nrows), dtype=dtype)
-    coefs[slot, rows] = vals       # an AIJ row holds each column once
-    return stencil.box_offsets(d), [c.reshape(box.shape) for c in coefs]
+        slot += (off + 1) * 3 ** (d - 1 - a)
+    present = numpy.flatnonzero(backend.to_host(xp.bincount(slot, minlength=3 ** d)))
+    present = sorted(set(present.tolist()) | {(3 ** d - 1) // 2})     # the diagonal always
+    compact = numpy.zeros(3 ** d, dtype=numpy.int64)
+    compact[present] = numpy.arange(len(present))
+    coefs = xp.zeros((len(present), nrows), dtype=dtype)
+    coefs[xp.asarray(compact)[slot], rows] = vals       # an AIJ row holds each column once
+    offsets = stencil.box_offsets(d)
+    return [offsets[k] for k in present], [c.reshape(box.shape) for c in coefs]
+
+
+def layer_mask(box, xp=numpy):
+    """True on the outer layer of the global grid (over this rank's box)."""
+    on_layer = numpy.zeros(box.shape, dtype=bool)
+    for a in range(box.dim):
+        g = numpy.arange(box.start[a], box.start[a] + box.shape[a])
+        edge = (g == 0) | (g == box.global_shape[a] - 1)
+        sh = [1] * box.dim
+        sh[a] = -1
+        on_layer |= edge.reshape(sh)
+    return xp.asarray(on_layer)
 
 
 def dirichlet_layer(box, offsets, coefs):
@@ -167,20 +186,14 @@ def dirichlet_layer(box, offsets, coefs):
     as unknowns with scaled identity rows."""
     if any(m < 3 for m in box.global_shape):
         return False
-    on_layer = numpy.zeros(box.shape, dtype=bool)
-    for a in range(box.dim):
-        g = numpy.arange(box.start[a], box.start[a] + box.shape[a])
-        edge = (g == 0) | (g == box.global_shape[a] - 1)
-        sh = [1] * box.dim
-        sh[a] = -1
-        on_layer |= edge.reshape(sh)
-    if not on_layer.any():
+    on_layer = layer_mask(box, backend.array_module(coefs[0]))
+    if not bool(on_layer.any()):
         return False
     for o, c in zip(offsets, coefs):
         if any(o):
-            if numpy.any(c[on_layer] != 0):
+            if bool((c[on_layer] != 0).any()):
                 return False
-        elif numpy.any(c[on_layer] <= 0):
+        elif bool((c[on_layer] <= 0).any()):
             return False
     return True
 

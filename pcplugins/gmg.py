@@ -114,25 +114,31 @@ class GMG:
                 if v["fused"] and fused.supported(xp, dt):
                     self._elim_fused = fused.Laplacian(op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
-        offsets, coefs = bridge.stencil_from_aij(M, box, numpy, dt)
+        offsets, coefs = bridge.stencil_from_aij(M, box, xp, dt)
         layer = bridge.dirichlet_layer(box, offsets, coefs)
         mgbox = box
         if layer:
             mgbox = bridge.interior_box(box)
             inner = tuple(slice(1, -1) for _ in range(box.dim))
-            kd = offsets.index((0,) * box.dim)
-            diag = coefs[kd]
-            self._invdb = xp.asarray(numpy.where(_layer_values(box, 1.0) > 0, 1.0 / diag, 0.0).astype(dt))
+            on_layer = bridge.layer_mask(box, xp)
+            db = coefs[offsets.index((0,) * box.dim)][on_layer]
+            if float(db.min()) == float(db.max()):
+                self._invdb = 1.0 / float(db[0])       # one value on the whole identity layer
+            else:
+                self._invdb = xp.where(on_layer, 1.0 / coefs[offsets.index((0,) * box.dim)], 0.0).astype(dt)
             coefs = [c[inner] for c in coefs]
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
-            self._elim = stencil.StencilOperator(mgbox, offsets, [xp.asarray(c) for c in coefs], xp, dt)
-        masked = [xp.asarray(c) * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
+            self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
+        masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
         d = masked[offsets.index((0,) * box.dim)]
         if not bool(xp.all(d > 0)):
             raise bridge.error("pcplugins.GMG needs a positive diagonal; the operator has a zero or "
                                "negative diagonal entry")
         tol = None if v["operator"] == "assembled" else 0.0
         op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol)
+        w = stencil.laplacian_weights(op)
+        if layer and w is not None and numpy.isscalar(self._invdb) and v["fused"] and fused.supported(xp, dt):
+            self._elim_fused = fused.Laplacian(op, w)
         if op.constant:
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
@@ -269,15 +275,3 @@ class GMG:
         if self.copy_time:
             lines.append(f"host-device copies so far: {self.copy_time:.3g} s")
         return lines
-
-
-def _layer_values(box, value):
-    """``value`` on the outer layer of the global grid, 0 inside (over this rank's box)."""
-    out = numpy.zeros(box.shape)
-    for a in range(box.dim):
-        g = numpy.arange(box.start[a], box.start[a] + box.shape[a])
-        sh = [1] * box.dim
-        sh[a] = -1
-        edge = ((g == 0) | (g == box.global_shape[a] - 1)).reshape(sh)
-        out = numpy.where(numpy.broadcast_to(edge, box.shape), value, out)
-    return out

@@ -1,0 +1,55 @@
+"""Per-kernel GPU times of one GMG level (CuPy events, median of 20), fused against generic.
+
+    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-out benchmarks/results/x.json]
+
+Each figure comes with the bytes the kernel must move at least (8 bytes per value read or written
+once) and the bandwidth that implies, so the gap to the memory-bandwidth floor is visible.
+"""
+import json
+import platform
+import sys
+
+import numpy as np
+import cupy as cp
+from cupyx.profiler import benchmark
+
+from pcplugins import grid, multigrid, stencil
+
+
+def arg(name, default):
+    return type(default)(sys.argv[sys.argv.index("-" + name) + 1]) if "-" + name in sys.argv else default
+
+
+def main():
+    n, dim, out = arg("n", 255), arg("dim", 3), arg("out", "")
+    box = grid.Box((n,) * dim)
+    N = box.size
+    rows = []
+    for fast in (True, False):
+        op = stencil.laplacian(box, [-1.0] * dim, cp)
+        mg = multigrid.Multigrid(op, multigrid.Options(fused=fast))
+        L0, L1 = mg.levels[0], mg.levels[1]
+        L0.f = cp.random.default_rng(0).standard_normal(box.shape)
+        # (name, call, values moved at least per fine point)
+        cases = [("red-black sweep (2 colours)", lambda: L0.smoother.smooth(L0.u, L0.f, 1), 6),
+                 ("residual", L0.residual, 3),
+                 ("restriction", lambda: L0.transfer.restrict(L1.f, L0.r), 1 + 1 / 2 ** dim),
+                 ("prolongation", lambda: L0.transfer.prolong_add(L0.u, L1.u), 2 + 1 / 2 ** dim),
+                 ("V(1,1) cycle, all levels", lambda: mg.cycle(L0.f), None)]
+        for name, fn, values in cases:
+            t = float(np.median(benchmark(fn, n_repeat=20, n_warmup=3).gpu_times))
+            row = {"kernel": name, "fused": fast, "ms": t * 1e3}
+            if values:
+                row["GB/s"] = values * N * 8 / t / 1e9
+            rows.append(row)
+            print(f"{'fused' if fast else 'generic':8s} {name:30s} {t * 1e3:8.3f} ms"
+                  + (f"  {row['GB/s']:7.0f} GB/s" if values else ""), flush=True)
+    if out:
+        meta = {"command": " ".join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                "cupy": cp.__version__, "python": platform.python_version(), "grid": [n] * dim}
+        with open(out, "w") as fh:
+            json.dump({"meta": meta, "results": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
