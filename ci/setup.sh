@@ -32,7 +32,9 @@ PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip setuptools wheel cython
 "$PY" -m pip install -q numpy scipy pytest
 export MPICC=${MPICC:-$(command -v mpicc)}
-"$PY" -c 'import mpi4py' 2>/dev/null || "$PY" -m pip install -q mpi4py
+# mpi4py built against the system MPI (PyPI's binary wheel looks for libmpi.so.12, which
+# Debian's mpich does not ship); pip caches the built wheel
+"$PY" -c 'from mpi4py import MPI' 2>/dev/null || "$PY" -m pip install -q --force-reinstall --no-binary mpi4py mpi4py
 if ! "$PY" -c 'import petsc4py' 2>/dev/null; then
   export PETSC_CONFIGURE_OPTIONS=${PETSC_CONFIGURE_OPTIONS:---with-debugging=0 --with-fc=0}
   echo "setup: building PETSc (about 10 minutes on 2 cores the first time) with: $PETSC_CONFIGURE_OPTIONS"

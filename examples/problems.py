@@ -77,27 +77,52 @@ def poisson_csr(n, dim, convention="interior", jump=0.0):
 
 
 def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed=0, comm=None):
+    """The DMDA, the matrix and the right-hand side; in parallel each rank assembles its own rows
+    in PETSc's DMDA ordering, and the right-hand side does not depend on the number of ranks."""
     comm = comm or PETSc.COMM_WORLD
     shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump)
     da = PETSc.DMDA().create([n] * dim, dof=1, stencil_width=1, comm=comm, setup=False)
     da.setFromOptions()
     da.setUp()
+    N = n ** dim
+    if rhs == "random":
+        bvals = numpy.random.default_rng(seed).standard_normal(N)
+    elif rhs == "ones":
+        bvals = numpy.ones(N)
+    elif rhs == "sine":
+        x = numpy.meshgrid(*[numpy.arange(1, n + 1) / (n + 1)] * dim, indexing="ij")
+        bvals = numpy.prod([numpy.sin(numpy.pi * xi) for xi in x], axis=0).ravel()
+    else:
+        raise ValueError(rhs)
+    if comm.getSize() > 1:     # this rank's rows (natural indices), columns in PETSc's ordering
+        rng = [range(*r) for r in reversed(da.getRanges()[:dim])]
+        rows = numpy.ravel_multi_index(numpy.meshgrid(*rng, indexing="ij"), shape).ravel()
+        counts = indptr[rows + 1] - indptr[rows]
+        take = numpy.concatenate([numpy.arange(indptr[r], indptr[r + 1]) for r in rows])
+        cols = numpy.asarray(da.getAO().app2petsc(cols[take].astype(PETSc.IntType)))
+        vals = vals[take]
+        local_row = numpy.repeat(numpy.arange(len(rows)), counts)
+        order = numpy.lexsort((cols, local_row))
+        cols, vals = cols[order], vals[order]
+        indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(PETSc.IntType)
+        bvals = bvals[rows]
     A = PETSc.Mat().create(comm=comm)
-    A.setSizes(n ** dim)
+    A.setSizes(((len(indptr) - 1, N), (len(indptr) - 1, N)))
     A.setType(PETSc.Mat.Type.AIJ)
     A.setFromOptions()
-    A.setPreallocationCSR((indptr, cols, vals))
+    A.setPreallocationCSR((indptr, cols.astype(PETSc.IntType), vals))
     A.assemble()
     if "cusparse" in A.getType():
         da.setVecType("cuda")
     b, _ = A.createVecs()
-    if rhs == "random":
-        b.setArray(numpy.random.default_rng(seed).standard_normal(b.getLocalSize()))
-    elif rhs == "ones":
-        b.set(1.0)
-    elif rhs == "sine":
-        x = numpy.meshgrid(*[numpy.arange(1, n + 1) / (n + 1)] * dim, indexing="ij")
-        b.setArray(numpy.prod([numpy.sin(numpy.pi * xi) for xi in x], axis=0).ravel())
-    else:
-        raise ValueError(rhs)
+    b.setArray(bvals)
     return da, A, b
+
+
+def natural_array(da, x):
+    """The whole of a DMDA global Vec in natural (grid) ordering, on every rank."""
+    xn = da.createNaturalVec()
+    da.globalToNatural(x, xn)
+    scatter, full = PETSc.Scatter.toAll(xn)
+    scatter.scatter(xn, full)
+    return full.getArray().copy()

@@ -9,7 +9,7 @@ import time
 import numpy
 from petsc4py import PETSc
 
-from . import backend, grid, stencil
+from . import backend, grid, multigrid, stencil
 
 
 class PCPluginError(RuntimeError):
@@ -110,8 +110,6 @@ def dmda_box(pc):
         raise error(f"pcplugins.GMG supports 2D and 3D DMDAs, this one is {dim}D")
     if any(b != PETSc.DM.BoundaryType.NONE for b in dm.getBoundaryType()[:dim]):
         raise error("pcplugins.GMG does not support periodic or ghosted DMDA boundaries yet")
-    if pc.getComm().getSize() > 1:
-        raise error("pcplugins.GMG runs on one MPI rank in this version (parallel runs: issue 7)")
     sizes = dm.getSizes()[:dim][::-1]
     ranges = dm.getRanges()[:dim][::-1]
     return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges])
@@ -135,26 +133,58 @@ def is_aij(M):
     return "aij" in M.getType()
 
 
-def stencil_from_aij(M, box, xp, dtype):
+def rank_boxes(dm):
+    """Every rank's box of a DMDA, in rank order (PETSc numbers rank i + m (j + n k) along x, y,
+    z; its global ordering is rank by rank, each rank's points in natural order)."""
+    dim = dm.getDim()
+    counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:dim]]       # x, y, z
+    starts = [numpy.concatenate([[0], numpy.cumsum(c)[:-1]]) for c in counts]
+    boxes = []
+    for coords in numpy.ndindex(*[len(c) for c in reversed(counts)]):         # (k, j, i)
+        ijk = coords[::-1]
+        st = [int(starts[a][ijk[a]]) for a in range(dim)][::-1]
+        sh = [int(counts[a][ijk[a]]) for a in range(dim)][::-1]
+        boxes.append(grid.Box(dm.getSizes()[:dim][::-1], st, sh))
+    return boxes
+
+
+def _grid_positions(index, boxes, xp):
+    """Grid positions (one array per axis) of PETSc global indices on a DMDA with ``boxes``."""
+    offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])[:-1]])
+    if len(boxes) == 1:
+        r = xp.zeros(index.shape, dtype=numpy.int64)
+    else:
+        r = xp.searchsorted(xp.asarray(offsets), index, side="right") - 1
+    rest = index - xp.asarray(offsets)[r]
+    pos = [None] * boxes[0].dim
+    for a in reversed(range(boxes[0].dim)):
+        n = xp.asarray(numpy.array([b.shape[a] for b in boxes]))[r]
+        pos[a] = rest % n + xp.asarray(numpy.array([b.start[a] for b in boxes]))[r]
+        rest = rest // n
+    return pos
+
+
+def stencil_from_aij(M, box, dm, xp, dtype, mpi):
     """Offsets present in an assembled DMDA operator and their coefficient arrays on this rank's
-    box (serial: PETSc's ordering is the natural one). The index work runs in ``xp``: on the GPU
-    for a 17M-row matrix it takes a fraction of a second instead of the host's many seconds."""
+    box. The index work runs in ``xp``: on the GPU for a 17M-row matrix it takes a fraction of a
+    second instead of the host's many seconds."""
     if not is_aij(M):
         raise error(f"pcplugins.GMG reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
     indptr, cols, vals = (xp.asarray(a) for a in M.getValuesCSR())
     d = box.dim
     nrows = box.size
-    if not bool(xp.all(xp.isfinite(vals))):
+    if mpi.min(int(bool(xp.all(xp.isfinite(vals))))) == 0:
         raise error("the operator has NaN or Inf entries")
     rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
     slot = xp.zeros(cols.size, dtype=numpy.int64)
-    rest_r, rest_c = rows, cols.astype(numpy.int64)
-    for a in reversed(range(d)):          # unravel rows (local box) and columns (global grid)
-        n, m = box.shape[a], box.global_shape[a]
-        off = rest_c % m - (rest_r % n + box.start[a])
-        rest_r, rest_c = rest_r // n, rest_c // m
-        if off.size and int(xp.abs(off).max()) > 1:
+    cpos = _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp)
+    rest_r = rows
+    for a in reversed(range(d)):          # rows: this rank's box in natural order
+        n = box.shape[a]
+        off = cpos[a] - (rest_r % n + box.start[a])
+        rest_r = rest_r // n
+        if mpi.min(-int(xp.abs(off).max()) if off.size else 0) < -1:
             raise error("the operator couples grid points more than one apart: pcplugins.GMG "
                         "supports stencil width 1 (5/7/9/27-point stencils)")
         slot += (off + 1) * 3 ** (d - 1 - a)
@@ -180,47 +210,164 @@ def layer_mask(box, xp=numpy):
     return xp.asarray(on_layer)
 
 
-def dirichlet_layer(box, offsets, coefs):
+def dirichlet_layer(box, offsets, coefs, mpi):
     """True when every row on the outer layer of the global grid is an identity-like row (only a
     diagonal entry): PETSc's DMDA tutorial convention (ex45), where the boundary values are kept
-    as unknowns with scaled identity rows."""
+    as unknowns with scaled identity rows. Collective: every rank gets the same answer."""
     if any(m < 3 for m in box.global_shape):
         return False
     on_layer = layer_mask(box, backend.array_module(coefs[0]))
-    if not bool(on_layer.any()):
-        return False
+    ok = True
     for o, c in zip(offsets, coefs):
         if any(o):
-            if bool((c[on_layer] != 0).any()):
-                return False
-        elif bool((c[on_layer] <= 0).any()):
-            return False
-    return True
+            ok = ok and not bool((c[on_layer] != 0).any())
+        else:
+            ok = ok and not bool((c[on_layer] <= 0).any())
+    return mpi.min(int(ok)) == 1
 
 
-def sample_laplacian(M, box):
-    """For a declared Laplacian: axis weights and boundary convention from two rows of an AIJ
-    matrix (row 0 and a central row), or the finite-difference -Laplacian with h = 1/(m+1) for a
-    matrix-free operator."""
+def sample_laplacian(M, box, dm, mpi):
+    """For a declared Laplacian: axis weights, boundary convention and the boundary rows' value
+    from two rows of an AIJ matrix (the first grid point and a central one, read by the ranks that
+    own them), or the finite-difference -Laplacian with h = 1/(m+1) for a matrix-free operator.
+    Returns (weights, layer, boundary diagonal)."""
     d = box.dim
-    if M is not None and is_aij(M):
-        c0, v0 = M.getRow(0)
-        layer = len(c0) == 1
-        centre = tuple(m // 2 for m in box.global_shape)
-        row = int(numpy.ravel_multi_index(centre, box.global_shape))
-        cols, vals = M.getRow(row)
-        w = [None] * d
-        strides = [int(numpy.prod(box.global_shape[a + 1:])) for a in range(d)]
-        for c, v in zip(cols, vals):
-            delta = int(c) - row
-            for a in range(d):
-                if abs(delta) == strides[a]:
-                    w[a] = float(v)
-        if any(v is None for v in w):
-            raise error("-pc_gmg_operator laplacian: the matrix's central row is not a 5/7-point stencil")
-        return w, layer
-    shape = box.global_shape
-    return [-float((m + 1) ** 2) for m in shape], False
+    if M is None or not is_aij(M):
+        return [-float((m + 1) ** 2) for m in box.global_shape], False, None
+    boxes = rank_boxes(dm)
+    offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])])
+    lo, hi = M.getOwnershipRange()
+    centre = tuple(m // 2 for m in box.global_shape)
+    found = {}
+    for name, point in (("corner", (0,) * d), ("centre", centre)):
+        r = next(k for k, b in enumerate(boxes)
+                 if all(s <= p < s + n for p, s, n in zip(point, b.start, b.shape)))
+        b = boxes[r]
+        row = int(offsets[r] + numpy.ravel_multi_index(
+            tuple(p - s for p, s in zip(point, b.start)), b.shape))
+        if lo <= row < hi:
+            cols, vals = M.getRow(row)
+            pos = _grid_positions(numpy.asarray(cols, dtype=numpy.int64), boxes, numpy)
+            found[name] = [(tuple(int(pos[a][k]) - point[a] for a in range(d)), float(v))
+                           for k, v in enumerate(vals)]
+    merged = {}
+    for part in mpi.allgather(found):
+        merged.update(part)
+    corner, central = merged["corner"], merged["centre"]
+    layer = len(corner) == 1
+    w = [None] * d
+    for off, v in central:
+        if sum(abs(o) for o in off) == 1:
+            w[[abs(o) for o in off].index(1)] = v
+    if any(v is None for v in w):
+        raise error("-pc_gmg_operator laplacian: the matrix's central row is not a 5/7-point stencil")
+    return w, layer, corner[0][1] if layer else None
+
+
+class Collective:
+    """The few collectives the bridge needs, on the PC's communicator (mpi4py only in parallel,
+    so serial use needs no mpi4py)."""
+
+    def __init__(self, pc):
+        self.size = pc.getComm().getSize()
+        self.mpi = pc.getComm().tompi4py() if self.size > 1 else None
+
+    def min(self, x):
+        if self.mpi is None:
+            return x
+        from mpi4py import MPI
+        return self.mpi.allreduce(x, op=MPI.MIN)
+
+    def sum(self, x):
+        return x if self.mpi is None else self.mpi.allreduce(x)
+
+    def allgather(self, x):
+        return [x] if self.mpi is None else self.mpi.allgather(x)
+
+
+class DMDAComm(multigrid.Comm):
+    """Ghost updates and gathers for the multigrid levels of a distributed DMDA.
+
+    Each distributed level gets its own DMDA (box stencil, width 1) whose ownership ranges nest
+    in the finer level's: a rank owning fine points [s, e) along an axis owns coarse points
+    [s // 2, e // 2) (grid.py). A level stays distributed while every rank owns points of it;
+    below, the levels are replicated (``multigrid.Gathered``). ``exchange`` copies the owned
+    values into the level's global Vec, runs DMGlobalToLocal and copies the ghosts back into the
+    halo; with CUDA Vecs those copies stay on the GPU (PETSc moves the ghosts through MPI).
+    """
+
+    def __init__(self, pc, dm, layer, xp):
+        self.mpi = Collective(pc)
+        self.size = self.mpi.size
+        self.pcomm = pc.getComm()
+        self.xp = xp
+        self.dim = dm.getDim()
+        self.gpu = backend.is_gpu(xp)
+        counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:self.dim]][::-1]
+        ranges = [[(int(s), int(s + c)) for s, c in zip(numpy.cumsum(cs) - cs, cs)] for cs in counts]
+        gshape = tuple(dm.getSizes()[:self.dim][::-1])
+        self._ranges = {-1: (gshape, ranges)}
+        self._levels = {}
+        self.distribute(-1, None)                 # the user's grid, for the boundary elimination
+        if layer:
+            ranges = [[(max(s, 1) - 1, min(e, m - 1) - 1) for s, e in r] for r, m in zip(ranges, gshape)]
+            gshape = tuple(m - 2 for m in gshape)
+        self._ranges[0] = (gshape, ranges)
+        self.exchanges = 0
+
+    def distribute(self, level, box):
+        if level > 0:
+            pshape, pranges = self._ranges[level - 1]
+            ranges = [[(s // 2, e // 2) for s, e in r] if m != pm else r
+                      for r, m, pm in zip(pranges, box.global_shape, pshape)]
+            self._ranges[level] = (box.global_shape, ranges)
+        gshape, ranges = self._ranges[level]
+        if any(e <= s for r in ranges for s, e in r):
+            if level <= 0:
+                raise error("pcplugins.GMG: a rank owns no interior grid points; use fewer ranks "
+                            "or a larger grid")
+            return False
+        da = PETSc.DMDA().create(dim=self.dim, dof=1, sizes=gshape[::-1],
+                                 proc_sizes=[len(r) for r in ranges][::-1],
+                                 ownership_ranges=[[e - s for s, e in r] for r in ranges][::-1],
+                                 stencil_type=PETSc.DMDA.StencilType.BOX, stencil_width=1,
+                                 comm=self.pcomm, setup=False)
+        if self.gpu:
+            da.setVecType("cuda")
+        da.setUp()
+        own = [tuple(r) for r in da.getRanges()[:self.dim]][::-1]
+        ghost = [tuple(r) for r in da.getGhostRanges()[:self.dim]][::-1]
+        if box is not None and own != [(s, s + n) for s, n in zip(box.start, box.shape)]:
+            raise error(f"pcplugins.GMG: internal error, level {level} ownership {own} does not "
+                        f"match the hierarchy's box {box}")
+        sl = tuple(slice(gs - s + 1, ge - s + 1) for (s, _), (gs, ge) in zip(own, ghost))
+        shape = tuple(e - s for s, e in own)
+        gh_shape = tuple(ge - gs for gs, ge in ghost)
+        self._levels[level] = (da, da.createGlobalVec(), da.createLocalVec(), shape, gh_shape, sl)
+        return True
+
+    def exchange(self, level, u):
+        da, g, loc, shape, gh_shape, sl = self._levels[level]
+        with backend.vec_array(g, "w") as ga:
+            ga.reshape(shape)[...] = grid.interior(u)
+        da.globalToLocal(g, loc)
+        with backend.vec_array(loc, "r") as la:
+            u[sl] = la.reshape(gh_shape)
+        self.exchanges += 1
+        return u
+
+    def allsum(self, x):
+        return self.mpi.sum(x)
+
+    def allmin(self, x):
+        return self.mpi.min(x)
+
+    def gather(self, level, part, part_box, out):
+        full = numpy.zeros(out.shape, dtype=out.dtype)
+        for start, shape, a in self.mpi.allgather((part_box.start, part_box.shape, backend.to_host(part))):
+            full[tuple(slice(s, s + n) for s, n in zip(start, shape))] = a
+        out[...] = backend.to_namespace(full, self.xp)
+        return out
 
 
 def interior_box(box):

@@ -82,16 +82,27 @@ class GMG:
         self.xp, self.device = xp, device
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
         self._elim_fused = None
+        self.mpi = bridge.Collective(pc)
         t = bridge.clock()
-        op, self.layer, self.operator_kind = self._fine_operator(v, box, M, xp)
+        op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
         self.timings["operator"] = bridge.clock() - t
+        if self.mpi.size > 1:
+            self.comm = bridge.DMDAComm(pc, dm, self.layer, xp)
+            self.comm.distribute(0, op.box)
+        else:
+            self.comm = multigrid.Comm()
+        # where the multigrid's interior box sits in this rank's part of the user's grid
+        self._inner = tuple(slice(s - s0, s - s0 + n) for s, s0, n in
+                            zip((b + 1 for b in op.box.start) if self.layer else op.box.start,
+                                box.start, op.box.shape))
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
                                  transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
         t = bridge.clock()
         try:
-            self.mg = multigrid.Multigrid(op, opts, event=lambda name: bridge.event("GMG" + name.capitalize()))
+            self.mg = multigrid.Multigrid(op, opts, comm=self.comm,
+                                          event=lambda name: bridge.event("GMG" + name.capitalize()))
         except ValueError as e:
             raise bridge.error(f"pcplugins.GMG: {e}") from None
         backend.synchronize(xp)
@@ -101,43 +112,46 @@ class GMG:
         self.copy_time = 0.0
         self._prepare_apply()
 
-    def _fine_operator(self, v, box, M, xp):
-        dt = self.dtype
+    def _fine_operator(self, v, box, dm, M, xp):
+        dt, mpi = self.dtype, self.mpi
         if v["operator"] == "laplacian":
-            w, layer = bridge.sample_laplacian(M if bridge.is_aij(M) else None, box)
+            w, layer, bdiag = bridge.sample_laplacian(M if bridge.is_aij(M) else None, box, dm, mpi)
             mgbox = bridge.interior_box(box) if layer else box
             op = stencil.laplacian(mgbox, w, xp, dt)
             if layer:
-                c0, v0 = M.getRow(0)
                 self._elim = op
-                self._invdb = 1.0 / float(v0[0])    # one value on the whole identity layer
-                if v["fused"] and fused.supported(xp, dt):
+                self._invdb = 1.0 / bdiag          # one value on the whole identity layer
+                if v["fused"] and fused.supported(xp, dt) and mpi.size == 1:
                     self._elim_fused = fused.Laplacian(op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
-        offsets, coefs = bridge.stencil_from_aij(M, box, xp, dt)
-        layer = bridge.dirichlet_layer(box, offsets, coefs)
+        offsets, coefs = bridge.stencil_from_aij(M, box, dm, xp, dt, mpi)
+        layer = bridge.dirichlet_layer(box, offsets, coefs, mpi)
         mgbox = box
         if layer:
             mgbox = bridge.interior_box(box)
-            inner = tuple(slice(1, -1) for _ in range(box.dim))
+            inner = tuple(slice(s + 1 - s0, s + 1 - s0 + n) for s, s0, n in zip(mgbox.start, box.start, mgbox.shape))
             on_layer = bridge.layer_mask(box, xp)
-            db = coefs[offsets.index((0,) * box.dim)][on_layer]
-            if float(db.min()) == float(db.max()):
-                self._invdb = 1.0 / float(db[0])       # one value on the whole identity layer
+            dfull = coefs[offsets.index((0,) * box.dim)]
+            db = dfull[on_layer]
+            lo = mpi.min(float(db.min()) if db.size else numpy.inf)
+            hi = -mpi.min(-float(db.max()) if db.size else numpy.inf)
+            if lo == hi:
+                self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:
-                self._invdb = xp.where(on_layer, 1.0 / coefs[offsets.index((0,) * box.dim)], 0.0).astype(dt)
+                self._invdb = xp.where(on_layer, 1.0 / dfull, 0.0).astype(dt)
             coefs = [c[inner] for c in coefs]
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
         d = masked[offsets.index((0,) * box.dim)]
-        if not bool(xp.all(d > 0)):
+        if mpi.min(int(bool(xp.all(d > 0)))) == 0:
             raise bridge.error("pcplugins.GMG needs a positive diagonal; the operator has a zero or "
                                "negative diagonal entry")
         tol = None if v["operator"] == "assembled" else 0.0
-        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol)
+        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=_Reduce(mpi))
         w = stencil.laplacian_weights(op)
-        if layer and w is not None and numpy.isscalar(self._invdb) and v["fused"] and fused.supported(xp, dt):
+        if (layer and w is not None and numpy.isscalar(self._invdb) and v["fused"]
+                and fused.supported(xp, dt) and mpi.size == 1):
             self._elim_fused = fused.Laplacian(op, w)
         if op.constant:
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
@@ -178,6 +192,7 @@ class GMG:
         xp = self.xp
         if self.layer:
             self._f = xp.zeros(self.mg.levels[0].box.shape, self.dtype)
+            self._ypad = xp.zeros(self.box.padded_shape, self.dtype) if self.mpi.size > 1 else None
         self._x_low = self._y_low = None
         if self.dtype != numpy.float64:        # the cycle's own copies of x and y
             self._x_low = xp.zeros(self.box.shape, self.dtype)
@@ -185,7 +200,8 @@ class GMG:
         self._x = self._y = None                # device buffers, for host Vecs only
         self._graphs = {}
         self._warm = False
-        self._use_graph = backend.is_gpu(xp) and self.values["graph"]
+        # ghost updates go through PETSc and MPI on the host: no graph capture in parallel
+        self._use_graph = backend.is_gpu(xp) and self.values["graph"] and self.mpi.size == 1
         self.graph_note = "on (whole cycle captured)" if self._use_graph else "off"
 
     _MAX_GRAPHS = 8
@@ -241,7 +257,7 @@ class GMG:
     def _cycle_in_precision(self, x, out):
         if self.layer:
             self._eliminate(self._f, x, out)
-            grid.interior(out)[...] = grid.interior(self.mg.cycle(self._f))
+            out[self._inner] = grid.interior(self.mg.cycle(self._f))
         else:
             out[...] = grid.interior(self.mg.cycle(x))
 
@@ -249,10 +265,21 @@ class GMG:
         """y_B = x_B / d_B on the identity layer, and f_I = x_I - A_IB y_B."""
         if self._elim_fused is not None:
             return self._elim_fused.eliminate(f, x, y, self._invdb)
-        self.xp.multiply(x, self._invdb, out=y)
+        if self.mpi.size == 1:          # this rank's box is the whole grid: y is its own halo
+            self.xp.multiply(x, self._invdb, out=y)
+            if numpy.isscalar(self._invdb):
+                y[self._inner] = 0
+            return self._elim.residual(f, x[self._inner], y)
+        # in parallel a neighbouring boundary value may live on another rank: a ghost update
+        yp = self._ypad
+        yi = grid.interior(yp)
+        self.xp.multiply(x, self._invdb, out=yi)
         if numpy.isscalar(self._invdb):
-            grid.interior(y)[...] = 0
-        self._elim.residual(f, grid.interior(x), y)
+            yi[self._inner] = 0
+        self.comm.exchange(-1, yp)
+        y[...] = yi
+        halo = tuple(slice(s.start, s.stop + 2) for s in self._inner)
+        self._elim.residual(f, x[self._inner], yp[halo])
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
@@ -260,7 +287,8 @@ class GMG:
             return ["pcplugins.GMG: not set up"]
         gs = "x".join(str(m) for m in reversed(self.box.global_shape))
         mem = self.mg.memory_values()
-        lines = [f"pcplugins.GMG: geometric multigrid on the DMDA grid {gs}",
+        ranks = f", distributed over {self.mpi.size} MPI ranks" if self.mpi.size > 1 else ""
+        lines = [f"pcplugins.GMG: geometric multigrid on the DMDA grid {gs}{ranks}",
                  f"device {self.device} ({'CuPy' if backend.is_gpu(self.xp) else 'NumPy'}), precision "
                  + ("double" if self.dtype == numpy.float64 else "single (float32 cycle in a float64 Krylov method)")
                  + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
@@ -275,3 +303,10 @@ class GMG:
         if self.copy_time:
             lines.append(f"host-device copies so far: {self.copy_time:.3g} s")
         return lines
+
+
+class _Reduce:
+    """bridge.Collective as the core's ``comm.allmin``."""
+
+    def __init__(self, mpi):
+        self.allmin = mpi.min

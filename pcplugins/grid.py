@@ -137,10 +137,10 @@ def colours(box, kind):
         groups = [[p for p in parities if sum(p) % 2 == c] for c in (0, 1)]
     else:
         raise ValueError(kind)
+    # A colour with no points on this rank stays (as an empty list): every rank must do the same
+    # number of ghost updates.
     out = []
     for g in groups:
         lats = [parity_lattice(box, p) for p in g]
-        lats = [lat for lat in lats if not lattice_empty(lat)]
-        if lats:
-            out.append(lats)
+        out.append([lat for lat in lats if not lattice_empty(lat)])
     return out

@@ -18,13 +18,53 @@ from . import coarse, fused, grid, smoothers, stencil, transfer
 
 
 class Comm:
-    """Serial communication: no ghosts to update, local sums are global."""
+    """Serial communication: no ghosts to update, local sums are global.
+
+    Under MPI the bridge supplies a subclass: ``distribute(level, box)`` says whether a level with
+    this rank's ``box`` stays distributed (every rank owns points of it), ``exchange`` updates
+    the ghost halo of a distributed level, and ``gather`` assembles a replicated coarse level
+    from every rank's part.
+    """
+    size = 1
+
+    def distribute(self, level, box):
+        return True
 
     def exchange(self, level, u):
         return u
 
     def allsum(self, x):
         return x
+
+    def allmin(self, x):
+        return x
+
+    def gather(self, level, part, part_box, out):
+        out[...] = part
+        return out
+
+
+class Gathered:
+    """The transfer from the last distributed level to a replicated one (every rank holds the
+    whole coarse grid, as PCTELESCOPE gathers a coarse problem, here onto every rank so the
+    coarse solve needs no broadcast). Restriction computes this rank's part of the coarse grid
+    and gathers the parts; prolongation reads this rank's part, with its halo, of the replicated
+    coarse correction."""
+
+    def __init__(self, inner, part, comm, level, xp, dtype):
+        self.inner, self.part, self.comm, self.level = inner, part, comm, level
+        self.kind = getattr(inner, "kind", None)
+        self.f_part = xp.zeros(part.shape, dtype)
+        self.e_part = xp.zeros(part.padded_shape, dtype)
+        self._halo = tuple(slice(s, s + n + 2) for s, n in zip(part.start, part.shape))
+
+    def restrict(self, coarse_out, fine_pad):
+        self.inner.restrict(self.f_part, fine_pad)
+        return self.comm.gather(self.level, self.f_part, self.part, coarse_out)
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        self.e_part[...] = coarse_pad[self._halo]
+        return self.inner.prolong_add(fine_pad, self.e_part)
 
 
 @dataclasses.dataclass
@@ -57,6 +97,7 @@ class Level:
         self.transfer = None   # to the next coarser level
         self.coarse_solve = None
         self.fused = None      # fused.Laplacian when the fast path applies
+        self.replicated = False  # under MPI: every rank holds the whole level
 
     def residual(self):
         """r = f - A u on this level's work arrays."""
@@ -84,6 +125,14 @@ class Multigrid:
         for l, (cbox, ax) in enumerate(zip(boxes[1:], axes), start=1):
             fine = self.levels[-1]
             fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
+            replicated = fine.replicated or (self.comm.size > 1 and (
+                l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
+            if replicated:
+                if not fine.replicated:
+                    fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, self.xp, self.dtype)
+                cbox = grid.Box(cbox.global_shape)
+                if fine.replicated:
+                    fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
             uniform = all(m % 2 == 1 for m, a in zip(fine.box.global_shape, ax) if a)
             if weights is not None and uniform:
                 weights = [w / 4.0 if a else w for w, a in zip(weights, ax)]
@@ -92,6 +141,7 @@ class Multigrid:
                 weights = None
                 cop = self._galerkin(fine, cbox)
             self.levels.append(Level(l, cop))
+            self.levels[-1].replicated = replicated
         if opt.fused and fused.supported(self.xp, self.dtype):
             self._use_fused_kernels()
         if opt.coarse_solve not in ("direct", "smooth"):
@@ -106,6 +156,8 @@ class Multigrid:
 
     # -- setup -------------------------------------------------------------------------------------
     def _exchange(self, lev):
+        if lev.replicated:
+            return lambda u: u
         return lambda u: self.comm.exchange(lev.index, u)
 
     def _galerkin(self, fine, cbox):
@@ -116,24 +168,31 @@ class Multigrid:
         out = xp.zeros(cbox.shape, self.dtype)
         zero = xp.zeros(fine.box.shape, self.dtype)
 
+        ex_fine, ex_coarse = self._exchange(fine), (lambda u: u)
+        if not isinstance(T, Gathered) and not fine.replicated:
+            ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
+
         def rap(e_pad):
-            self.comm.exchange(fine.index + 1, e_pad)
+            ex_coarse(e_pad)
             pf[...] = 0
             T.prolong_add(pf, e_pad)
-            self.comm.exchange(fine.index, pf)
+            ex_fine(pf)
             op.residual(grid.interior(af), zero, pf)     # -A P e
-            self.comm.exchange(fine.index, af)
+            ex_fine(af)
             T.restrict(out, af)
             return -out
-        return stencil.galerkin(rap, cbox, xp, self.dtype)
+        return stencil.galerkin(rap, cbox, xp, self.dtype, None if fine.replicated else self.comm)
 
     def _use_fused_kernels(self):
         for lev in self.levels:
             w = stencil.laplacian_weights(lev.op)
             if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
                 lev.fused = fused.Laplacian(lev.op, w)
-            if lev.transfer is not None and lev.transfer.kind == "linear":
-                lev.transfer = fused.LinearTransfer(lev.transfer)
+            T = lev.transfer
+            if isinstance(T, Gathered) and T.kind == "linear":
+                T.inner = fused.LinearTransfer(T.inner)
+            elif T is not None and T.kind == "linear":
+                lev.transfer = fused.LinearTransfer(T)
 
     def _smoother(self, lev):
         opt = self.options
@@ -146,8 +205,9 @@ class Multigrid:
             return smoothers.ColourGS(lev.op, kind, 1.0 if opt.omega is None else opt.omega)
         if opt.smoother == "jacobi":
             return smoothers.Jacobi(lev.op, 2.0 / 3.0 if opt.omega is None else opt.omega)
+        allsum = (lambda x: x) if lev.replicated else self.comm.allsum
         lam = smoothers.estimate_lambda_max(lev.op, self._exchange(lev),
-                                            lambda a, b: self.comm.allsum(float(self.xp.vdot(a, b))))
+                                            lambda a, b: allsum(float(self.xp.vdot(a, b))))
         return smoothers.Chebyshev(lev.op, lam)
 
     # -- cycles ------------------------------------------------------------------------------------
@@ -247,5 +307,6 @@ class Multigrid:
             if lev.index == len(self.levels) - 1 and lev.coarse_solve is None:
                 what = "coarse solve by smoothing: " + what
             gs = "x".join(str(m) for m in reversed(lev.box.global_shape))
-            lines.append(f"level {lev.index}: grid {gs}, {lev.op.nnz_per_row}-point {kind}; {what}")
+            where = ", gathered onto every rank" if lev.replicated else ""
+            lines.append(f"level {lev.index}: grid {gs}{where}, {lev.op.nnz_per_row}-point {kind}; {what}")
         return lines

@@ -171,32 +171,38 @@ def laplacian_weights(op):
     return w
 
 
-def compress(box, offsets, coefs, xp, dtype, tol=0.0):
+def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     """A StencilOperator with all-zero offsets dropped and constant arrays turned into numbers.
 
     ``coefs`` are arrays over the box; entries coupling outside the grid must already be zero.
     A coefficient counts as constant when it is the same (to ``tol``, relative) at every point
-    whose neighbour exists; ``tol=None`` keeps stored coefficients.
+    whose neighbour exists; ``tol=None`` keeps stored coefficients. With ``comm`` (multigrid.Comm)
+    the decisions are global, so every rank builds the same kind of operator.
     """
-    keep_o, keep_c = [], []
-    consts = []
+    allmin = comm.allmin if comm is not None else (lambda x: x)
+    keep_o, keep_c, consts = [], [], []
     for o, c in zip(offsets, coefs):
         mask = inside_mask(box, o, xp).astype(bool)
         vals = c[mask]
-        if not any(o) or bool(xp.any(c != 0)):
-            keep_o.append(o)
-            keep_c.append(c)
-            if vals.size:
-                lo, hi = float(vals.min()), float(vals.max())
-                consts.append(lo if tol is not None and hi - lo <= tol * max(abs(lo), abs(hi)) else None)
-            else:
-                consts.append(0.0 if tol is not None else None)
+        nonzero = -allmin(-int(bool(xp.any(c != 0))))
+        lo = allmin(float(vals.min()) if vals.size else numpy.inf)
+        hi = -allmin(-float(vals.max()) if vals.size else numpy.inf)
+        if any(o) and not nonzero:
+            continue
+        keep_o.append(o)
+        keep_c.append(c)
+        if tol is None:
+            consts.append(None)
+        elif lo > hi:                    # no point of the grid has this neighbour
+            consts.append(0.0)
+        else:
+            consts.append(lo if hi - lo <= tol * max(abs(lo), abs(hi)) else None)
     if all(v is not None for v in consts):
         return StencilOperator(box, keep_o, consts, xp, dtype)
     return StencilOperator(box, keep_o, keep_c, xp, dtype)
 
 
-def galerkin(rap, coarse_box, xp, dtype):
+def galerkin(rap, coarse_box, xp, dtype, comm=None):
     """The coarse stencil of R A P by probing: 3^d applications of ``rap`` (a function of a padded
     coarse array returning an unpadded one), one per class of global index mod 3. Valid whenever
     R A P couples only points at most one apart (linear interpolation, 3-point stencils)."""
@@ -224,4 +230,4 @@ def galerkin(rap, coarse_box, xp, dtype):
         k = xp.broadcast_to(k, coarse_box.shape)
         c = xp.take_along_axis(Y, k[None], axis=0)[0]
         coefs.append(c * inside_mask(coarse_box, o, xp))
-    return compress(coarse_box, offsets, coefs, xp, dtype)
+    return compress(coarse_box, offsets, coefs, xp, dtype, comm=comm)

@@ -1,0 +1,36 @@
+"""Run under mpiexec by test_mpi.py: solve one model problem and save (on rank 0) the solution in
+natural ordering, the iteration count and the converged reason.
+
+    mpiexec -n P python tests/mpi_solve.py OUT.npz n dim convention jump [PETSc options]
+"""
+import os
+import sys
+
+import petsc4py
+
+out, n, dim, convention, jump = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+petsc4py.init([sys.argv[0]] + sys.argv[6:])
+from petsc4py import PETSc  # noqa: E402
+
+import numpy  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from problems import natural_array, poisson_system  # noqa: E402
+
+da, A, b = poisson_system(n, dim, convention, jump=jump)
+ksp = PETSc.KSP().create()
+ksp.setDM(da)
+ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+ksp.setOperators(A)
+ksp.setType("cg")
+ksp.getPC().setType("python")
+ksp.getPC().setPythonType("pcplugins.GMG")
+ksp.setTolerances(rtol=1e-8, max_it=200)
+ksp.setFromOptions()
+x = b.duplicate()
+ksp.solve(b, x)
+u = natural_array(da, x)
+ctx = ksp.getPC().getPythonContext()
+if PETSc.COMM_WORLD.getRank() == 0:
+    numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
+                levels=len(ctx.mg.levels), replicated=sum(lev.replicated for lev in ctx.mg.levels))

@@ -1,0 +1,47 @@
+"""pcplugins.GMG under mpiexec with 1-4 ranks (tests/mpi_solve.py): the iterates do not depend on
+the number of ranks (global colours, nested partitions, a ghost update after each colour, the
+coarse levels gathered onto every rank once some rank would own no points)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(__file__)
+MPIEXEC = shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+
+
+def run(tmp_path, P, problem, options):
+    out = str(tmp_path / f"out{P}.npz")
+    cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "mpi_solve.py"), out,
+           *map(str, problem), *options]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return np.load(out)
+
+
+CASES = [((17, 3, "petsc", 0.0), []),
+         ((20, 3, "interior", 2.0), ["-pc_gmg_smoother", "multicolor"]),
+         ((45, 2, "interior", 3.0), ["-pc_gmg_cycle", "w"]),
+         ((33, 2, "petsc", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"]),
+         ((19, 3, "interior", 1.0), ["-pc_gmg_smoother", "chebyshev"])]
+
+
+@pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_fixed_iterations_equal_serial(tmp_path, problem, options):
+    fixed = options + ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
+    ref = run(tmp_path, 1, problem, fixed)
+    for P in (2, 3, 4):
+        got = run(tmp_path, P, problem, fixed)
+        assert got["levels"] == ref["levels"] and got["replicated"] >= 1
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+
+
+def test_converged_counts_match_serial(tmp_path):
+    problem = (33, 3, "petsc", 4.0)
+    its = [int(run(tmp_path, P, problem, [])["its"]) for P in (1, 2, 3, 4)]
+    assert all(abs(k - its[0]) <= 1 for k in its), its
+    assert its[0] < 60
