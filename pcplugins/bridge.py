@@ -412,8 +412,18 @@ def clock():
     return time.perf_counter()
 
 
-def cuda_device_of(vec):
-    """The CUDA device PETSc put ``vec`` on (None for host Vecs)."""
-    if not backend.vec_is_cuda(vec):
-        return None
-    return backend.cupy.from_dlpack(vec.toDLPack("r")).device.id
+def use_petsc_device(M):
+    """Make CuPy work on the GPU PETSc chose for this rank's vectors (PETSc spreads ranks over
+    the node's GPUs, CuPy would start on device 0). Returns the device id."""
+    x, _ = M.createVecs()
+    if backend.vec_is_cuda(x):
+        dev = backend.cupy.from_dlpack(x.toDLPack("r")).device.id
+    else:                              # host vectors with -pc_gmg_device gpu: PETSc's rule
+        dev = pc_rank(M) % backend.cupy.cuda.runtime.getDeviceCount()
+    x.destroy()
+    backend.cupy.cuda.Device(dev).use()
+    return dev
+
+
+def pc_rank(obj):
+    return obj.getComm().getRank()

@@ -80,6 +80,7 @@ class GMG:
             raise bridge.error(f"-pc_gmg_device {v['device']}: {e}") from None
         bridge.set_event_namespace(xp)
         self.xp, self.device = xp, device
+        self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
         self._elim_fused = None
         self.mpi = bridge.Collective(pc)
@@ -289,7 +290,7 @@ class GMG:
         mem = self.mg.memory_values()
         ranks = f", distributed over {self.mpi.size} MPI ranks" if self.mpi.size > 1 else ""
         lines = [f"pcplugins.GMG: geometric multigrid on the DMDA grid {gs}{ranks}",
-                 f"device {self.device} ({'CuPy' if backend.is_gpu(self.xp) else 'NumPy'}), precision "
+                 f"device {self.device} ({'CuPy, GPU %s' % self.gpu_id if backend.is_gpu(self.xp) else 'NumPy'}), precision "
                  + ("double" if self.dtype == numpy.float64 else "single (float32 cycle in a float64 Krylov method)")
                  + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
                  f"operator: {self.operator_kind}",
