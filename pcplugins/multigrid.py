@@ -83,7 +83,7 @@ class Options:
 
 
 SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev")
-CYCLES = ("v", "w", "f")
+CYCLES = ("v", "w", "f", "fmg")
 
 
 class Level:
@@ -213,13 +213,37 @@ class Multigrid:
     # -- cycles ------------------------------------------------------------------------------------
     def cycle(self, f, u=None, kind=None):
         """One cycle for A u = f on the finest level; ``u`` (padded) is the initial guess
-        (zero when None) and is returned updated."""
+        (zero when None) and is returned updated. Full multigrid ('fmg') always starts from
+        zero."""
         top = self.levels[0]
         top.f = f
         if u is not None:
             top.u = u
-        self._cycle(0, kind or self.options.cycle, zero=u is None)
+        kind = kind or self.options.cycle
+        if kind == "fmg":
+            self._fmg()
+        else:
+            self._cycle(0, kind, zero=u is None)
         return top.u
+
+    def _fmg(self):
+        """Full multigrid (Feng, Shu, Xu, Zhang, Algorithm 2; Trottenberg et al. 2.6): restrict
+        the right-hand side to every level, solve on the coarsest, then on each finer level start
+        from the interpolated coarse solution and do one V(pre, post) cycle."""
+        ev, last = self.event, len(self.levels) - 1
+        with ev("restrict"):
+            for lev, nxt in zip(self.levels[:-1], self.levels[1:]):
+                grid.interior(lev.r)[...] = lev.f
+                self._exchange(lev)(lev.r)
+                lev.transfer.restrict(nxt.f, lev.r)
+        self._cycle(last, "v", zero=True)
+        for l in range(last - 1, -1, -1):
+            lev, nxt = self.levels[l], self.levels[l + 1]
+            with ev("prolong"):
+                lev.u[...] = 0
+                lev.transfer.prolong_add(lev.u, nxt.u)
+                self._exchange(lev)(lev.u)
+            self._cycle(l, "v", zero=False)
 
     def _cycle(self, l, kind, zero):
         """``zero``: the level's u is to start from zero (its smoother zeroes it)."""

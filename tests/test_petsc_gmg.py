@@ -270,3 +270,16 @@ def test_single_precision_cycle_inside_double_cg(dim, n, convention, jump):
         assert ctx.mg.levels[0].u.dtype == (np.float32 if prec == "single" else np.float64)
     assert abs(its[0] - its[1]) <= 1
     assert np.linalg.norm(xs[0] - xs[1]) <= 1e-8 * np.linalg.norm(xs[0])
+
+
+def test_fmg_as_solver_and_preconditioner():
+    """-pc_gmg_cycle fmg: one cycle under preonly is already a good solve (the algebraic error is
+    of the size of the discretization error, tests/test_multigrid.py); under GMRES few iterations."""
+    da, A, b = poisson_system(65, 2, "petsc", rhs="sine")
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_cycle="fmg", pc_gmg_pre=1, pc_gmg_post=2), ksp_type="preonly")
+    r = b.duplicate()
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    assert r.norm() < 0.01 * b.norm()          # measured 1e-3
+    ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_cycle="fmg"), ksp_type="gmres", rtol=1e-10)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 8
