@@ -2,7 +2,7 @@
 
 Select them from the options database:
 
-    -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG
+    -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG      (or pcplugins.FFTPoisson)
 
 The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid) works on NumPy or CuPy
 arrays and never imports PETSc; the preconditioner classes are loaded on first use.
@@ -14,4 +14,7 @@ def __getattr__(name):
     if name == "GMG":
         from .gmg import GMG
         return GMG
+    if name == "FFTPoisson":
+        from .fftpoisson import FFTPoisson
+        return FFTPoisson
     raise AttributeError(f"module 'pcplugins' has no attribute {name!r}")

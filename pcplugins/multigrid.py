@@ -282,6 +282,15 @@ class Multigrid:
         with ev("smooth"):
             lev.smoother.smooth(lev.u, lev.f, opt.post, ex, reverse=True)
 
+    @property
+    def fine_box(self):
+        return self.levels[0].box
+
+    @property
+    def coarsest_rhs(self):
+        """NaN/Inf anywhere in the input reaches it (every fine point has a restriction weight)."""
+        return self.levels[-1].f
+
     # -- reporting ---------------------------------------------------------------------------------
     def residual_norm(self, f, u):
         lev = self.levels[0]
