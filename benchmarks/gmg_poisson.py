@@ -30,6 +30,8 @@ CONFIGS = {
     "pcplugins.GMG (declared, float32 cycle)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single"),
     "pcplugins.GMG (declared, generic kernels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_fused=0),
     "pcplugins.GMG (detected from matrix)": dict(GMG),
+    "pcplugins.FFTPoisson (declared)": {"pc_type": "python", "pc_python_type": "pcplugins.FFTPoisson",
+                                        "pc_fft_operator": "laplacian"},
     "PETSc PCMG (DMDA, Galerkin)": {"pc_type": "mg", "pc_mg_galerkin": "both"},
     "CG + Jacobi": {"pc_type": "jacobi"},
     "PETSc GAMG": {"pc_type": "gamg"},
@@ -83,6 +85,7 @@ def run(name, options, n, dim, gpu):
         ctx = ksp.getPC().getPythonContext()
         res["view"] = ctx.describe()
         res["extra_values_per_unknown"] = ctx.mg.memory_values() / (n - 2) ** dim
+        res["graph"] = ctx.graph_note
     for k in options:
         opts.delValue(k)
     ksp.destroy()

@@ -182,3 +182,32 @@ def test_single_precision_cycle_cuda_matches_host():
     dev, ctx = _petsc_solve(33, {"pc_gmg_precision": "single", "mat_type": "aijcusparse"}, 0.0)
     assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
+
+
+@pytest.mark.parametrize("precision,tol", [("double", 1e-12), ("single", 1e-5)])
+def test_fft_poisson_cuda_matches_host(precision, tol):
+    from petsc4py import PETSc
+    from problems import poisson_system
+    out = []
+    for extra in ({}, {"mat_type": "aijcusparse"}):
+        opts = PETSc.Options()
+        for k, v in dict(extra, pc_fft_precision=precision).items():
+            opts[k] = v
+        da, A, b = poisson_system(33, 3, "petsc")
+        ksp = PETSc.KSP().create()
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+        ksp.setOperators(A)
+        ksp.setType("preonly")
+        ksp.getPC().setType("python")
+        ksp.getPC().setPythonType("pcplugins.FFTPoisson")
+        ksp.setFromOptions()
+        x = b.duplicate()
+        ksp.solve(b, x)
+        ksp.solve(b, x)        # the second application replays the captured graph when capture works
+        out.append((x.getArray().copy(), ksp.getPC().getPythonContext()))
+        for k in list(extra) + ["pc_fft_precision"]:
+            opts.delValue(k)
+    (host, hctx), (dev, dctx) = out
+    assert hctx.device == "cpu" and dctx.device == "gpu"
+    assert np.linalg.norm(host - dev) <= tol * np.linalg.norm(host)

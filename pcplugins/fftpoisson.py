@@ -1,0 +1,33 @@
+"""pcplugins.FFTPoisson: the exact inverse of the constant-coefficient Dirichlet Laplacian on a
+DMDA by fast sine transforms (fft.py), as a preconditioner or, with -ksp_type preonly, a direct
+solver; the baseline Feng, Shu, Xu, Zhang compare full multigrid with.
+
+    -ksp_type preonly -pc_type python -pc_python_type pcplugins.FFTPoisson [-pc_fft_* options]
+
+The operator comes from the matrix (it must be the 5/7-point Laplacian with constant axis weights,
+in either boundary convention) or is declared with -pc_fft_operator laplacian; one MPI rank.
+"""
+from . import bridge, fft, stencil
+from .bridge import Option
+from .dmdapc import DMDAPC
+
+OPTIONS = [
+    Option("pc_fft_operator", "str", "auto",
+           "Operator: detect the Laplacian from the matrix, or declare it (matrix-free)", ("auto", "laplacian")),
+    Option("pc_fft_device", "str", "auto",
+           "Where the transforms run (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+    Option("pc_fft_precision", "str", "double", "Precision of the transforms", ("double", "single")),
+]
+
+
+class FFTPoisson(DMDAPC):
+    OPTIONS, TITLE, EVENT, WHAT = OPTIONS, "pcplugins.FFTPoisson", "FFTPoisson", "fast Poisson solver"
+
+    def _build(self, op, v):
+        if self.mpi.size > 1:
+            raise bridge.error("pcplugins.FFTPoisson runs on one MPI rank")
+        w = stencil.laplacian_weights(op)
+        if w is None:
+            raise bridge.error("pcplugins.FFTPoisson needs the constant-coefficient Dirichlet Laplacian "
+                               f"(5/7-point star, zero row sum); the operator is: {self.operator_kind}")
+        return fft.DirichletFFT(op, w)

@@ -1,0 +1,64 @@
+"""pcplugins.FFTPoisson and the DST-I solve (fft.py) against direct solves."""
+import numpy as np
+import pytest
+import scipy.sparse.linalg
+
+from petsc4py import PETSc
+from problems import poisson_system
+
+from pcplugins import fft, grid, stencil
+
+
+@pytest.mark.parametrize("shape,w", [((13, 21), [-1.0, -3.0]), ((7, 9, 11), [-2.0, -1.0, -0.5])])
+def test_dirichlet_fft_is_the_exact_inverse(shape, w):
+    box = grid.Box(shape)
+    op = stencil.laplacian(box, w, np)
+    f = np.random.default_rng(0).standard_normal(shape)
+    u = grid.interior(fft.DirichletFFT(op, w).cycle(f))
+    ref = scipy.sparse.linalg.spsolve(op.to_scipy().tocsc(), f.ravel()).reshape(shape)
+    assert np.linalg.norm(u - ref) <= 1e-12 * np.linalg.norm(ref)
+
+
+def fft_solve(da, A, b, options, ksp_type="preonly"):
+    opts = PETSc.Options()
+    for k, v in options.items():
+        opts[k] = v
+    ksp = PETSc.KSP().create()
+    ksp.setDM(da)
+    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(A)
+    ksp.setType(ksp_type)
+    ksp.getPC().setType("python")
+    ksp.getPC().setPythonType("pcplugins.FFTPoisson")
+    ksp.setTolerances(rtol=1e-12)
+    ksp.setFromOptions()
+    x = b.duplicate()
+    ksp.solve(b, x)
+    for k in options:
+        opts.delValue(k)
+    r = b.duplicate()
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    return ksp, r.norm() / b.norm()
+
+
+@pytest.mark.parametrize("dim,n,convention", [(2, 33, "petsc"), (2, 30, "interior"), (3, 17, "petsc"),
+                                              (3, 12, "interior")])
+@pytest.mark.parametrize("declared", [False, True])
+def test_preonly_fft_solves_both_conventions(dim, n, convention, declared):
+    da, A, b = poisson_system(n, dim, convention)
+    ksp, rel = fft_solve(da, A, b, {"pc_fft_operator": "laplacian"} if declared else {})
+    assert rel < 1e-11
+    assert "fast Poisson solver" in ksp.getPC().getPythonContext().describe()[0]
+
+
+def test_cg_with_fft_converges_in_one_iteration():
+    da, A, b = poisson_system(33, 3, "petsc")
+    ksp, rel = fft_solve(da, A, b, {}, ksp_type="cg")
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 1
+
+
+def test_variable_coefficients_are_refused_by_name():
+    da, A, b = poisson_system(17, 2, "petsc", jump=2.0)
+    with pytest.raises(PETSc.Error):
+        fft_solve(da, A, b, {})
