@@ -49,6 +49,8 @@ class DMDAPC:
         dm, box = bridge.dmda_box(pc)
         M = bridge.operator_matrix(pc, box)
         device = v["device"]
+        if v.get("gpu_levels") == 0:
+            device = "cpu"                  # the hybrid cycle with no GPU level
         if device == "auto":
             gpu_vecs = "cuda" in (M.getVecType() or "") or "cusparse" in M.getType()
             device = "gpu" if gpu_vecs else "cpu"
@@ -142,7 +144,7 @@ class DMDAPC:
                 if self._x is None:
                     self._x, self._y = xp.zeros(shape), xp.zeros(shape)
                 t = bridge.clock()
-                self._x.set(numpy.ascontiguousarray(src))
+                self._x[...] = backend.to_namespace(src, xp)
                 self.copy_time += bridge.clock() - t
                 src, out = self._x, self._y
             else:
@@ -153,7 +155,7 @@ class DMDAPC:
             self._bad = ~xp.isfinite(xp.sum(self.mg.coarsest_rhs))
             if host_vecs:
                 t = bridge.clock()
-                dst[...] = backend.to_host(out)
+                dst[...] = backend.to_namespace(out, backend.array_module(dst))
                 self.copy_time += bridge.clock() - t
         if xp is numpy and bool(self._bad):
             bridge.set_failed(pc, True)
@@ -170,8 +172,9 @@ class DMDAPC:
         self._x = self._y = None                # device buffers, for host Vecs only
         self._graphs = {}
         self._warm = False
-        # ghost updates go through PETSc and MPI on the host: no graph capture in parallel
-        self._use_graph = backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
+        # ghost updates (MPI) and host levels (hybrid cycle) are host work: no graph capture
+        self._use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
+                           and not getattr(self.mg, "host_levels", 0))
         self.graph_note = "on (whole cycle captured)" if self._use_graph else "off"
 
     _MAX_GRAPHS = 8

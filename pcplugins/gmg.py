@@ -36,6 +36,9 @@ OPTIONS = [
            "float64 Krylov method)", ("double", "single")),
     Option("pc_gmg_fused", "bool", True,
            "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers)"),
+    Option("pc_gmg_gpu_levels", "int", None,
+           "Hybrid CPU-GPU cycle (Feng et al. Algorithm 3): the finest levels on the GPU, the rest "
+           "on the CPU (0: all on the CPU; default: all on the GPU)"),
     Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
 ]
 
@@ -44,9 +47,12 @@ class GMG(DMDAPC):
     OPTIONS, TITLE, EVENT, WHAT = OPTIONS, "pcplugins.GMG", "GMG", "geometric multigrid"
 
     def _build(self, op, v):
+        if v["gpu_levels"] is not None and v["gpu_levels"] < 0:
+            raise bridge.error(f"option -pc_gmg_gpu_levels: must be >= 0, got {v['gpu_levels']}")
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
                                  transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
+                                 gpu_levels=v["gpu_levels"] if self.device == "gpu" else None,
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
         try:
             mg = multigrid.Multigrid(op, opts, comm=self.comm,

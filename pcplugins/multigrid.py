@@ -14,7 +14,9 @@ import dataclasses
 
 import numpy
 
-from . import coarse, fused, grid, smoothers, stencil, transfer
+import numpy
+
+from . import backend, coarse, fused, grid, smoothers, stencil, transfer
 
 
 class Comm:
@@ -42,6 +44,28 @@ class Comm:
     def gather(self, level, part, part_box, out):
         out[...] = part
         return out
+
+
+class Moved:
+    """The transfer from the last device level to the first host level of the hybrid CPU-GPU
+    cycle (Feng, Shu, Xu, Zhang, Algorithm 3): restriction runs on the device and its result
+    is copied down, the coarse correction is copied up and prolongated on the device, so a cycle
+    moves one coarse right-hand side down and one coarse correction up."""
+
+    def __init__(self, inner, coarse_shape, xp, dtype):
+        self.inner, self.xp = inner, xp
+        self.kind = getattr(inner, "kind", None)
+        self.f_dev = xp.zeros(coarse_shape, dtype)
+        self.e_dev = xp.zeros(tuple(n + 2 for n in coarse_shape), dtype)
+
+    def restrict(self, coarse_out, fine_pad):
+        self.inner.restrict(self.f_dev, fine_pad)
+        coarse_out[...] = backend.to_host(self.f_dev)
+        return coarse_out
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        self.e_dev[...] = backend.to_namespace(coarse_pad, self.xp)
+        return self.inner.prolong_add(fine_pad, self.e_dev)
 
 
 class Gathered:
@@ -80,6 +104,7 @@ class Options:
     coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
     coarse_solve: str = "direct"   # direct, or smooth: pre+post sweeps (Feng et al., Remark 3.1)
     fused: bool = True            # on the GPU, fused kernels where they apply (fused.py)
+    gpu_levels: int = None        # hybrid cycle: levels from this index on live on the host (NumPy)
 
 
 SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev")
@@ -129,19 +154,23 @@ class Multigrid:
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
             if replicated:
                 if not fine.replicated:
-                    fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, self.xp, self.dtype)
+                    fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
                 cbox = grid.Box(cbox.global_shape)
                 if fine.replicated:
                     fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
+            cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp
+            if cxp is not fine.op.xp:
+                fine.transfer = Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)
             uniform = all(m % 2 == 1 for m, a in zip(fine.box.global_shape, ax) if a)
             if weights is not None and uniform:
                 weights = [w / 4.0 if a else w for w, a in zip(weights, ax)]
-                cop = stencil.laplacian(cbox, weights, self.xp, self.dtype)
+                cop = stencil.laplacian(cbox, weights, cxp, self.dtype)
             else:
                 weights = None
-                cop = self._galerkin(fine, cbox)
+                cop = self._galerkin(fine, cbox, cxp)
             self.levels.append(Level(l, cop))
             self.levels[-1].replicated = replicated
+        self.host_levels = sum(lev.op.xp is numpy for lev in self.levels) if backend.is_gpu(self.xp) else 0
         if opt.fused and fused.supported(self.xp, self.dtype):
             self._use_fused_kernels()
         if opt.coarse_solve not in ("direct", "smooth"):
@@ -160,12 +189,12 @@ class Multigrid:
             return lambda u: u
         return lambda u: self.comm.exchange(lev.index, u)
 
-    def _galerkin(self, fine, cbox):
+    def _galerkin(self, fine, cbox, cxp):
         T, op = fine.transfer, fine.op
-        xp = self.xp
+        xp = op.xp
         pf = xp.zeros(fine.box.padded_shape, self.dtype)
         af = xp.zeros(fine.box.padded_shape, self.dtype)
-        out = xp.zeros(cbox.shape, self.dtype)
+        out = cxp.zeros(cbox.shape, self.dtype)
         zero = xp.zeros(fine.box.shape, self.dtype)
 
         ex_fine, ex_coarse = self._exchange(fine), (lambda u: u)
@@ -181,18 +210,21 @@ class Multigrid:
             ex_fine(af)
             T.restrict(out, af)
             return -out
-        return stencil.galerkin(rap, cbox, xp, self.dtype, None if fine.replicated else self.comm)
+        return stencil.galerkin(rap, cbox, cxp, self.dtype, None if fine.replicated else self.comm)
 
     def _use_fused_kernels(self):
         for lev in self.levels:
+            if lev.op.xp is numpy:
+                continue
             w = stencil.laplacian_weights(lev.op)
             if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
                 lev.fused = fused.Laplacian(lev.op, w)
-            T = lev.transfer
-            if isinstance(T, Gathered) and T.kind == "linear":
-                T.inner = fused.LinearTransfer(T.inner)
-            elif T is not None and T.kind == "linear":
-                lev.transfer = fused.LinearTransfer(T)
+            outer, T = lev, lev.transfer            # the plain transfer inside Moved / Gathered
+            attr = "transfer"
+            while isinstance(T, (Moved, Gathered)):
+                outer, attr, T = T, "inner", T.inner
+            if T is not None and T.kind == "linear":
+                setattr(outer, attr, fused.LinearTransfer(T))
 
     def _smoother(self, lev):
         opt = self.options
@@ -207,7 +239,7 @@ class Multigrid:
             return smoothers.Jacobi(lev.op, 2.0 / 3.0 if opt.omega is None else opt.omega)
         allsum = (lambda x: x) if lev.replicated else self.comm.allsum
         lam = smoothers.estimate_lambda_max(lev.op, self._exchange(lev),
-                                            lambda a, b: allsum(float(self.xp.vdot(a, b))))
+                                            lambda a, b: allsum(float(lev.op.xp.vdot(a, b))))
         return smoothers.Chebyshev(lev.op, lam)
 
     # -- cycles ------------------------------------------------------------------------------------
@@ -341,5 +373,7 @@ class Multigrid:
                 what = "coarse solve by smoothing: " + what
             gs = "x".join(str(m) for m in reversed(lev.box.global_shape))
             where = ", gathered onto every rank" if lev.replicated else ""
+            if self.host_levels and lev.op.xp is numpy:
+                where += ", on the host"
             lines.append(f"level {lev.index}: grid {gs}{where}, {lev.op.nnz_per_row}-point {kind}; {what}")
         return lines

@@ -87,6 +87,7 @@ def _petsc_solve(n, extra, jump=1.0):
 @pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"mat_type": "aijcusparse", "pc_gmg_graph": "0"},
                                      {"mat_type": "aijcusparse", "pc_gmg_fused": "0"},
                                      {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_gpu_levels": "2"},
                                      {"pc_gmg_device": "gpu"}])
 def test_petsc_cuda_vectors_match_host(variant):
     jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
@@ -211,3 +212,30 @@ def test_fft_poisson_cuda_matches_host(precision, tol):
     (host, hctx), (dev, dctx) = out
     assert hctx.device == "cpu" and dctx.device == "gpu"
     assert np.linalg.norm(host - dev) <= tol * np.linalg.norm(host)
+
+
+@pytest.mark.parametrize("shape,variable", [((31, 31, 31), False), ((63, 63), True)])
+def test_hybrid_cycle_same_iterates_for_every_split(shape, variable):
+    """Feng et al. Algorithm 3: the finest L levels on the GPU, the rest on the host."""
+    cp = backend.cupy
+    box = grid.Box(shape)
+    dim = len(shape)
+    f = np.random.default_rng(7).standard_normal(shape)
+    if variable:
+        offs = stencil.star_offsets(dim)
+        k = np.exp(np.random.default_rng(2).uniform(-2, 2, shape))
+        coefs = [(-k if any(o) else 2 * dim * k + 0.1) * stencil.inside_mask(box, o, np) for o in offs]
+    outs = []
+    for L in (None, 0, 1, 2, 3, 9):
+        xp = np if L == 0 else cp
+        op = (stencil.StencilOperator(box, offs, [xp.asarray(c) for c in coefs], xp) if variable
+              else stencil.laplacian(box, [-1.0] * dim, xp))
+        mg = multigrid.Multigrid(op, multigrid.Options(gpu_levels=L, cycle="w"))
+        if L not in (None, 0, 9):
+            assert mg.host_levels == len(mg.levels) - L
+        u = xp.zeros(box.padded_shape)
+        for _ in range(3):
+            mg.cycle(xp.asarray(f), u)
+        outs.append(backend.to_host(grid.interior(u)))
+    for o in outs[1:]:
+        assert np.linalg.norm(o - outs[0]) <= 1e-12 * np.linalg.norm(outs[0])
