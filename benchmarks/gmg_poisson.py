@@ -3,7 +3,8 @@ relative residual of 1e-8, every solver in the same run so every figure is a rat
 
     python benchmarks/gmg_poisson.py [-sizes 129,257] [-vec gpu|cpu] [-out benchmarks/results/x.json]
 
-Solvers: pcplugins.GMG (declared Laplacian; detected from the matrix), PETSc PCMG on the DMDA
+Solvers: pcplugins.GMG (declared Laplacian: fused kernels, float32 cycle, hybrid CPU-GPU cycles,
+generic kernels; detected from the matrix), pcplugins.FFTPoisson, PETSc PCMG on the DMDA
 (Galerkin), PETSc GAMG, CG + Jacobi, and (GPU) a cuFFT sine-transform direct solve of the same
 interior system. Each configuration runs twice on fresh KSPs; the second run is reported (the
 first compiles kernels). Results: JSON with device, versions and command.
@@ -28,6 +29,8 @@ GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
 CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
     "pcplugins.GMG (declared, float32 cycle)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single"),
+    "pcplugins.GMG (declared, hybrid: 2 GPU levels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=2),
+    "pcplugins.GMG (declared, hybrid: 4 GPU levels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=4),
     "pcplugins.GMG (declared, generic kernels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_fused=0),
     "pcplugins.GMG (detected from matrix)": dict(GMG),
     "pcplugins.FFTPoisson (declared)": {"pc_type": "python", "pc_python_type": "pcplugins.FFTPoisson",
