@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 N ?= 65
 
-.PHONY: setup demo test test-gpu bench clean
+.PHONY: setup demo test test-gpu bench c-example clean
 
 setup: $(VENV)/.pcplugins-setup
 
@@ -20,6 +20,13 @@ test: setup
 
 bench: setup
 	$(PY) benchmarks/gmg_poisson.py
+
+# A C PETSc application selecting pcplugins.GMG: PCPYTHON from C needs -python and PETSC_DIR.
+c-example: setup
+	$(eval PD := $(shell $(PY) -c "import petsc; print(petsc.get_petsc_dir())"))
+	mpicc -O2 -o examples/c/poisson3d examples/c/poisson3d.c -I$(PD)/include -L$(PD)/lib -lpetsc -Wl,-rpath,$(PD)/lib
+	PETSC_DIR=$(PD) PYTHONPATH=$(CURDIR) examples/c/poisson3d -python $(abspath $(PY)) \
+	  -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG -ksp_view
 
 clean:
 	rm -rf $(VENV) build *.egg-info
