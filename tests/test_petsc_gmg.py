@@ -283,3 +283,18 @@ def test_fmg_as_solver_and_preconditioner():
     assert r.norm() < 0.01 * b.norm()          # measured 1e-3
     ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_cycle="fmg"), ksp_type="gmres", rtol=1e-10)
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 8
+
+
+def test_gmg_as_the_coarse_solver_of_pcmg():
+    """Inside a PETSc composite PC: PCMG hands its coarse DMDA (and a Galerkin 27-point coarse
+    operator) to pcplugins.GMG, options under the sub-PC's prefix."""
+    da, A, b = poisson_system(33, 3, "petsc")
+    da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
+    ksp, _ = solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": 2, "pc_mg_galerkin": "both",
+                              "mg_coarse_ksp_type": "preonly", "mg_coarse_pc_type": "python",
+                              "mg_coarse_pc_python_type": "pcplugins.GMG", "mg_coarse_pc_gmg_cycle": "w"},
+                   rtol=1e-8)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 10
+    coarse = ksp.getPC().getMGCoarseSolve().getPC()
+    ctx = coarse.getPythonContext()
+    assert ctx.mg.options.cycle == "w" and "17x17x17" in ctx.describe()[0]
