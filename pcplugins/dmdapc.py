@@ -83,6 +83,9 @@ class DMDAPC:
         self.box = box
         self._bad = None
         self.copy_time = 0.0
+        self.applications = 0
+        if self.mpi.size > 1:
+            self.comm.exchanges = 0             # count those of the applications only
         self._prepare_apply()
 
     def _fine_operator(self, v, box, dm, M, xp):
@@ -135,6 +138,7 @@ class DMDAPC:
     # -- apply -------------------------------------------------------------------------------------------
     def _apply(self, pc, x, y):
         xp, shape = self.xp, self.box.shape
+        self.applications += 1
         if self._bad is not None and bool(self._bad):
             bridge.set_failed(pc, True)
         with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
@@ -275,6 +279,9 @@ class DMDAPC:
                                                                     self.timings.get("hierarchy", 0)))
         if self.copy_time:
             lines.append(f"host-device copies so far: {self.copy_time:.3g} s")
+        if self.mpi.size > 1 and self.applications:
+            lines.append(f"ghost updates: {self.comm.exchanges / self.applications:.0f} per application "
+                         f"(through PETSc, one per smoothing colour and transfer)")
         return lines
 
 
