@@ -33,6 +33,8 @@ CONFIGS = {
     "pcplugins.GMG (declared, hybrid: 4 GPU levels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=4),
     "pcplugins.GMG (declared, generic kernels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_fused=0),
     "pcplugins.GMG (detected from matrix)": dict(GMG),
+    "pcplugins.GMG (HOMG MFMG, Richardson)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_cycle="homg",
+                                                  ksp_type="richardson"),
     "pcplugins.FFTPoisson (declared)": {"pc_type": "python", "pc_python_type": "pcplugins.FFTPoisson",
                                         "pc_fft_operator": "laplacian"},
     "PETSc PCMG (DMDA, Galerkin)": {"pc_type": "mg", "pc_mg_galerkin": "both"},

@@ -10,14 +10,16 @@ memory; with host Vecs on NumPy (or on the GPU with -pc_gmg_device gpu, one copy
 The grid, operator, boundary, device and MPI handling is dmdapc.DMDAPC's; this module builds the
 hierarchy.
 """
-from . import backend, bridge, multigrid
+from . import backend, bridge, homg, multigrid, stencil
 from .bridge import Option
 from .dmdapc import DMDAPC
 
 OPTIONS = [
     Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)"),
     Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns"),
-    Option("pc_gmg_cycle", "str", "v", "Multigrid cycle", multigrid.CYCLES),
+    Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
+           multigrid.CYCLES + ("homg",)),
+    Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)"),
     Option("pc_gmg_smoother", "str", "redblack", "Smoother", multigrid.SMOOTHERS),
     Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)"),
     Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps"),
@@ -49,6 +51,8 @@ class GMG(DMDAPC):
     def _build(self, op, v):
         if v["gpu_levels"] is not None and v["gpu_levels"] < 0:
             raise bridge.error(f"option -pc_gmg_gpu_levels: must be >= 0, got {v['gpu_levels']}")
+        if v["cycle"] == "homg":
+            return self._build_homg(op, v)
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
                                  transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
@@ -61,3 +65,13 @@ class GMG(DMDAPC):
             raise bridge.error(f"pcplugins.GMG: {e}") from None
         backend.synchronize(self.xp)
         return mg
+
+    def _build_homg(self, op, v):
+        w = stencil.laplacian_weights(op)
+        if w is None or self.mpi.size > 1:
+            raise bridge.error("-pc_gmg_cycle homg needs the constant-coefficient Laplacian on one rank; "
+                               f"the operator is: {self.operator_kind}")
+        try:
+            return homg.HOMG(op, w, v["homg_max_it"], 0.8 if v["omega"] is None else v["omega"])
+        except ValueError as e:
+            raise bridge.error(f"-pc_gmg_cycle homg: {e}") from None

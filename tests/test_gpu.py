@@ -239,3 +239,14 @@ def test_hybrid_cycle_same_iterates_for_every_split(shape, variable):
         outs.append(backend.to_host(grid.interior(u)))
     for o in outs[1:]:
         assert np.linalg.norm(o - outs[0]) <= 1e-12 * np.linalg.norm(outs[0])
+
+
+@pytest.mark.parametrize("shape", [(63, 63), (15, 31, 15)])
+def test_homg_cupy_matches_numpy(shape):
+    from pcplugins import homg
+    f = np.random.default_rng(8).standard_normal(shape)
+    outs = []
+    for xp in (np, backend.cupy):
+        op = stencil.laplacian(grid.Box(shape), [-1.0, -2.0, -1.5][:len(shape)], xp)
+        outs.append(backend.to_host(homg.HOMG(op, [-1.0, -2.0, -1.5][:len(shape)], 8).cycle(xp.asarray(f))))
+    assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])

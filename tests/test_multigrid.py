@@ -205,3 +205,41 @@ def test_fmg_3d_second_order():
     for alg, disc, _ in errs:
         assert alg < 3.0 * disc
     assert errs[1][2] / errs[2][2] > 3.0
+
+
+def paper_problem(n):
+    """Becerra-Sagredo et al.'s test: -Laplace u = -f with u = -x^2 y^2 (1 - x^2)(1 - y^2) (their
+    eqs. 4-6, Laplace u = f), on the (n + 2)^2 grid with its boundary."""
+    h = 1.0 / (n + 1)
+    x, y = np.meshgrid(np.arange(1, n + 1) * h, np.arange(1, n + 1) * h, indexing="ij")
+    u = -x ** 2 * y ** 2 * (1 - x ** 2) * (1 - y ** 2)
+    f = -2 * (y ** 2 * (1 - 6 * x ** 2) * (1 - y ** 2) + x ** 2 * (1 - 6 * y ** 2) * (1 - x ** 2))
+    op = stencil.laplacian(grid.Box((n, n)), [-1.0 / h ** 2] * 2, np)
+    return op, -f, u
+
+
+@pytest.mark.parametrize("max_it,restarts", [(4, 13), (32, 10)])   # measured 12, 9
+def test_homg_restarted_mfmg_converges(max_it, restarts):
+    from pcplugins import homg
+    op, f, u = paper_problem(127)
+    solver = homg.HOMG(op, [-(128 ** 2)] * 2, max_it)
+    v = np.zeros(op.box.padded_shape)
+    r0 = np.linalg.norm(f)
+    for k in range(1, 40):
+        r = op.residual(np.zeros(op.box.shape), f, v)
+        if np.linalg.norm(r) <= 1e-8 * r0:
+            break
+        v += solver.cycle(r)
+    assert k - 1 <= restarts
+
+
+def test_homg_one_cycle_l1_error():
+    """Information beside the paper's Fig. 4 (about 5% at MaxI 4, 1.6% at MaxI 32 on 128^2; our
+    coarse-to-fine MFMG reading gives 21% and 12% on 129^2): checked only to stay where it is."""
+    from pcplugins import homg
+    op, f, u = paper_problem(127)
+    errs = []
+    for max_it in (4, 32):
+        v = grid.interior(homg.HOMG(op, [-(128 ** 2)] * 2, max_it).cycle(f))
+        errs.append(np.abs(v - u).sum() / np.abs(u).sum())
+    assert errs[1] < errs[0] < 0.25 and errs[1] < 0.13

@@ -298,3 +298,15 @@ def test_gmg_as_the_coarse_solver_of_pcmg():
     coarse = ksp.getPC().getMGCoarseSolve().getPC()
     ctx = coarse.getPythonContext()
     assert ctx.mg.options.cycle == "w" and "17x17x17" in ctx.describe()[0]
+
+
+@pytest.mark.parametrize("dim,n", [(2, 129), (3, 33)])
+def test_homg_restarted_by_richardson(dim, n):
+    """Restarting HOMG's MFMG cycle on the residual equation is PETSc's Richardson iteration."""
+    da, A, b = poisson_system(n, dim, "petsc")
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_cycle="homg"), ksp_type="richardson", rtol=1e-8)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 14
+    assert "HOMG" in " ".join(ksp.getPC().getPythonContext().describe())
+    with pytest.raises(PETSc.Error):           # needs 2^k + 1 points per axis
+        da, A, b = poisson_system(30, 2, "petsc")
+        solve(da, A, b, dict(GMG, pc_gmg_cycle="homg"), ksp_type="richardson")
