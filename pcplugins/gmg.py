@@ -20,6 +20,8 @@ OPTIONS = [
     Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
            multigrid.CYCLES + ("homg",)),
     Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)"),
+    Option("pc_gmg_fmg_interpolation", "str", "cubic",
+           "FMG: interpolation of each level's starting solution", ("cubic", "linear")),
     Option("pc_gmg_smoother", "str", "redblack", "Smoother", multigrid.SMOOTHERS),
     Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)"),
     Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps"),
@@ -57,6 +59,7 @@ class GMG(DMDAPC):
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
                                  transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
                                  gpu_levels=v["gpu_levels"] if self.device == "gpu" else None,
+                                 fmg_interpolation=v["fmg_interpolation"],
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
         try:
             mg = multigrid.Multigrid(op, opts, comm=self.comm,

@@ -105,6 +105,7 @@ class Options:
     coarse_solve: str = "direct"   # direct, or smooth: pre+post sweeps (Feng et al., Remark 3.1)
     fused: bool = True            # on the GPU, fused kernels where they apply (fused.py)
     gpu_levels: int = None        # hybrid cycle: levels from this index on live on the host (NumPy)
+    fmg_interpolation: str = "cubic"  # FMG's solution transfer: cubic (where it applies) or linear
 
 
 SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev")
@@ -272,10 +273,20 @@ class Multigrid:
         for l in range(last - 1, -1, -1):
             lev, nxt = self.levels[l], self.levels[l + 1]
             with ev("prolong"):
-                lev.u[...] = 0
-                lev.transfer.prolong_add(lev.u, nxt.u)
+                if self._cubic_fmg(lev, nxt):
+                    lev.u[...] = transfer.cubic_upsample(nxt.u, lev.op.xp)
+                else:
+                    lev.u[...] = 0
+                    lev.transfer.prolong_add(lev.u, nxt.u)
                 self._exchange(lev)(lev.u)
             self._cycle(l, "v", zero=False)
+
+    def _cubic_fmg(self, lev, nxt):
+        """Cubic FMG interpolation where it applies: one rank, every axis coarsened by the
+        uniform rule (fine = 2 coarse + 1), at least 2 coarse points per axis, one device."""
+        return (self.options.fmg_interpolation == "cubic" and self.comm.size == 1
+                and nxt.op.xp is lev.op.xp
+                and all(m == 2 * c + 1 and c >= 2 for m, c in zip(lev.box.shape, nxt.box.shape)))
 
     def _cycle(self, l, kind, zero):
         """``zero``: the level's u is to start from zero (its smoother zeroes it)."""

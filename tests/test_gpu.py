@@ -250,3 +250,14 @@ def test_homg_cupy_matches_numpy(shape):
         op = stencil.laplacian(grid.Box(shape), [-1.0, -2.0, -1.5][:len(shape)], xp)
         outs.append(backend.to_host(homg.HOMG(op, [-1.0, -2.0, -1.5][:len(shape)], 8).cycle(xp.asarray(f))))
     assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])
+
+
+@pytest.mark.parametrize("shape", [(63, 63), (31, 31, 31)])
+def test_fmg_cupy_matches_numpy(shape):
+    f = np.random.default_rng(9).standard_normal(shape)
+    outs = []
+    for xp in (np, backend.cupy):
+        op = stencil.laplacian(grid.Box(shape), [-1.0] * len(shape), xp)
+        mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=2, post=2))
+        outs.append(backend.to_host(grid.interior(mg.cycle(xp.asarray(f)))))
+    assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])
