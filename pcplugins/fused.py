@@ -163,7 +163,53 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
     STRIDES;
     u[PADDED(i0, i1, i2)] += w * acc;
 }
+
+// FMG's cubic interpolation of a solution (twin: transfer.cubic_upsample): along each axis a fine
+// padded index j takes coarse j/2 (j even) or 4 coarse points around the midpoint, one-sided
+// next to the boundary. One thread per fine padded point, writes the whole padded array.
+__device__ __forceinline__ int cubic_taps(int j, int K, int* n, T* w)
+{
+    if (!(j & 1)) { *n = 1; w[0] = 1; return j / 2; }
+    int i = j / 2;
+    *n = 4;
+    if (i == 0) { w[0] = 5.0 / 16; w[1] = 15.0 / 16; w[2] = -5.0 / 16; w[3] = 1.0 / 16; return 0; }
+    if (i == K - 2) { w[0] = 1.0 / 16; w[1] = -5.0 / 16; w[2] = 15.0 / 16; w[3] = 5.0 / 16; return K - 4; }
+    w[0] = -1.0 / 16; w[1] = 9.0 / 16; w[2] = 9.0 / 16; w[3] = -1.0 / 16;
+    return i - 1;
+}
+
+extern "C" __global__ void cubic_upsample(T* __restrict__ u, const T* __restrict__ e,
+                                          int N0, int N1, int N2, int K0, int K1, int K2)
+{
+    int j0 = blockIdx.z, j1 = blockIdx.y, j2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j2 >= N2) return;
+    int n0 = 1, n1, n2;
+    T w0[4] = {1, 0, 0, 0}, w1[4], w2[4];
+    int l0 = 0;
+#if DIM == 3
+    l0 = cubic_taps(j0, K0, &n0, w0);
+#endif
+    int l1 = cubic_taps(j1, K1, &n1, w1), l2 = cubic_taps(j2, K2, &n2, w2);
+    T acc = 0;
+    for (int a = 0; a < n0; ++a)
+        for (int b = 0; b < n1; ++b) {
+            const T* row = e + ((long)(l0 + a) * K1 + l1 + b) * K2 + l2;
+            T s = 0;
+            for (int c = 0; c < n2; ++c) s += w2[c] * row[c];
+            acc += w0[a] * w1[b] * s;
+        }
+    u[((long)j0 * N1 + j1) * N2 + j2] = acc;
+}
 """
+
+
+def cubic_upsample(fine_pad, coarse_pad):
+    """fine_pad = cubic interpolation of coarse_pad (both padded, fine = 2 coarse + 1 per axis)."""
+    _contiguous(fine_pad, coarse_pad)
+    dim = fine_pad.ndim
+    N, K = _dims3(fine_pad.shape), _dims3(coarse_pad.shape)
+    _launch(dim, fine_pad.dtype, "cubic_upsample", N, [fine_pad, coarse_pad, *_i32(*N, *K)])
+    return fine_pad
 
 
 @functools.lru_cache(maxsize=None)
