@@ -2,6 +2,7 @@
 relative residual of 1e-8, every solver in the same run so every figure is a ratio side by side.
 
     python benchmarks/gmg_poisson.py [-sizes 129,257] [-vec gpu|cpu] [-out benchmarks/results/x.json]
+                                     [-skip name,...] [-dim 2|3] [-hybrid_sweep]
 
 Solvers: pcplugins.GMG (declared Laplacian: fused kernels, float32 cycle, hybrid CPU-GPU cycles,
 generic kernels; detected from the matrix), pcplugins.FFTPoisson, PETSc PCMG on the DMDA
@@ -157,9 +158,13 @@ def main():
     gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
     skip = opts.getString("skip", "")
     out = opts.getString("out", "")
+    configs = dict(CONFIGS)
+    if opts.getBool("hybrid_sweep", False):      # the paper's Figures 5-6: every split L_theta
+        configs = {f"pcplugins.GMG (declared, hybrid: {L} GPU levels)":
+                   dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=L) for L in range(0, 13)}
     results = []
     for n in sizes:
-        for name, conf in CONFIGS.items():
+        for name, conf in configs.items():
             if skip and any(s and s in name for s in skip.split(",")):
                 continue
             try:
