@@ -34,12 +34,13 @@ class DirichletFFT:
         if box.shape != box.global_shape:
             raise ValueError("the FFT solve needs the whole grid on one rank")
         self.box, self.xp, self.dtype = box, op.xp, op.dtype
-        lam = 0.0
+        xp = self.xp
+        lam = xp.zeros(box.shape, numpy.float64)        # built on the device from 1-D factors
         for a, (m, w) in enumerate(zip(box.shape, weights)):
             k = numpy.arange(1, m + 1).reshape([-1 if b == a else 1 for b in range(box.dim)])
-            lam = lam - 2.0 * w * (1.0 - numpy.cos(numpy.pi * k / (m + 1)))
+            lam += xp.asarray(-2.0 * w * (1.0 - numpy.cos(numpy.pi * k / (m + 1))))
         scale = math.prod(2.0 / (m + 1) for m in box.shape)     # DST-I applied twice
-        self.inv = self.xp.asarray(numpy.broadcast_to(scale / lam, box.shape).astype(self.dtype))
+        self.inv = (scale / lam).astype(self.dtype)
         self.u = self.xp.zeros(box.padded_shape, self.dtype)
         self.coarsest_rhs = self.xp.zeros(1, self.dtype)
 
