@@ -386,10 +386,6 @@ def interior_box(box):
 vec_array = backend.vec_array
 
 
-def vec_is_cuda(v):
-    return backend.vec_is_cuda(v)
-
-
 def set_failed(pc, failed):
     if failed:
         pc.setFailedReason(PETSc.PC.FailedReason.SUBPC_ERROR)
@@ -419,11 +415,8 @@ def use_petsc_device(M):
     if backend.vec_is_cuda(x):
         dev = backend.cupy.from_dlpack(x.toDLPack("r")).device.id
     else:                              # host vectors with -pc_gmg_device gpu: PETSc's rule
-        dev = pc_rank(M) % backend.cupy.cuda.runtime.getDeviceCount()
+        dev = M.getComm().getRank() % backend.cupy.cuda.runtime.getDeviceCount()
     x.destroy()
     backend.cupy.cuda.Device(dev).use()
     return dev
 
-
-def pc_rank(obj):
-    return obj.getComm().getRank()

@@ -14,8 +14,6 @@ import dataclasses
 
 import numpy
 
-import numpy
-
 from . import backend, coarse, fused, grid, smoothers, stencil, transfer
 
 

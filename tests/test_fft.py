@@ -23,19 +23,21 @@ def fft_solve(da, A, b, options, ksp_type="preonly"):
     opts = PETSc.Options()
     for k, v in options.items():
         opts[k] = v
-    ksp = PETSc.KSP().create()
-    ksp.setDM(da)
-    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(A)
-    ksp.setType(ksp_type)
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType("pcplugins.FFTPoisson")
-    ksp.setTolerances(rtol=1e-12)
-    ksp.setFromOptions()
-    x = b.duplicate()
-    ksp.solve(b, x)
-    for k in options:
-        opts.delValue(k)
+    try:                       # the options never outlive the solve, even when it raises
+        ksp = PETSc.KSP().create()
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+        ksp.setOperators(A)
+        ksp.setType(ksp_type)
+        ksp.getPC().setType("python")
+        ksp.getPC().setPythonType("pcplugins.FFTPoisson")
+        ksp.setTolerances(rtol=1e-12)
+        ksp.setFromOptions()
+        x = b.duplicate()
+        ksp.solve(b, x)
+    finally:
+        for k in options:
+            opts.delValue(k)
     r = b.duplicate()
     A.mult(x, r)
     r.aypx(-1.0, b)

@@ -64,24 +64,24 @@ def _petsc_solve(n, extra, jump=1.0):
     opts = PETSc.Options()
     for k, v in extra.items():
         opts[k] = v
-    da, A, b = poisson_system(n, 3, "petsc", jump=jump)
-    ksp = PETSc.KSP().create()
-    ksp.setDM(da)
-    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(A)
-    ksp.setType("cg")
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType("pcplugins.GMG")
-    ksp.setTolerances(max_it=6)
-    ksp.setNormType(PETSc.KSP.NormType.NONE)
-    ksp.setFromOptions()
-    x = b.duplicate()
-    ksp.solve(b, x)
-    out = x.getArray().copy()
-    ctx = ksp.getPC().getPythonContext()
-    for k in extra:
-        opts.delValue(k)
-    return out, ctx
+    try:                       # the options never outlive the solve, even when it raises
+        da, A, b = poisson_system(n, 3, "petsc", jump=jump)
+        ksp = PETSc.KSP().create()
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+        ksp.setOperators(A)
+        ksp.setType("cg")
+        ksp.getPC().setType("python")
+        ksp.getPC().setPythonType("pcplugins.GMG")
+        ksp.setTolerances(max_it=6)
+        ksp.setNormType(PETSc.KSP.NormType.NONE)
+        ksp.setFromOptions()
+        x = b.duplicate()
+        ksp.solve(b, x)
+    finally:
+        for k in extra:
+            opts.delValue(k)
+    return x.getArray().copy(), ksp.getPC().getPythonContext()
 
 
 @pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"mat_type": "aijcusparse", "pc_gmg_graph": "0"},

@@ -20,19 +20,21 @@ def solve(da, A, b, options, ksp_type="cg", rtol=1e-10, prefix=None):
     opts = PETSc.Options()
     for k, v in options.items():
         opts[(prefix or "") + k] = v
-    ksp = PETSc.KSP().create()
-    if prefix:
-        ksp.setOptionsPrefix(prefix)
-    ksp.setDM(da)
-    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(A)
-    ksp.setType(ksp_type)
-    ksp.setTolerances(rtol=rtol, max_it=500)
-    ksp.setFromOptions()
-    x = b.duplicate()
-    ksp.solve(b, x)
-    for k in options:
-        opts.delValue((prefix or "") + k)
+    try:                       # the options never outlive the solve, even when it raises
+        ksp = PETSc.KSP().create()
+        if prefix:
+            ksp.setOptionsPrefix(prefix)
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+        ksp.setOperators(A)
+        ksp.setType(ksp_type)
+        ksp.setTolerances(rtol=rtol, max_it=500)
+        ksp.setFromOptions()
+        x = b.duplicate()
+        ksp.solve(b, x)
+    finally:
+        for k in options:
+            opts.delValue((prefix or "") + k)
     return ksp, x
 
 
