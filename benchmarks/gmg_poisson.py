@@ -92,6 +92,10 @@ def run(name, options, n, dim, gpu):
         res["view"] = ctx.describe()
         res["extra_values_per_unknown"] = ctx.mg.memory_values() / (n - 2) ** dim
         res["graph"] = ctx.graph_note
+        res["ranks"] = PETSc.COMM_WORLD.getSize()
+        if res["ranks"] > 1:
+            res["ghost_updates_per_application"] = ctx.comm.exchanges / max(ctx.applications, 1)
+            res["ms_per_ghost_update_rank0"] = 1e3 * ctx.comm.exchange_time / max(ctx.comm.exchanges, 1)
     for k in options:
         opts.delValue(k)
     ksp.destroy()
@@ -189,7 +193,7 @@ def main():
 
 
 def write(out, results, gpu):
-    if not out:
+    if not out or PETSc.COMM_WORLD.getRank() != 0:
         return
     meta = {"command": " ".join(sys.argv), "petsc": ".".join(map(str, PETSc.Sys.getVersion())),
             "python": platform.python_version(), "host": platform.node()}

@@ -98,7 +98,8 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
         rng = [range(*r) for r in reversed(da.getRanges()[:dim])]
         rows = numpy.ravel_multi_index(numpy.meshgrid(*rng, indexing="ij"), shape).ravel()
         counts = indptr[rows + 1] - indptr[rows]
-        take = numpy.concatenate([numpy.arange(indptr[r], indptr[r + 1]) for r in rows])
+        first = numpy.repeat(indptr[rows] - numpy.concatenate([[0], numpy.cumsum(counts)[:-1]]), counts)
+        take = first + numpy.arange(counts.sum())      # the entries of these rows, in order
         cols = numpy.asarray(da.getAO().app2petsc(cols[take].astype(PETSc.IntType)))
         vals = vals[take]
         local_row = numpy.repeat(numpy.arange(len(rows)), counts)

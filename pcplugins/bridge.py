@@ -313,7 +313,7 @@ class DMDAComm(multigrid.Comm):
             ranges = [[(max(s, 1) - 1, min(e, m - 1) - 1) for s, e in r] for r, m in zip(ranges, gshape)]
             gshape = tuple(m - 2 for m in gshape)
         self._ranges[0] = (gshape, ranges)
-        self.exchanges = 0
+        self.exchanges, self.exchange_time = 0, 0.0
 
     def distribute(self, level, box):
         if level > 0:
@@ -347,6 +347,7 @@ class DMDAComm(multigrid.Comm):
         return True
 
     def exchange(self, level, u):
+        t = time.perf_counter()
         da, g, loc, shape, gh_shape, sl = self._levels[level]
         with backend.vec_array(g, "w") as ga:
             ga.reshape(shape)[...] = grid.interior(u)
@@ -354,6 +355,7 @@ class DMDAComm(multigrid.Comm):
         with backend.vec_array(loc, "r") as la:
             u[sl] = la.reshape(gh_shape)
         self.exchanges += 1
+        self.exchange_time += time.perf_counter() - t     # wall time: device copies are queued
         return u
 
     def allsum(self, x):

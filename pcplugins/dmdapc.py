@@ -85,7 +85,7 @@ class DMDAPC:
         self.copy_time = 0.0
         self.applications = 0
         if self.mpi.size > 1:
-            self.comm.exchanges = 0             # count those of the applications only
+            self.comm.exchanges, self.comm.exchange_time = 0, 0.0   # those of the applications only
         self._prepare_apply()
 
     def _fine_operator(self, v, box, dm, M, xp):
@@ -280,8 +280,10 @@ class DMDAPC:
         if self.copy_time:
             lines.append(f"host-device copies so far: {self.copy_time:.3g} s")
         if self.mpi.size > 1 and self.applications:
-            lines.append(f"ghost updates: {self.comm.exchanges / self.applications:.0f} per application "
-                         f"(through PETSc, one per smoothing colour and transfer)")
+            n = self.comm.exchanges
+            lines.append(f"ghost updates: {n / self.applications:.0f} per application (through PETSc, one "
+                         f"per smoothing colour and transfer), {1e3 * self.comm.exchange_time / max(n, 1):.3g} ms "
+                         "each on this rank (host wall time)")
         return lines
 
 
