@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy
 
-from . import backend, coarse, fused, grid, smoothers, stencil, transfer
+from . import backend, coarse, fused, grid, lines, smoothers, stencil, transfer
 
 
 class Comm:
@@ -106,7 +106,7 @@ class Options:
     fmg_interpolation: str = "cubic"  # FMG's solution transfer: cubic (where it applies) or linear
 
 
-SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev")
+SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev", "line_x", "line_y", "line_z", "adi")
 CYCLES = ("v", "w", "f", "fmg")
 
 
@@ -234,6 +234,16 @@ class Multigrid:
             if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in lev.op.offsets):
                 kind = "multicolor"   # red-black is not a valid colouring of a box stencil
             return smoothers.ColourGS(lev.op, kind, 1.0 if opt.omega is None else opt.omega)
+        if opt.smoother.startswith("line_") or opt.smoother == "adi":
+            d = lev.box.dim
+            if opt.smoother == "adi":
+                axes = tuple(range(d))[::-1]                     # x lines first
+            else:
+                axis = d - 1 - "xyz".index(opt.smoother[-1])     # array axis of the named direction
+                if axis < 0:
+                    raise ValueError(f"smoother {opt.smoother} needs a {d + 1}D grid")
+                axes = (axis,)
+            return lines.LineGS(lev.op, axes, 1.0 if opt.omega is None else opt.omega)
         if opt.smoother == "jacobi":
             return smoothers.Jacobi(lev.op, 2.0 / 3.0 if opt.omega is None else opt.omega)
         allsum = (lambda x: x) if lev.replicated else self.comm.allsum

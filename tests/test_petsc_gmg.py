@@ -54,7 +54,7 @@ def test_cg_gmg_matches_direct_solve(dim, n, convention):
     assert np.linalg.norm(x.getArray() - ref) <= 1e-7 * np.linalg.norm(ref)
 
 
-@pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev"])
+@pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev", "line_x", "adi"])
 @pytest.mark.parametrize("cycle", ["v", "w", "f"])
 def test_every_smoother_and_cycle_under_cg(smoother, cycle):
     da, A, b = poisson_system(17, 2, "petsc", jump=2.0)

@@ -1,0 +1,58 @@
+"""Line and ADI smoothers (lines.py) on anisotropic problems, and the batched Thomas solve."""
+import numpy as np
+import pytest
+import scipy.linalg
+
+from pcplugins import grid, lines, multigrid, stencil
+
+
+def test_batched_thomas_matches_banded_solve():
+    rng = np.random.default_rng(0)
+    lo, up = rng.uniform(-1, 0, (5, 3, 17)), rng.uniform(-1, 0, (5, 3, 17))
+    dg = 2.5 + rng.uniform(0, 1, (5, 3, 17))
+    rhs = rng.standard_normal((5, 3, 17))
+    x = lines.thomas(lo, dg, up, rhs, np)
+    for i in range(5):
+        for j in range(3):
+            ab = np.vstack([np.r_[0, up[i, j, :-1]], dg[i, j], np.r_[lo[i, j, 1:], 0]])
+            assert np.allclose(x[i, j], scipy.linalg.solve_banded((1, 1), ab, rhs[i, j]), rtol=1e-13)
+
+
+def cycles(shape, weights, smoother, maxit=100):
+    op = stencil.laplacian(grid.Box(shape), weights, np)
+    f = np.random.default_rng(1).standard_normal(shape)
+    mg = multigrid.Multigrid(op, multigrid.Options(smoother=smoother))
+    _, its, hist = mg.solve(f, rtol=1e-8, maxit=maxit)
+    return its if hist[-1] <= 1e-8 * hist[0] else None
+
+
+@pytest.mark.parametrize("shape,weights,strong", [((63, 63), [-1.0, -100.0], "line_x"),
+                                                  ((63, 63), [-100.0, -1.0], "line_y"),
+                                                  ((31, 31, 31), [-1.0, -1.0, -100.0], "line_x")])
+def test_point_smoother_fails_where_lines_and_adi_converge(shape, weights, strong):
+    """Anisotropy 100 with full coarsening: red-black GS needs more than 100 V(1,1) cycles, the line
+    smoother along the strong direction and ADI reach 8 digits in at most 12 (measured 9-11)."""
+    assert cycles(shape, weights, "redblack") is None
+    assert cycles(shape, weights, strong) <= 12
+    assert cycles(shape, weights, "adi") <= 12
+
+
+def test_adi_on_variable_anisotropic_coefficients():
+    """Stored coefficients (Galerkin coarse levels): anisotropy varying from 1/50 to 50 across the
+    domain, which no single line direction handles; ADI does."""
+    n = 63
+    box = grid.Box((n, n))
+    y = np.linspace(0, 1, n)[:, None] * np.ones((1, n))
+    ax, ay = 50.0 ** (2 * y - 1), 50.0 ** (1 - 2 * y)
+    offs = stencil.star_offsets(2)
+    coefs = []
+    for o in offs:
+        c = {(-1, 0): -ay, (1, 0): -ay, (0, -1): -ax, (0, 1): -ax, (0, 0): 2 * (ax + ay)}[o]
+        coefs.append(c * stencil.inside_mask(box, o, np))
+    op = stencil.StencilOperator(box, offs, coefs, np)
+    f = np.random.default_rng(2).standard_normal(box.shape)
+    its = {}
+    for sm in ("redblack", "adi"):
+        mg = multigrid.Multigrid(op, multigrid.Options(smoother=sm))
+        _, its[sm], hist = mg.solve(f, rtol=1e-8, maxit=100)
+    assert its["adi"] <= 15 < its["redblack"]
