@@ -312,3 +312,19 @@ def test_homg_restarted_by_richardson(dim, n):
     with pytest.raises(PETSc.Error):           # needs 2^k + 1 points per axis
         da, A, b = poisson_system(30, 2, "petsc")
         solve(da, A, b, dict(GMG, pc_gmg_cycle="homg"), ksp_type="richardson")
+
+
+def test_mixed_precision_defect_correction():
+    """Richardson (float64 residual and update, PETSc) around a float32 cycle is the mixed-precision
+    defect correction of Goddeke and Strzodka: it reaches a residual far below float32's precision
+    in the same number of iterations as the double cycle (measured 21 and 21)."""
+    da, A, b = poisson_system(65, 2, "petsc", jump=2.0)
+    res = {}
+    for prec in ("double", "single"):
+        ksp, x = solve(da, A, b, dict(GMG, pc_gmg_precision=prec, pc_gmg_smoother="adi"),
+                       ksp_type="richardson", rtol=1e-11)
+        r = b.duplicate()
+        A.mult(x, r)
+        r.aypx(-1.0, b)
+        res[prec] = (ksp.getIterationNumber(), r.norm() / b.norm())
+    assert res["single"][1] < 1e-10 and abs(res["single"][0] - res["double"][0]) <= 1
