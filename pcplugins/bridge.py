@@ -4,6 +4,7 @@
 Everything numerical is delegated to the array core (grid, stencil, multigrid, ...), which never
 sees a PETSc object.
 """
+import math
 import time
 
 import numpy
@@ -288,6 +289,10 @@ class Collective:
 class DMDAComm(multigrid.Comm):
     """Ghost updates and gathers for the multigrid levels of a distributed DMDA.
 
+    Levels with at most ``gather_size`` points are gathered onto every rank as well: each
+    distributed level costs six ghost updates per V-cycle, mostly latency on small levels, while
+    the gather costs one allgather per cycle.
+
     Each distributed level gets its own DMDA (box stencil, width 1) whose ownership ranges nest
     in the finer level's: a rank owning fine points [s, e) along an axis owns coarse points
     [s // 2, e // 2) (grid.py). A level stays distributed while every rank owns points of it;
@@ -296,7 +301,8 @@ class DMDAComm(multigrid.Comm):
     halo; with CUDA Vecs those copies stay on the GPU (PETSc moves the ghosts through MPI).
     """
 
-    def __init__(self, pc, dm, layer, xp):
+    def __init__(self, pc, dm, layer, xp, gather_size=0):
+        self.gather_size = gather_size            # gather levels with at most this many points
         self.mpi = Collective(pc)
         self.size = self.mpi.size
         self.pcomm = pc.getComm()
@@ -322,6 +328,8 @@ class DMDAComm(multigrid.Comm):
                       for r, m, pm in zip(pranges, box.global_shape, pshape)]
             self._ranges[level] = (box.global_shape, ranges)
         gshape, ranges = self._ranges[level]
+        if level > 0 and math.prod(gshape) <= self.gather_size:
+            return False              # small coarse levels: one gather beats many tiny exchanges
         if any(e <= s for r in ranges for s, e in r):
             if level <= 0:
                 raise error("pcplugins.GMG: a rank owns no interior grid points; use fewer ranks "

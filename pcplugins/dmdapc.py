@@ -68,7 +68,7 @@ class DMDAPC:
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
         self.timings["operator"] = bridge.clock() - t
         if self.mpi.size > 1:
-            self.comm = bridge.DMDAComm(pc, dm, self.layer, xp)
+            self.comm = bridge.DMDAComm(pc, dm, self.layer, xp, v.get("gather_size", 0))
             self.comm.distribute(0, op.box)
         else:
             self.comm = multigrid.Comm()

@@ -43,6 +43,8 @@ OPTIONS = [
     Option("pc_gmg_gpu_levels", "int", None,
            "Hybrid CPU-GPU cycle (Feng et al. Algorithm 3): the finest levels on the GPU, the rest "
            "on the CPU (0: all on the CPU; default: all on the GPU)"),
+    Option("pc_gmg_gather_size", "int", 32768,
+           "MPI: coarse levels with at most this many points are gathered onto every rank"),
     Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
 ]
 
