@@ -90,20 +90,14 @@ def main():
                      "s": t_fft, "timing": how, "discretization_error": disc})
         print(f"{n}^{dim} FFT                 {t_fft * 1e3:8.3f} ms ({how})  discretization error {disc:.2e}", flush=True)
         for mf, mb in pairs:
-            mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=mf, post=mb, smoother="multicolor"))
-            alg = rms(grid.interior(mg.cycle(f)) - uh, xp)
-            t, how = timed(lambda: mg.cycle(f), xp)
-            rows.append({"n": n, "dim": dim, "solver": f"FMG({mf},{mb}) multicolour GS", "s": t, "timing": how,
-                         "algebraic_error": alg, "discretization_error": disc})
-            print(f"{n}^{dim} FMG({mf},{mb})           {t * 1e3:8.3f} ms ({how})  algebraic error {alg:.2e}"
-                  f" ({alg / disc:.2f} x discretization)", flush=True)
-            mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=mf, post=mb))
-            alg = rms(grid.interior(mg.cycle(f)) - uh, xp)
-            t, how = timed(lambda: mg.cycle(f), xp)
-            rows.append({"n": n, "dim": dim, "solver": f"FMG({mf},{mb}) red-black GS", "s": t, "timing": how,
-                         "algebraic_error": alg, "discretization_error": disc})
-            print(f"{n}^{dim} FMG({mf},{mb}) red-black {t * 1e3:8.3f} ms ({how})  algebraic error {alg:.2e}"
-                  f" ({alg / disc:.2f} x discretization)", flush=True)
+            for smoother, label in (("multicolor", "multicolour GS"), ("redblack", "red-black GS")):
+                mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=mf, post=mb, smoother=smoother))
+                alg = rms(grid.interior(mg.cycle(f)) - uh, xp)
+                t, how = timed(lambda: mg.cycle(f), xp)
+                rows.append({"n": n, "dim": dim, "solver": f"FMG({mf},{mb}) {label}", "s": t, "timing": how,
+                             "algebraic_error": alg, "discretization_error": disc})
+                print(f"{n}^{dim} FMG({mf},{mb}) {label:15s} {t * 1e3:8.3f} ms ({how})  algebraic error {alg:.2e}"
+                      f" ({alg / disc:.2f} x discretization)", flush=True)
         if dim == 3:
             for dt in (np.float64, np.float32):
                 op, f, _ = problem(n, dim, xp, dt)

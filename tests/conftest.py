@@ -1,3 +1,4 @@
+import contextlib
 import os
 import sys
 
@@ -13,3 +14,44 @@ def _gpu():
 
 
 gpu = pytest.mark.skipif(not _gpu(), reason="needs CuPy and a CUDA GPU")
+
+
+@contextlib.contextmanager
+def petsc_options(options, prefix=""):
+    """``options`` in PETSc's database (under ``prefix``) for the block, removed afterwards even when
+    it raises, so no test leaks options into the next."""
+    from petsc4py import PETSc
+    opts = PETSc.Options()
+    for k, v in options.items():
+        opts[prefix + k] = v
+    try:
+        yield
+    finally:
+        for k in options:
+            opts.delValue(prefix + k)
+
+
+def petsc_solve(da, A, b, options=None, ksp_type="cg", pc=None, prefix="", rtol=None, max_it=None,
+                norm_type=None, solves=1):
+    """Solve A x = b with a KSP on ``da`` (kept inactive: A is the user's matrix) configured from
+    ``options`` (see petsc_options) and, if given, the Python PC type ``pc``. Returns (ksp, x)."""
+    from petsc4py import PETSc
+    with petsc_options(options or {}, prefix):
+        ksp = PETSc.KSP().create()
+        if prefix:
+            ksp.setOptionsPrefix(prefix)
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+        ksp.setOperators(A)
+        ksp.setType(ksp_type)
+        if pc:
+            ksp.getPC().setType("python")
+            ksp.getPC().setPythonType(pc)
+        ksp.setTolerances(rtol=rtol, max_it=max_it)
+        if norm_type is not None:
+            ksp.setNormType(norm_type)
+        ksp.setFromOptions()
+        x = b.duplicate()
+        for _ in range(solves):
+            ksp.solve(b, x)
+    return ksp, x

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg
 
+from conftest import petsc_solve
 from petsc4py import PETSc
 from problems import poisson_system
 
@@ -20,24 +21,7 @@ def test_dirichlet_fft_is_the_exact_inverse(shape, w):
 
 
 def fft_solve(da, A, b, options, ksp_type="preonly"):
-    opts = PETSc.Options()
-    for k, v in options.items():
-        opts[k] = v
-    try:                       # the options never outlive the solve, even when it raises
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType(ksp_type)
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType("pcplugins.FFTPoisson")
-        ksp.setTolerances(rtol=1e-12)
-        ksp.setFromOptions()
-        x = b.duplicate()
-        ksp.solve(b, x)
-    finally:
-        for k in options:
-            opts.delValue(k)
+    ksp, x = petsc_solve(da, A, b, options, ksp_type, pc="pcplugins.FFTPoisson", rtol=1e-12)
     r = b.duplicate()
     A.mult(x, r)
     r.aypx(-1.0, b)

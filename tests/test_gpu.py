@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import gpu
+from conftest import gpu, petsc_options, petsc_solve
 from pcplugins import backend, fused, grid, kernels, multigrid, stencil, transfer
 
 pytestmark = gpu
@@ -61,26 +61,10 @@ def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
 def _petsc_solve(n, extra, jump=1.0):
     from petsc4py import PETSc
     from problems import poisson_system
-    opts = PETSc.Options()
-    for k, v in extra.items():
-        opts[k] = v
-    try:                       # the options never outlive the solve, even when it raises
+    with petsc_options(extra):      # -mat_type must be set before the matrix is created
         da, A, b = poisson_system(n, 3, "petsc", jump=jump)
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType("cg")
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType("pcplugins.GMG")
-        ksp.setTolerances(max_it=6)
-        ksp.setNormType(PETSc.KSP.NormType.NONE)
-        ksp.setFromOptions()
-        x = b.duplicate()
-        ksp.solve(b, x)
-    finally:
-        for k in extra:
-            opts.delValue(k)
+        ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=6,
+                             norm_type=PETSc.KSP.NormType.NONE)
     return x.getArray().copy(), ksp.getPC().getPythonContext()
 
 
@@ -187,28 +171,14 @@ def test_single_precision_cycle_cuda_matches_host():
 
 @pytest.mark.parametrize("precision,tol", [("double", 1e-12), ("single", 1e-5)])
 def test_fft_poisson_cuda_matches_host(precision, tol):
-    from petsc4py import PETSc
     from problems import poisson_system
     out = []
     for extra in ({}, {"mat_type": "aijcusparse"}):
-        opts = PETSc.Options()
-        for k, v in dict(extra, pc_fft_precision=precision).items():
-            opts[k] = v
-        da, A, b = poisson_system(33, 3, "petsc")
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType("preonly")
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType("pcplugins.FFTPoisson")
-        ksp.setFromOptions()
-        x = b.duplicate()
-        ksp.solve(b, x)
-        ksp.solve(b, x)        # the second application replays the captured graph when capture works
+        with petsc_options(dict(extra, pc_fft_precision=precision)):
+            da, A, b = poisson_system(33, 3, "petsc")
+            # the second application replays the captured graph when capture works
+            ksp, x = petsc_solve(da, A, b, None, "preonly", pc="pcplugins.FFTPoisson", solves=2)
         out.append((x.getArray().copy(), ksp.getPC().getPythonContext()))
-        for k in list(extra) + ["pc_fft_precision"]:
-            opts.delValue(k)
     (host, hctx), (dev, dctx) = out
     assert hctx.device == "cpu" and dctx.device == "gpu"
     assert np.linalg.norm(host - dev) <= tol * np.linalg.norm(host)

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
+from conftest import petsc_solve
 from petsc4py import PETSc
 from problems import poisson_csr, poisson_system
 
@@ -17,25 +18,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
 def solve(da, A, b, options, ksp_type="cg", rtol=1e-10, prefix=None):
-    opts = PETSc.Options()
-    for k, v in options.items():
-        opts[(prefix or "") + k] = v
-    try:                       # the options never outlive the solve, even when it raises
-        ksp = PETSc.KSP().create()
-        if prefix:
-            ksp.setOptionsPrefix(prefix)
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType(ksp_type)
-        ksp.setTolerances(rtol=rtol, max_it=500)
-        ksp.setFromOptions()
-        x = b.duplicate()
-        ksp.solve(b, x)
-    finally:
-        for k in options:
-            opts.delValue((prefix or "") + k)
-    return ksp, x
+    return petsc_solve(da, A, b, options, ksp_type, prefix=prefix or "", rtol=rtol, max_it=500)
 
 
 GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
