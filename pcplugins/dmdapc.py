@@ -72,10 +72,7 @@ class DMDAPC:
             self.comm.distribute(0, op.box)
         else:
             self.comm = multigrid.Comm()
-        # where the multigrid's interior box sits in this rank's part of the user's grid
-        self._inner = tuple(slice(s - s0, s - s0 + n) for s, s0, n in
-                            zip((b + 1 for b in op.box.start) if self.layer else op.box.start,
-                                box.start, op.box.shape))
+        self._inner = _inner_slices(box, op.box, self.layer)
         t = bridge.clock()
         self.mg = self._build(op, v)
         backend.synchronize(xp)
@@ -97,15 +94,14 @@ class DMDAPC:
             if layer:
                 self._elim = op
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
-                if v.get("fused", True) and fused.supported(xp, dt) and mpi.size == 1:
-                    self._elim_fused = fused.Laplacian(op, w)
+                self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs = bridge.stencil_from_aij(M, box, dm, xp, dt, mpi)
         layer = bridge.dirichlet_layer(box, offsets, coefs, mpi)
         mgbox = box
         if layer:
             mgbox = bridge.interior_box(box)
-            inner = tuple(slice(s + 1 - s0, s + 1 - s0 + n) for s, s0, n in zip(mgbox.start, box.start, mgbox.shape))
+            inner = _inner_slices(box, mgbox, layer)
             on_layer = bridge.layer_mask(box, xp)
             dfull = coefs[offsets.index((0,) * box.dim)]
             db = dfull[on_layer]
@@ -126,14 +122,19 @@ class DMDAPC:
         tol = None if v["operator"] == "assembled" else 0.0
         op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=_Reduce(mpi))
         w = stencil.laplacian_weights(op)
-        if (layer and w is not None and numpy.isscalar(self._invdb) and v.get("fused", True)
-                and fused.supported(xp, dt) and mpi.size == 1):
-            self._elim_fused = fused.Laplacian(op, w)
+        if layer and w is not None and numpy.isscalar(self._invdb):
+            self._use_fused_elimination(v, op, w)
         if op.constant:
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
         return op, layer, kind
+
+    def _use_fused_elimination(self, v, op, w):
+        """The one-pass boundary elimination kernel, for a constant Laplacian on one GPU rank (in
+        parallel a boundary neighbour may live on another rank)."""
+        if v.get("fused", True) and fused.supported(self.xp, self.dtype) and self.mpi.size == 1:
+            self._elim_fused = fused.Laplacian(op, w)
 
     # -- apply -------------------------------------------------------------------------------------------
     def _apply(self, pc, x, y):
@@ -285,6 +286,13 @@ class DMDAPC:
                          f"per smoothing colour and transfer), {1e3 * self.comm.exchange_time / max(n, 1):.3g} ms "
                          "each on this rank (host wall time)")
         return lines
+
+
+def _inner_slices(box, mgbox, layer):
+    """Where the multigrid's box sits in this rank's part of the user's grid (one layer in when
+    the outer layer of identity rows is eliminated)."""
+    shift = 1 if layer else 0
+    return tuple(slice(s + shift - s0, s + shift - s0 + n) for s, s0, n in zip(mgbox.start, box.start, mgbox.shape))
 
 
 class _Reduce:

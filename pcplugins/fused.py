@@ -218,14 +218,18 @@ def _module(dim, dtype):
     return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n" + _SOURCE)
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(dim, dtype, name):
+    return _module(dim, dtype).get_function(name)
+
+
 def _launch(dim, dtype, name, shape3, args):
     """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z."""
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return
     block = min(128, 32 * ((nx + 31) // 32))
-    kernel = _module(dim, numpy.dtype(dtype).name).get_function(name)
-    kernel(((nx + block - 1) // block, n1, n0), (block,), args)
+    _kernel(dim, numpy.dtype(dtype).name, name)(((nx + block - 1) // block, n1, n0), (block,), args)
 
 
 def _dims3(shape):

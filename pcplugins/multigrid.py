@@ -281,10 +281,11 @@ class Multigrid:
         for l in range(last - 1, -1, -1):
             lev, nxt = self.levels[l], self.levels[l + 1]
             with ev("prolong"):
-                if self._cubic_fmg(lev, nxt) and lev.fused is not None:
-                    fused.cubic_upsample(lev.u, nxt.u)
-                elif self._cubic_fmg(lev, nxt):
-                    lev.u[...] = transfer.cubic_upsample(nxt.u, lev.op.xp)
+                if self._cubic_fmg(lev, nxt):
+                    if lev.fused is not None:
+                        fused.cubic_upsample(lev.u, nxt.u)
+                    else:
+                        lev.u[...] = transfer.cubic_upsample(nxt.u, lev.op.xp)
                 else:
                     lev.u[...] = 0
                     lev.transfer.prolong_add(lev.u, nxt.u)
