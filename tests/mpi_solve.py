@@ -3,7 +3,6 @@ natural ordering, the iteration count and the converged reason.
 
     mpiexec -n P python tests/mpi_solve.py OUT.npz n dim convention jump [PETSc options]
 """
-import os
 import sys
 
 import petsc4py
@@ -14,21 +13,11 @@ from petsc4py import PETSc  # noqa: E402
 
 import numpy  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from conftest import petsc_solve  # noqa: E402  (tests/, beside this script; adds examples/ to the path)
 from problems import natural_array, poisson_system  # noqa: E402
 
 da, A, b = poisson_system(n, dim, convention, jump=jump)
-ksp = PETSc.KSP().create()
-ksp.setDM(da)
-ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-ksp.setOperators(A)
-ksp.setType("cg")
-ksp.getPC().setType("python")
-ksp.getPC().setPythonType("pcplugins.GMG")
-ksp.setTolerances(rtol=1e-8, max_it=200)
-ksp.setFromOptions()
-x = b.duplicate()
-ksp.solve(b, x)
+ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)  # options from argv
 u = natural_array(da, x)
 ctx = ksp.getPC().getPythonContext()
 if PETSc.COMM_WORLD.getRank() == 0:
