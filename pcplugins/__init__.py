@@ -3,6 +3,7 @@
 Select them from the options database:
 
     -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG      (or pcplugins.FFTPoisson)
+    -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG      (any AIJ matrix)
 
 The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid) works on NumPy or CuPy
 arrays and never imports PETSc; the preconditioner classes are loaded on first use.
@@ -17,4 +18,10 @@ def __getattr__(name):
     if name == "FFTPoisson":
         from .fftpoisson import FFTPoisson
         return FFTPoisson
+    if name == "AMG":
+        from .amg import AMG
+        return AMG
+    if name == "set_coordinates":
+        from .bridge import compose_coordinates
+        return compose_coordinates
     raise AttributeError(f"module 'pcplugins' has no attribute {name!r}")

@@ -430,3 +430,111 @@ def use_petsc_device(M):
     backend.cupy.cuda.Device(dev).use()
     return dev
 
+
+
+# -- assembled matrices and coordinates (pcplugins.AMG) --------------------------------------------
+
+def aij_csr(pc, xp):
+    """The PC's operator as a CSR matrix on ``xp`` (sparse.csr), checked: square, AIJ, one rank,
+    finite entries. aijcusparse matrices are read on the device (``_device_csr``) when ``xp`` is
+    CuPy, without a trip through the host."""
+    from . import sparse
+    A, P = pc.getOperators()
+    M = P if P is not None and P.handle else A
+    m, n = M.getSize()
+    if m != n:
+        raise error(f"pcplugins.AMG: the operator must be square, it is {m} x {n}")
+    if "aij" not in M.getType():
+        raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, aijcusparse), "
+                    f"the operator is of type '{M.getType()}'")
+    if M.getComm().getSize() > 1:
+        raise error("pcplugins.AMG runs on one rank: in parallel use it on each rank's block, "
+                    "-pc_type bjacobi -sub_pc_type python -sub_pc_python_type pcplugins.AMG")
+    csr = _device_csr(M, xp) if backend.is_gpu(xp) and "cusparse" in M.getType() else None
+    if csr is None:
+        csr = M.getValuesCSR()
+    indptr, indices, data = csr
+    if backend.array_module(data).iscomplexobj(data):
+        raise error("pcplugins.AMG supports real matrices only")
+    return sparse.csr(indptr, indices, data, n, xp), M
+
+
+_PETSC_LIB = None
+
+
+def _device_csr(M, xp):
+    """(indptr, indices, values) of a seqaijcusparse matrix as CuPy copies of PETSc's device CSR,
+    through MatSeqAIJGetCSRAndMemType (petsc4py has no binding for it). None when unavailable."""
+    import ctypes
+    global _PETSC_LIB
+    try:
+        if _PETSC_LIB is None:
+            import os
+            import petsc4py
+            cfg = petsc4py.get_config()
+            lib = os.path.join(cfg["PETSC_DIR"], cfg.get("PETSC_ARCH", "") or "", "lib", "libpetsc.so")
+            _PETSC_LIB = ctypes.CDLL(lib)
+        f = _PETSC_LIB.MatSeqAIJGetCSRAndMemType
+    except (OSError, AttributeError, KeyError):
+        return None
+    ii, jj, aa = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    mtype = ctypes.c_int()
+    f.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4
+    if f(ctypes.c_void_p(M.handle), ctypes.byref(ii), ctypes.byref(jj), ctypes.byref(aa), ctypes.byref(mtype)):
+        return None
+    if mtype.value == 0:                          # PETSC_MEMTYPE_HOST: nothing on the device
+        return None
+    cupy = backend.cupy
+    n = M.getSize()[0]
+    nnz = M.getInfo()["nz_used"]
+    it = numpy.dtype(PETSc.IntType)
+    st = numpy.dtype(PETSc.ScalarType)
+
+    def view(ptr, count, dtype):
+        mem = cupy.cuda.UnownedMemory(ptr.value, count * dtype.itemsize, M)
+        return cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(mem, 0)).copy()
+
+    return view(ii, n + 1, it), view(jj, int(nnz), it), view(aa, int(nnz), st)
+
+
+def amg_coordinates(pc, n):
+    """Vertex coordinates for auxiliary-grid aggregation, as (array n x dim, where from), or
+    (None, why not). Sources in order: a Vec composed on the PC as "coordinates" (block size =
+    dimension; pcplugins.set_coordinates does it, and C codes can PetscObjectCompose it), then the
+    coordinates of a DMDA attached to the PC (its index grid when it has none)."""
+    v = pc.query("coordinates")
+    if v is not None:
+        v = PETSc.Vec(v) if not isinstance(v, PETSc.Vec) else v
+        dim = v.getBlockSize()
+        if dim not in (2, 3):
+            raise error(f"pcplugins.AMG: the coordinates Vec composed on the PC has block size {dim}; "
+                        "it must be the dimension, 2 or 3")
+        if v.getLocalSize() != n * dim:
+            raise error(f"pcplugins.AMG: the coordinates Vec has {v.getLocalSize()} entries; the matrix "
+                        f"has {n} rows, so {dim}D coordinates need {n * dim}")
+        c = numpy.array(v.getArray(readonly=True), dtype=numpy.float64).reshape(n, dim)
+        if not numpy.all(numpy.isfinite(c)):
+            raise error("pcplugins.AMG: the coordinates contain NaN or Inf")
+        return c, "the Vec composed on the PC as \"coordinates\""
+    dm = pc.getDM()
+    if dm is not None and dm.handle and dm.getType() == "da":
+        dim = dm.getDim()
+        if dm.getDof() != 1 or math.prod(dm.getSizes()[:dim]) != n:
+            return None, "the PC's DMDA does not match the matrix (dof or size)"
+        cv = dm.getCoordinates()
+        if cv is not None and cv.handle and cv.getSize() == n * dim:
+            return numpy.array(cv.getArray(readonly=True), dtype=numpy.float64).reshape(n, dim), \
+                "the coordinates of the PC's DMDA"
+        idx = numpy.indices(dm.getSizes()[:dim][::-1]).reshape(dim, -1)[::-1].T.astype(numpy.float64)
+        return idx, "the index grid of the PC's DMDA"
+    return None, "no coordinates (none composed on the PC, no DMDA)"
+
+
+def compose_coordinates(pc, coords):
+    """Attach vertex coordinates (n x dim) to the PC for pcplugins.AMG."""
+    c = numpy.ascontiguousarray(coords, dtype=numpy.float64)
+    if c.ndim != 2 or c.shape[1] not in (2, 3):
+        raise error(f"pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, got shape {c.shape}")
+    v = PETSc.Vec().createWithArray(c.ravel().copy(), bsize=c.shape[1], comm=PETSc.COMM_SELF)
+    pc.compose("coordinates", v)
+    return v

@@ -1,0 +1,88 @@
+"""Triangular meshes and P1 finite-element Poisson matrices for the AMG examples, tests and benchmarks
+(SciPy's Delaunay; no mesh generator needed).
+
+mesh(kind, n, seed) -> (points, triangles) on the unit square ('uniform': the structured
+triangulation of an (n+1) x (n+1) grid, 'quasi': a jittered grid, Delaunay) or the unit disk
+('disk': rings of points, Delaunay).
+p1_poisson(points, triangles, kappa) -> (A, xy): the stiffness matrix of -div(kappa grad u) with
+homogeneous Dirichlet conditions (boundary vertices eliminated) as SciPy CSR, and the coordinates
+of its unknowns. kappa is per triangle (None: 1).
+"""
+import numpy
+import scipy.sparse
+import scipy.spatial
+
+
+def mesh(kind, n, seed=0):
+    if kind in ("uniform", "quasi"):
+        x, y = numpy.meshgrid(numpy.linspace(0, 1, n + 1), numpy.linspace(0, 1, n + 1))
+        p = numpy.stack([x.ravel(), y.ravel()], 1)
+        if kind == "uniform":
+            i = numpy.arange(n * (n + 1)).reshape(n, n + 1)[:, :-1].ravel()
+            a, b, c, d = i, i + 1, i + n + 1, i + n + 2
+            return p, numpy.concatenate([numpy.stack([a, b, d], 1), numpy.stack([a, d, c], 1)])
+        inner = (p[:, 0] > 0) & (p[:, 0] < 1) & (p[:, 1] > 0) & (p[:, 1] < 1)
+        rng = numpy.random.default_rng(seed)
+        p[inner] += rng.uniform(-0.3, 0.3, (int(inner.sum()), 2)) / n
+    elif kind == "disk":
+        pts = [numpy.zeros((1, 2))]
+        for k in range(1, n + 1):
+            r = k / n
+            m = int(round(2 * numpy.pi * k))
+            t = numpy.arange(m) * 2 * numpy.pi / m + 0.5 * k
+            pts.append(numpy.stack([r * numpy.cos(t), r * numpy.sin(t)], 1))
+        p = numpy.concatenate(pts)
+    else:
+        raise ValueError(f"unknown mesh {kind!r}")
+    return p, scipy.spatial.Delaunay(p).simplices
+
+
+def p1_poisson(points, triangles, kappa=None):
+    t = triangles
+    P = points[t]                                      # (nt, 3, 2)
+    e1, e2 = P[:, 1] - P[:, 0], P[:, 2] - P[:, 0]
+    area = 0.5 * numpy.abs(e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0])
+    keep = area > 1e-14                                # Delaunay may leave slivers on the hull
+    t, P, area = t[keep], P[keep], area[keep]
+    # gradients of the barycentric functions: rotated opposite edges over twice the area
+    E = numpy.stack([P[:, 2] - P[:, 1], P[:, 0] - P[:, 2], P[:, 1] - P[:, 0]], 1)
+    K = numpy.einsum("tid,tjd->tij", E, E) / (4 * area)[:, None, None]
+    if kappa is not None:
+        K *= numpy.asarray(kappa)[keep][:, None, None]
+    n = len(points)
+    rows = numpy.repeat(t, 3, axis=1).ravel()
+    cols = numpy.tile(t, (1, 3)).ravel()
+    A = scipy.sparse.csr_matrix((K.ravel(), (rows, cols)), shape=(n, n))
+    edges = numpy.sort(numpy.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]]), axis=1)
+    e, count = numpy.unique(edges, axis=0, return_counts=True)
+    boundary = numpy.zeros(n, dtype=bool)
+    boundary[e[count == 1].ravel()] = True             # vertices of edges with one triangle
+    used = numpy.zeros(n, dtype=bool)
+    used[t.ravel()] = True
+    inner = numpy.nonzero(~boundary & used)[0]
+    A = A[inner][:, inner].tocsr()
+    A.sum_duplicates()
+    A.sort_indices()
+    return A, points[inner]
+
+
+def centroid_kappa(points, triangles, jump):
+    """10^jump on the triangles whose centroid lies in [0.25, 0.6]^2 or [0.65, 0.9] x [0.1, 0.4], else 1."""
+    c = points[triangles].mean(axis=1)
+    inside = ((c[:, 0] > 0.25) & (c[:, 0] < 0.6) & (c[:, 1] > 0.25) & (c[:, 1] < 0.6)) | \
+             ((c[:, 0] > 0.65) & (c[:, 0] < 0.9) & (c[:, 1] > 0.1) & (c[:, 1] < 0.4))
+    return numpy.where(inside, 10.0 ** jump, 1.0)
+
+
+def petsc_matrix(A, mat_type=None):
+    """A SciPy CSR matrix as a PETSc AIJ matrix (type from -mat_type unless given)."""
+    from petsc4py import PETSc
+    M = PETSc.Mat().create(comm=PETSc.COMM_SELF)
+    M.setSizes(A.shape)
+    M.setType(mat_type or "aij")
+    if mat_type is None:
+        M.setFromOptions()
+    M.setPreallocationCSR((A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType)))
+    M.setValuesCSR(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType), A.data)
+    M.assemble()
+    return M

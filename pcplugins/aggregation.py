@@ -1,0 +1,170 @@
+"""Aggregates for unsmoothed aggregation AMG, and the colours of its Gauss-Seidel smoother.
+
+Two ways to aggregate, both data-parallel (whole-array operations on NumPy or CuPy):
+
+- ``auxgrid``: the auxiliary structured grid of Wang, Hu, Cohen and Xu (section 3). A quadtree
+  (2D) or octree (3D) over the bounding box of the vertex coordinates, of depth L with
+  2^(dim L) < N. The fine aggregates are the vertices in one leaf cell; every coarser level
+  aggregates the 2x2 (2x2x2) children of a cell. Empty cells make no unknown. Colours come
+  with the grid: the parity of a cell's indices (4 colours in 2D, 8 in 3D), each fine vertex
+  taking its cell's colour (the paper colours aggregates on the finest level).
+- ``pairwise``: no coordinates. A matching on the strong connections, -a_ij / sqrt(a_ii a_jj) at
+  least ``theta`` times the row's largest, where every unmatched unknown proposes to its strongest
+  unmatched neighbour and mutual proposals pair up (locally dominant edges, a few rounds), applied
+  twice as in Notay's double pairwise aggregation (aggregates of up to 4). Ties are broken by
+  an integer hash of the edge, so NumPy and CuPy build the same aggregates.
+
+``colour_graph`` colours any matrix graph (Jones-Plassmann with hashed priorities) for the
+Gauss-Seidel smoother of the pairwise hierarchy.
+"""
+import numpy
+
+from . import sparse
+
+
+def depth(n, dim):
+    """The auxiliary grid's depth L: the largest with 2^(dim L) < n."""
+    L = 0
+    while 2 ** (dim * (L + 1)) < n:
+        L += 1
+    return L
+
+
+def auxgrid(coords, xp, coarse_size, max_levels):
+    """Aggregates from vertex coordinates (n x dim array on ``xp``).
+
+    Returns (aggs, sizes, colours): aggs[k] maps the unknowns of level k to those of level k+1,
+    sizes[k] is the number of unknowns of level k, colours[k] the smoother colours of level k.
+    """
+    n, dim = coords.shape
+    lo = coords.min(axis=0)
+    width = coords.max(axis=0) - lo
+    width = xp.where(width > 0, width, 1.0)
+    L = depth(n, dim)
+    m = 2 ** L
+    cell = xp.clip(xp.floor((coords - lo) / width * m).astype(numpy.int64), 0, m - 1)
+    aggs, sizes, colours = [], [n], [_parity(cell, xp)]
+    while L > 0 and sizes[-1] > coarse_size and len(sizes) < max_levels:
+        key = _linear(cell, m)
+        keys, agg = xp.unique(key, return_inverse=True)
+        aggs.append(agg.ravel().astype(numpy.int32))
+        cell = _unlinear(keys, m, dim, xp)
+        sizes.append(int(keys.shape[0]))
+        colours.append(_parity(cell, xp))
+        cell = cell // 2
+        m //= 2
+        L -= 1
+    return aggs, sizes, colours
+
+
+def _linear(cell, m):
+    key = cell[:, -1].copy()
+    for a in range(cell.shape[1] - 2, -1, -1):
+        key = key * m + cell[:, a]
+    return key
+
+
+def _unlinear(key, m, dim, xp):
+    out = xp.empty((key.shape[0], dim), numpy.int64)
+    for a in range(dim):
+        out[:, a] = key % m
+        key = key // m
+    return out
+
+
+def _parity(cell, xp):
+    c = xp.zeros(cell.shape[0], numpy.int32)
+    for a in range(cell.shape[1]):
+        c += (cell[:, a] & 1).astype(numpy.int32) << a
+    return c
+
+
+def _hash(i, j, xp):
+    """A symmetric integer hash of the edge (i, j) in [0, 1), the same on NumPy and CuPy."""
+    lo = xp.minimum(i, j).astype(numpy.uint64)
+    hi = xp.maximum(i, j).astype(numpy.uint64)
+    h = (lo * numpy.uint64(0x9E3779B1) + hi * numpy.uint64(0x85EBCA77)) & numpy.uint64(0xFFFFFFFF)
+    h ^= h >> numpy.uint64(15)
+    h = (h * numpy.uint64(0x2C1B3C6D)) & numpy.uint64(0xFFFFFFFF)
+    h ^= h >> numpy.uint64(12)
+    return (h & numpy.uint64(0xFFFFF)).astype(numpy.float64) / 2.0 ** 20
+
+
+def pair_matching(A, xp, theta=0.25, rounds=4):
+    """One pairwise aggregation of A: returns (agg, nc)."""
+    n = A.shape[0]
+    rows = sparse.rows_of(A, xp)
+    cols = A.indices
+    d = A.diagonal()
+    w = -A.data / xp.sqrt(xp.abs(d[rows] * d[cols]))
+    w = xp.where(rows != cols, w, 0.0)
+    w = xp.where(w > 0, w, 0.0)
+    wmax = _row_max(w, A, xp)
+    strong = (w > 0) & (w >= theta * wmax[rows])
+    score = w * (1.0 + 1e-6 * _hash(rows, cols, xp))
+    partner = xp.full(n, -1, numpy.int64)
+    for _ in range(rounds):
+        free = partner < 0
+        s = xp.where(strong & free[rows] & free[cols], score, 0.0)
+        best = _row_max(s, A, xp)
+        pick = (s > 0) & (s == best[rows])
+        choice = xp.full(n, -1, numpy.int64)
+        choice[rows[pick]] = cols[pick]
+        i = xp.arange(n)
+        mutual = (choice >= 0) & (choice[xp.maximum(choice, 0)] == i)
+        if not bool(mutual.any()):
+            break
+        partner = xp.where(mutual, choice, partner)
+    rep = xp.where(partner >= 0, xp.minimum(xp.arange(n), partner), xp.arange(n))
+    _, agg = xp.unique(rep, return_inverse=True)
+    agg = agg.ravel().astype(numpy.int32)
+    return agg, int(agg.max()) + 1 if n else 0
+
+
+def _row_max(values, A, xp):
+    """The largest of ``values`` (>= 0, one per stored entry of A) in each row."""
+    S = sparse.module(xp).csr_matrix((values, A.indices, A.indptr), shape=A.shape)
+    return xp.asarray(S.max(axis=1).toarray()).ravel()
+
+
+def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2):
+    """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs) like ``auxgrid``
+    (without colours) and the Galerkin matrices it formed on the way (Acs[k] for level k+1)."""
+    aggs, sizes, Acs = [], [A.shape[0]], []
+    while sizes[-1] > coarse_size and len(sizes) < max_levels:
+        agg, nc, Ak = None, sizes[-1], A
+        for _ in range(passes):
+            a, nc = pair_matching(Ak, xp, theta)
+            agg = a if agg is None else a[agg]
+            Ak = sparse.galerkin(Ak, a, nc, xp)
+        if nc > 0.9 * sizes[-1]:              # coarsening has stalled: stop here
+            break
+        aggs.append(agg)
+        sizes.append(nc)
+        Acs.append(Ak)
+        A = Ak
+    return aggs, sizes, Acs
+
+
+def colour_graph(A, xp):
+    """Colours of the graph of A + A^T (no two neighbours share one): Jones-Plassmann, each round
+    giving the next colour to the unknowns whose hashed priority beats all uncoloured neighbours."""
+    n = A.shape[0]
+    r = sparse.rows_of(A, xp)
+    c = A.indices.astype(numpy.int32)
+    off = r != c
+    rows = xp.concatenate([r[off], c[off]])
+    cols = xp.concatenate([c[off], r[off]])
+    i = xp.arange(n)
+    prio = _hash(i, i, xp) * n + i              # distinct
+    colour = xp.full(n, -1, numpy.int32)
+    k = 0
+    while True:
+        free = colour < 0
+        if not bool(free.any()):
+            break
+        beaten = free[cols] & (prio[cols] > prio[rows])
+        count = xp.bincount(rows[beaten], minlength=n)
+        colour = xp.where(free & (count == 0), k, colour).astype(numpy.int32)
+        k += 1
+    return colour

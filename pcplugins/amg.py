@@ -1,0 +1,126 @@
+"""pcplugins.AMG: unsmoothed aggregation AMG with the K-cycle as a PETSc preconditioner (PCPYTHON).
+
+    -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG [-pc_amg_* options]
+
+Follows Wang, Hu, Cohen, Xu, "A parallel auxiliary grid algebraic multigrid method for graphic
+processing units": aggregates from an auxiliary quadtree/octree grid when vertex coordinates are
+known (pcplugins.set_coordinates, a Vec composed on the PC as "coordinates", or the PC's DMDA),
+double pairwise matching when not; Galerkin coarse matrices by summation over aggregates;
+colour Gauss-Seidel; the K-cycle. Any assembled scalar AIJ matrix on one rank, no DM needed;
+with an aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy).
+The K-cycle is nonlinear: use a flexible outer method (fcg, fgmres), or -pc_amg_cycle v with cg.
+"""
+
+from . import backend, bridge, kcycle
+from .bridge import Option
+
+OPTIONS = [
+    Option("pc_amg_aggregation", "str", "auto",
+           "Aggregation (auto: auxgrid when coordinates are known, else pairwise)",
+           ("auto", "auxgrid", "pairwise")),
+    Option("pc_amg_cycle", "str", "k", "Cycle (k: K-cycle / nonlinear AMLI; needs a flexible KSP)",
+           ("k", "v", "w")),
+    Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level"),
+    Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
+           ("gs", "l1jacobi", "chebyshev")),
+    Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps"),
+    Option("pc_amg_post", "int", 1, "Post-smoothing sweeps"),
+    Option("pc_amg_coarse_size", "int", 400, "Stop coarsening at this many unknowns"),
+    Option("pc_amg_max_levels", "int", 25, "Most levels"),
+    Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
+    Option("pc_amg_device", "str", "auto",
+           "Where setup and cycle run (auto: the GPU when the matrix is aijcusparse)", ("auto", "cpu", "gpu")),
+]
+
+
+class AMG:
+    def __init__(self):
+        self.mg, self.values, self.timings = None, None, {}
+
+    # -- PCPYTHON protocol ---------------------------------------------------------------------------
+    def setFromOptions(self, pc):
+        self.values = bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
+
+    def setUp(self, pc):
+        with bridge.event("AMGSetUp"):
+            self._setup(pc)
+
+    def reset(self, pc):
+        self.mg = None
+
+    def apply(self, pc, x, y):
+        with bridge.event("AMGApply"):
+            xp = self.xp
+            with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+                f = backend.to_namespace(xa, xp)
+                u = self.mg.cycle(f)
+                ya[...] = backend.to_namespace(u, backend.array_module(ya))
+            if not bool(xp.isfinite(u).all()):
+                bridge.set_failed(pc, True)
+
+    def view(self, pc, viewer=None):
+        bridge.view_lines(viewer, self.describe())
+
+    # -- setup -----------------------------------------------------------------------------------------
+    def _setup(self, pc):
+        v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
+        self.values = v
+        for name in ("kcycle_its", "pre", "post", "coarse_size", "max_levels"):
+            if v[name] < (2 if name == "max_levels" else 0 if name in ("pre", "post") else 1):
+                raise bridge.error(f"option -pc_amg_{name}: invalid value {v[name]}")
+        t0 = bridge.clock()
+        A0, P = pc.getOperators()
+        M = P if P is not None and P.handle else A0
+        device = v["device"]
+        if device == "auto":
+            device = "gpu" if "cusparse" in M.getType() and backend.gpu_available() else "cpu"
+        try:
+            xp = backend.namespace(device)
+        except RuntimeError as e:
+            raise bridge.error(f"-pc_amg_device {v['device']}: {e}") from None
+        self.xp, self.device = xp, device
+        bridge.set_event_namespace(xp)
+        self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
+        A, _ = bridge.aij_csr(pc, xp)
+        self._check(A)
+        backend.synchronize(xp)
+        t1 = bridge.clock()
+        coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
+        if v["aggregation"] != "pairwise":
+            coords, source = bridge.amg_coordinates(pc, A.shape[0])
+            if coords is None and v["aggregation"] == "auxgrid":
+                raise bridge.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
+                                   f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
+                                   "\"coordinates\" (block size = dimension) on the PC")
+            coords = None if coords is None else xp.asarray(coords)
+        self.coord_source = source
+        opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
+                              smoother=v["smoother"], pre=v["pre"], post=v["post"],
+                              coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"])
+        self.mg = kcycle.AggregationMG(A, xp, opts, coords)
+        backend.synchronize(xp)
+        t2 = bridge.clock()
+        self.timings = {"matrix": t1 - t0, "hierarchy": t2 - t1}
+        self.timings.update(self.mg.timings)
+
+    def _check(self, A):
+        xp = self.xp
+        if not bool(xp.isfinite(A.data).all()):
+            raise bridge.error("pcplugins.AMG: the matrix has NaN or Inf entries")
+        d = A.diagonal()
+        if not bool((d > 0).all()):
+            i = int(xp.argmax(d <= 0))
+            raise bridge.error(f"pcplugins.AMG needs a positive diagonal; row {i} has diagonal {float(d[i]):g}")
+
+    # -- view --------------------------------------------------------------------------------------------
+    def describe(self):
+        if self.mg is None:
+            return ["pcplugins.AMG: not set up"]
+        why = {"auxgrid": f"auxiliary grid (quadtree/octree) from {self.coord_source}",
+               "pairwise": f"double pairwise matching ({self.coord_source})"}[self.mg.method]
+        dev = f"CuPy, GPU {self.gpu_id}" if backend.is_gpu(self.xp) else "NumPy"
+        t = self.timings
+        return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
+                 f"aggregation: {why}"] + self.mg.describe() +
+                ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"
+                 % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])

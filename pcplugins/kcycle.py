@@ -1,0 +1,176 @@
+"""Unsmoothed aggregation multigrid and its cycles: the K-cycle (nonlinear AMLI), V and W.
+
+Wang, Hu, Cohen, Xu, "A parallel auxiliary grid algebraic multigrid method for graphic processing
+units", Algorithms 2.1 (nonlinear PCG) and 2.2 (nonlinear AMLI-cycle); the K-cycle of Notay and
+Vassilevski. Level 0 is the finest. Level k+1's matrix is the Galerkin product P^T A_k P of the
+piecewise-constant prolongation of level k's aggregates (sparse.galerkin); the coarsest level is
+solved directly.
+
+On every coarse level the K-cycle runs ``kcycle_its`` steps of a flexible CG preconditioned by the
+next level's cycle. That makes the preconditioner nonlinear (it changes from one application to
+the next): the outer Krylov method should be flexible (PETSc's ``fcg``, ``fgmres``).
+Everything here works on NumPy or CuPy arrays; the only host work per cycle is the flexible CG's
+inner products (two or three scalars per step).
+"""
+import dataclasses
+import time
+
+import numpy
+
+from . import aggregation, backend, smoothers, sparse
+
+DENSE_LIMIT = 4096
+
+
+@dataclasses.dataclass
+class Options:
+    aggregation: str = "auto"      # auxgrid | pairwise | auto (auxgrid when coordinates are given)
+    cycle: str = "k"               # k | v | w
+    kcycle_its: int = 2
+    smoother: str = "gs"           # gs | l1jacobi | chebyshev
+    pre: int = 1
+    post: int = 1
+    coarse_size: int = 400
+    max_levels: int = 25
+    theta: float = 0.25            # pairwise: strength of connection
+
+
+class _Clock:
+    """Seconds since the previous call (device work finished)."""
+
+    def __init__(self, xp):
+        self.xp, self.t = xp, time.perf_counter()
+
+    def __call__(self):
+        backend.synchronize(self.xp)
+        t, self.t = self.t, time.perf_counter()
+        return self.t - t
+
+
+class Level:
+    def __init__(self, A, agg, colours, opts, xp):
+        self.A, self.agg = A, agg
+        self.n = A.shape[0]
+        self.smoother = None
+        if agg is not None:
+            if opts.smoother == "gs":
+                if colours is None:
+                    colours = aggregation.colour_graph(A, xp)
+                self.smoother = smoothers.CSRColourGS(A, colours, xp)
+            elif opts.smoother == "l1jacobi":
+                self.smoother = smoothers.CSRL1Jacobi(A, xp)
+            else:
+                self.smoother = smoothers.CSRChebyshev(A, xp)
+
+
+class AggregationMG:
+    """The hierarchy, built from the finest CSR matrix ``A`` and, for the auxiliary grid, the
+    vertex coordinates (n x dim, or None)."""
+
+    def __init__(self, A, xp, opts=None, coords=None):
+        self.xp, self.opts = xp, opts or Options()
+        o = self.opts
+        if o.cycle not in ("k", "v", "w"):
+            raise ValueError(f"unknown cycle {o.cycle!r}")
+        self.method = o.aggregation
+        if self.method == "auto":
+            self.method = "auxgrid" if coords is not None else "pairwise"
+        clock = _Clock(xp)
+        if self.method == "auxgrid":
+            if coords is None:
+                raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
+            aggs, sizes, colours = aggregation.auxgrid(coords, xp, o.coarse_size, o.max_levels)
+            mats = [A]
+            for agg, nc in zip(aggs, sizes[1:]):
+                mats.append(sparse.galerkin(mats[-1], agg, nc, xp))
+        else:
+            aggs, sizes, Acs = aggregation.pairwise(A, xp, o.coarse_size, o.max_levels, o.theta)
+            mats, colours = [A] + Acs, [None] * len(sizes)
+        self.timings = {"coarsening": clock()}
+        self.levels = [Level(M, agg, col, o, xp)
+                       for M, agg, col in zip(mats, aggs + [None], colours)]
+        self.timings["smoothers"] = clock()
+        self._coarse_setup(mats[-1])
+        self.timings["coarse"] = clock()
+
+    def _coarse_setup(self, Ac):
+        xp = self.xp
+        self.n_coarse = Ac.shape[0]
+        host = Ac.get() if backend.is_gpu(xp) else Ac
+        if self.n_coarse <= DENSE_LIMIT:
+            self.inv = xp.asarray(numpy.linalg.pinv(host.toarray()))
+            self.lu = None
+        else:
+            import scipy.sparse.linalg
+            self.inv, self.lu = None, scipy.sparse.linalg.splu(host.tocsc())
+
+    # -- cycles ---------------------------------------------------------------------------------------
+    def cycle(self, f):
+        """An approximation of A^-1 f (a new array)."""
+        return self._mg(0, f)
+
+    def _coarse_solve(self, f):
+        if self.inv is not None:
+            return self.inv @ f
+        return backend.to_namespace(self.lu.solve(backend.to_host(f)), self.xp)
+
+    def _mg(self, k, f):
+        """B_k[f], Algorithm 2.2 (with a V- or W-cycle coarse correction for comparison)."""
+        if k == len(self.levels) - 1:
+            return self._coarse_solve(f)
+        xp, lev, o = self.xp, self.levels[k], self.opts
+        u = xp.zeros_like(f)
+        lev.smoother.smooth(u, f, o.pre, zero_guess=True)
+        r = f - lev.A @ u
+        rc = xp.zeros(self.levels[k + 1].n, f.dtype)
+        sparse.restrict(rc, r, lev.agg, xp)
+        last = k + 1 == len(self.levels) - 1
+        if o.cycle == "k" and not last:
+            ec = self._fcg(k + 1, rc, o.kcycle_its)
+        else:
+            ec = self._mg(k + 1, rc)
+            if o.cycle == "w" and not last:
+                ec += self._mg(k + 1, rc - self.levels[k + 1].A @ ec)
+        sparse.prolong_add(u, ec, lev.agg)
+        lev.smoother.smooth(u, f, o.post, reverse=True)
+        return u
+
+    def _fcg(self, k, f, its):
+        """Algorithm 2.1: ``its`` steps of flexible CG on level k preconditioned by B_k."""
+        xp, A = self.xp, self.levels[k].A
+        u = xp.zeros_like(f)
+        r = f
+        ps, aps, paps = [], [], []
+        for i in range(its):
+            p = self._mg(k, r)
+            for pj, apj, papj in zip(ps, aps, paps):
+                p -= (float(xp.vdot(p, apj)) / papj) * pj
+            ap = A @ p
+            pap = float(xp.vdot(p, ap))
+            if not pap > 0.0:
+                break
+            alpha = float(xp.vdot(r, p)) / pap
+            u += alpha * p
+            if i + 1 < its:
+                r = r - alpha * ap
+                ps.append(p)
+                aps.append(ap)
+                paps.append(pap)
+        return u
+
+    # -- information ----------------------------------------------------------------------------------
+    def complexities(self):
+        return sparse.complexity([lev.A for lev in self.levels])
+
+    def describe(self):
+        o = self.opts
+        oc, gc = self.complexities()
+        cyc = {"k": f"K-cycle ({o.kcycle_its} flexible CG steps per coarse level)",
+               "v": "V-cycle", "w": "W-cycle"}[o.cycle]
+        lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(self.levels)} levels, "
+                 f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
+        for k, lev in enumerate(self.levels):
+            s = lev.smoother.describe() if lev.smoother else (
+                "direct solve (dense inverse)" if self.inv is not None else "direct solve (sparse LU, host)")
+            lines.append(f"  level {k}: {lev.n} unknowns, {lev.A.nnz} nonzeros, {s}")
+        return lines
