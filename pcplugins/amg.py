@@ -81,7 +81,7 @@ class AMG:
         self.xp, self.device = xp, device
         bridge.set_event_namespace(xp)
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
-        A, _ = bridge.aij_csr(pc, xp)
+        A, self.matrix_source = bridge.aij_csr(pc, xp)
         self._check(A)
         backend.synchronize(xp)
         t1 = bridge.clock()
@@ -121,6 +121,6 @@ class AMG:
         dev = f"CuPy, GPU {self.gpu_id}" if backend.is_gpu(self.xp) else "NumPy"
         t = self.timings
         return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
-                 f"aggregation: {why}"] + self.mg.describe() +
+                 f"matrix: {self.matrix_source}", f"aggregation: {why}"] + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"
                  % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])

@@ -435,8 +435,8 @@ def use_petsc_device(M):
 # -- assembled matrices and coordinates (pcplugins.AMG) --------------------------------------------
 
 def aij_csr(pc, xp):
-    """The PC's operator as a CSR matrix on ``xp`` (sparse.csr), checked: square, AIJ, one rank,
-    finite entries. aijcusparse matrices are read on the device (``_device_csr``) when ``xp`` is
+    """The PC's operator as a CSR matrix on ``xp`` (sparse.csr) and where it was read from;
+    checked: square, AIJ, one rank, real. aijcusparse matrices are read on the device (``_device_csr``) when ``xp`` is
     CuPy, without a trip through the host."""
     from . import sparse
     A, P = pc.getOperators()
@@ -451,12 +451,14 @@ def aij_csr(pc, xp):
         raise error("pcplugins.AMG runs on one rank: in parallel use it on each rank's block, "
                     "-pc_type bjacobi -sub_pc_type python -sub_pc_python_type pcplugins.AMG")
     csr = _device_csr(M, xp) if backend.is_gpu(xp) and "cusparse" in M.getType() else None
+    source = "device CSR (MatSeqAIJGetCSRAndMemType, no host copy)"
     if csr is None:
         csr = M.getValuesCSR()
+        source = "MatGetValuesCSR (host)"
     indptr, indices, data = csr
     if backend.array_module(data).iscomplexobj(data):
         raise error("pcplugins.AMG supports real matrices only")
-    return sparse.csr(indptr, indices, data, n, xp), M
+    return sparse.csr(indptr, indices, data, n, xp), source
 
 
 _PETSC_LIB = None

@@ -241,3 +241,58 @@ def test_fused_cubic_upsample_matches_twin(shape):
     ref = transfer.cubic_upsample(c, np)
     got = fused.cubic_upsample(cp.zeros(fine_shape), cp.asarray(c))
     assert np.allclose(backend.to_host(got), ref, rtol=1e-14, atol=1e-14)
+
+
+# -- pcplugins.AMG -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+@pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
+def test_amg_cupy_matches_numpy(method, smoother):
+    import meshes
+    from pcplugins import kcycle, sparse
+    cp = backend.cupy
+    p, t = meshes.mesh("quasi", 48)
+    A, xy = meshes.p1_poisson(p, t)
+    f = np.random.default_rng(4).random(A.shape[0])
+    out = {}
+    for xp in (np, cp):
+        Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
+        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(aggregation=method, smoother=smoother), xp.asarray(xy))
+        out[xp] = ([lev.n for lev in mg.levels], [backend.to_host(lev.agg) for lev in mg.levels[:-1]],
+                   backend.to_host(mg.cycle(xp.asarray(f))))
+    assert out[np][0] == out[cp][0]
+    for a, b in zip(out[np][1], out[cp][1]):
+        assert np.array_equal(a, b)
+    assert np.allclose(out[np][2], out[cp][2], rtol=1e-10, atol=1e-12 * np.abs(out[np][2]).max())
+
+
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+def test_amg_petsc_cuda_matches_host(method):
+    """aijcusparse + CUDA Vecs: the matrix is read on the device, setup and cycle run on CuPy,
+    and the iteration count equals the host run's."""
+    import meshes
+    import pcplugins
+    from petsc4py import PETSc
+    A, xy = meshes.p1_poisson(*meshes.mesh("disk", 24))
+    its = {}
+    for mat_type in ("aij", "aijcusparse"):
+        M = meshes.petsc_matrix(A, mat_type)
+        with petsc_options({"pc_amg_aggregation": method}):
+            ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+            ksp.setOperators(M)
+            ksp.setType("fcg")
+            pc = ksp.getPC()
+            pc.setType("python")
+            pc.setPythonType("pcplugins.AMG")
+            pcplugins.set_coordinates(pc, xy)
+            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+            ksp.setTolerances(rtol=1e-8)
+            ksp.setFromOptions()
+            b, x = M.createVecs()
+            b.set(1.0)
+            ksp.solve(b, x)
+        ctx = pc.getPythonContext()
+        its[mat_type] = (ksp.getIterationNumber(), ctx.device, ctx.matrix_source, x.getType())
+    assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
+    assert "cuda" in its["aijcusparse"][3] and "device" in its["aijcusparse"][2]
+    assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its

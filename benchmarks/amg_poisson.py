@@ -1,0 +1,166 @@
+"""AMG benchmark: pcplugins.AMG (auxiliary grid and pairwise aggregation, K-cycle, outer fcg) against
+PETSc GAMG (cg) and CG + Jacobi, side by side in one run, to a true relative residual of 1e-6
+(unpreconditioned norm for every solver), random right-hand side.
+
+    python benchmarks/amg_poisson.py [-cases 2d,3d,mesh] [-n2 2048] [-n3 129] [-mesh_n 1000]
+                                     [-vec gpu|cpu] [-skip name,...] [-out benchmarks/results/x.json]
+
+Cases: 2D 5-point Laplacian on an n2 x n2 grid, 3D 7-point on n3^3, P1 finite elements on a
+quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py). The matrix is given
+without a DM; pcplugins.AMG gets the vertex coordinates through pcplugins.set_coordinates.
+Each solver runs twice on fresh KSPs; the second run is reported (the first compiles kernels).
+Also measured: reading the aijcusparse matrix as CSR through petsc4py's getValuesCSR (host) and
+through MatSeqAIJGetCSRAndMemType (device).
+"""
+import os
+import sys
+import time
+
+import petsc4py
+
+petsc4py.init(sys.argv)
+from petsc4py import PETSc  # noqa: E402
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+sys.path.insert(0, HERE)
+import numpy  # noqa: E402
+import scipy.sparse  # noqa: E402
+
+import meshes  # noqa: E402
+import pcplugins  # noqa: E402
+from gmg_poisson import release, write  # noqa: E402
+from pcplugins import backend, bridge  # noqa: E402
+
+AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
+CONFIGS = {
+    "pcplugins.AMG (auxgrid, K-cycle)": dict(AMG, pc_amg_aggregation="auxgrid"),
+    "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
+    "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
+    "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
+}
+
+
+def laplacian(n, dim):
+    T = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (n, n), format="csr")
+    I = scipy.sparse.identity(n, format="csr")
+    if dim == 2:
+        A = scipy.sparse.kron(I, T) + scipy.sparse.kron(T, I)
+    else:
+        A = (scipy.sparse.kron(scipy.sparse.kron(I, I), T) + scipy.sparse.kron(scipy.sparse.kron(I, T), I)
+             + scipy.sparse.kron(scipy.sparse.kron(T, I), I))
+    g = numpy.indices((n,) * dim).reshape(dim, -1)[::-1].T.astype(float)
+    return A.tocsr(), g
+
+
+def problem(case, opts):
+    if case == "2d":
+        n = opts.getInt("n2", 2048)
+        return f"2D 5-point {n}^2", *laplacian(n, 2)
+    if case == "3d":
+        n = opts.getInt("n3", 129)
+        return f"3D 7-point {n}^3", *laplacian(n, 3)
+    n = opts.getInt("mesh_n", 1000)
+    A, xy = meshes.p1_poisson(*meshes.mesh("quasi", n))
+    return f"2D P1 quasi-uniform Delaunay mesh, {A.shape[0]} unknowns", A, xy
+
+
+def run(name, options, A, xy, gpu):
+    M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij")
+    b, x = M.createVecs()
+    b.setArray(numpy.random.default_rng(1).random(A.shape[0]))
+    M.mult(b, x)          # the matrix is resident where it is used (PETSc uploads it on first use)
+    x.set(0.0)
+    opts = PETSc.Options()
+    for k, v in options.items():
+        opts[k] = v
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    if options.get("pc_python_type") == "pcplugins.AMG":
+        ksp.getPC().setType("python")
+        ksp.getPC().setPythonType("pcplugins.AMG")
+        pcplugins.set_coordinates(ksp.getPC(), xy)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setTolerances(rtol=1e-6, max_it=20000)
+    ksp.setFromOptions()
+    sync = (lambda: backend.cupy.cuda.runtime.deviceSynchronize()) if gpu else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    ksp.setUp()
+    sync()
+    t1 = time.perf_counter()
+    ksp.solve(b, x)
+    sync()
+    t2 = time.perf_counter()
+    r = b.duplicate()
+    M.mult(x, r)
+    r.aypx(-1.0, b)
+    res = {"solver": name, "unknowns": A.shape[0], "setup_s": t1 - t0, "solve_s": t2 - t1, "total_s": t2 - t0,
+           "iterations": ksp.getIterationNumber(), "reason": int(ksp.getConvergedReason()),
+           "true_rel_residual": r.norm() / b.norm(), "options": options}
+    if options.get("pc_python_type"):
+        ctx = ksp.getPC().getPythonContext()
+        res["view"] = ctx.describe()
+        res["setup_phases_s"] = ctx.timings
+    for k in options:
+        opts.delValue(k)
+    ksp.destroy()
+    M.destroy()
+    return res
+
+
+def csr_read_times(A):
+    """Seconds to read an aijcusparse matrix as CSR: petsc4py getValuesCSR vs the device CSR."""
+    M = meshes.petsc_matrix(A, "aijcusparse")
+    b, x = M.createVecs()
+    M.mult(b, x)
+    out = {}
+    for label, f in (("getValuesCSR (host)", M.getValuesCSR),
+                     ("MatSeqAIJGetCSRAndMemType (device, copied)", lambda: bridge._device_csr(M, backend.cupy))):
+        f()
+        backend.cupy.cuda.runtime.deviceSynchronize()
+        t = time.perf_counter()
+        f()
+        backend.cupy.cuda.runtime.deviceSynchronize()
+        out[label] = time.perf_counter() - t
+    M.destroy()
+    return out
+
+
+def main():
+    opts = PETSc.Options()
+    cases = opts.getString("cases", "2d,3d,mesh").split(",")
+    gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
+    skip = opts.getString("skip", "")
+    out = opts.getString("out", "")
+    results = []
+    for case in cases:
+        t = time.perf_counter()
+        label, A, xy = problem(case, opts)
+        PETSc.Sys.Print(f"{label}: built in {time.perf_counter() - t:.1f} s", flush=True)
+        if gpu and case == "2d":
+            r = {"case": label, "solver": "CSR read", "seconds": csr_read_times(A)}
+            results.append(r)
+            PETSc.Sys.Print(f"  CSR read: {r['seconds']}", flush=True)
+        for name, conf in CONFIGS.items():
+            if skip and any(s and s in name for s in skip.split(",")):
+                continue
+            try:
+                run(name, conf, A, xy, gpu)
+                release(gpu)
+                r = dict(run(name, conf, A, xy, gpu), case=label)
+                release(gpu)
+            except Exception as e:
+                release(gpu)
+                results.append({"case": label, "solver": name, "error": str(e).splitlines()[-1]})
+                PETSc.Sys.Print(f"  {name:36s} FAILED: {results[-1]['error']}", flush=True)
+                continue
+            results.append(r)
+            write(out, results, gpu)
+            PETSc.Sys.Print(f"  {name:36s} setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
+                            f"  its {r['iterations']:5d}  true rel res {r['true_rel_residual']:.2e}", flush=True)
+    write(out, results, gpu)
+
+
+if __name__ == "__main__":
+    main()
