@@ -11,6 +11,8 @@ with an aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy).
 The K-cycle is nonlinear: use a flexible outer method (fcg, fgmres), or -pc_amg_cycle v with cg.
 """
 
+import numpy
+
 from . import backend, bridge, kcycle
 from .bridge import Option
 
@@ -28,6 +30,7 @@ OPTIONS = [
     Option("pc_amg_coarse_size", "int", 400, "Stop coarsening at this many unknowns"),
     Option("pc_amg_max_levels", "int", 25, "Most levels"),
     Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
+    Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     Option("pc_amg_device", "str", "auto",
            "Where setup and cycle run (auto: the GPU when the matrix is aijcusparse)", ("auto", "cpu", "gpu")),
 ]
@@ -36,6 +39,7 @@ OPTIONS = [
 class AMG:
     def __init__(self):
         self.mg, self.values, self.timings = None, None, {}
+        self._bad = None
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
     def setFromOptions(self, pc):
@@ -51,12 +55,21 @@ class AMG:
     def apply(self, pc, x, y):
         with bridge.event("AMGApply"):
             xp = self.xp
-            with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
-                f = backend.to_namespace(xa, xp)
-                u = self.mg.cycle(f)
-                ya[...] = backend.to_namespace(u, backend.array_module(ya))
-            if not bool(xp.isfinite(u).all()):
+            if self._bad is not None and bool(self._bad):
                 bridge.set_failed(pc, True)
+            with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+                if backend.array_module(xa) is xp:
+                    self._run(xa, ya)
+                else:                     # host Vecs with -pc_amg_device gpu
+                    ya[...] = backend.to_namespace(self.mg.cycle(backend.to_namespace(xa, xp)), numpy)
+                # NaN/Inf: checked on the device, the flag read at the next application (no
+                # synchronisation here)
+                self._bad = ~xp.isfinite(xp.sum(ya if backend.array_module(ya) is xp else xp.asarray(ya)))
+            if xp is numpy and bool(self._bad):
+                bridge.set_failed(pc, True)
+
+    def _cycle(self, x, out):
+        out[...] = self.mg.cycle(x)
 
     def view(self, pc, viewer=None):
         bridge.view_lines(viewer, self.describe())
@@ -102,6 +115,12 @@ class AMG:
         t2 = bridge.clock()
         self.timings = {"matrix": t1 - t0, "hierarchy": t2 - t1}
         self.timings.update(self.mg.timings)
+        self._bad = None
+        self._graphs = None
+        if backend.is_gpu(xp) and v["graph"] and self.mg.inv is not None:
+            # the cycle's temporaries come from a pool of their own, which the graphs keep using
+            self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool())
+        self._run = self._graphs or self._cycle
 
     def _check(self, A):
         xp = self.xp
@@ -119,6 +138,8 @@ class AMG:
         why = {"auxgrid": f"auxiliary grid (quadtree/octree) from {self.coord_source}",
                "pairwise": f"double pairwise matching ({self.coord_source})"}[self.mg.method]
         dev = f"CuPy, GPU {self.gpu_id}" if backend.is_gpu(self.xp) else "NumPy"
+        if backend.is_gpu(self.xp):
+            dev += ", CUDA graph " + (self._graphs.note if self._graphs else "off")
         t = self.timings
         return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + self.mg.describe() +

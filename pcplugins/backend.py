@@ -88,3 +88,68 @@ def vec_array(vec, mode="r"):
     else:
         with vec.getBuffer(readonly=(mode == "r")) as a:  # VecGetArray[Read] ... Restore
             yield a
+
+
+class CycleGraphs:
+    """Replays ``run(x, out)`` as a CUDA graph, one per (input, output) pair of device buffers.
+
+    A multigrid cycle is hundreds of small kernel launches (the coarse levels are launch-bound);
+    captured once and replayed it is one launch. KSPs pass the same few work Vecs every iteration,
+    so the graphs read and write PETSc's own memory with no extra copies. The first call runs
+    eagerly (it compiles every kernel and fills ``pool``), the next one per buffer pair captures.
+    ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a private
+    CuPy memory pool, or None for the default one): the captured graph keeps using the addresses it
+    got during capture, so nothing else may allocate from that pool.
+    """
+    MAX = 8
+
+    def __init__(self, run, pool=None):
+        self.run, self.pool = run, pool
+        self.graphs = {}
+        self.warm = False
+        self.on = True
+        self.note = "on (whole cycle captured)"
+
+    def __call__(self, x, out):
+        if not self.on:
+            return self._eager(x, out)
+        key = (x.data.ptr, out.data.ptr)
+        graph = self.graphs.get(key)
+        if graph is None:
+            if not self.warm:
+                self._eager(x, out)
+                self.warm = True
+                return
+            graph = self._capture(x, out)
+            if graph is None:
+                return self._eager(x, out)
+            if len(self.graphs) >= self.MAX:
+                self.graphs.pop(next(iter(self.graphs)))
+            self.graphs[key] = graph
+        graph.launch(cupy.cuda.get_current_stream())
+
+    def _allocator(self):
+        if self.pool is None:
+            return contextlib.nullcontext()
+        return cupy.cuda.using_allocator(self.pool.malloc)
+
+    def _eager(self, x, out):
+        with self._allocator():
+            return self.run(x, out)
+
+    def _capture(self, x, out):
+        stream = cupy.cuda.Stream(non_blocking=True)
+        cupy.cuda.get_current_stream().synchronize()
+        try:
+            with stream, self._allocator():
+                stream.begin_capture()
+                try:
+                    self.run(x, out)
+                finally:
+                    graph = stream.end_capture()
+            stream.synchronize()
+            return graph
+        except Exception as e:                  # stay correct: run eagerly from now on
+            self.on = False
+            self.note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
+            return None

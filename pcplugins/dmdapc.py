@@ -175,54 +175,20 @@ class DMDAPC:
             self._x_low = xp.zeros(self.box.shape, self.dtype)
             self._y_low = xp.zeros(self.box.shape, self.dtype)
         self._x = self._y = None                # device buffers, for host Vecs only
-        self._graphs = {}
-        self._warm = False
         # ghost updates (MPI) and host levels (hybrid cycle) are host work: no graph capture
-        self._use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
-                           and not getattr(self.mg, "host_levels", 0))
-        self.graph_note = "on (whole cycle captured)" if self._use_graph else "off"
-
-    _MAX_GRAPHS = 8
+        use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
+                     and not getattr(self.mg, "host_levels", 0))
+        self._graphs = backend.CycleGraphs(self._cycle) if use_graph else None
 
     def _run(self, x, out):
-        """out = B x. On the GPU the whole cycle is captured once per (input, output) pair of
-        device buffers as a CUDA graph and replayed: one launch instead of hundreds of small ones
-        (the coarse levels are launch-bound). KSPs pass the same few work Vecs every iteration, so
-        the graphs read and write PETSc's own memory with no extra copies."""
-        if not self._use_graph:
+        """out = B x; on the GPU replayed as a CUDA graph (backend.CycleGraphs)."""
+        if self._graphs is None:
             return self._cycle(x, out)
-        key = (x.data.ptr, out.data.ptr)
-        graph = self._graphs.get(key)
-        if graph is None:
-            if not self._warm:
-                self._cycle(x, out)      # compiles every kernel; capturing comes on the next call
-                self._warm = True
-                return
-            graph = self._capture(x, out)
-            if graph is None:
-                return self._cycle(x, out)
-            if len(self._graphs) >= self._MAX_GRAPHS:
-                self._graphs.pop(next(iter(self._graphs)))
-            self._graphs[key] = graph
-        graph.launch(backend.cupy.cuda.get_current_stream())
+        self._graphs(x, out)
 
-    def _capture(self, x, out):
-        cupy = backend.cupy
-        stream = cupy.cuda.Stream(non_blocking=True)
-        cupy.cuda.get_current_stream().synchronize()
-        try:
-            with stream:
-                stream.begin_capture()
-                try:
-                    self._cycle(x, out)
-                finally:
-                    graph = stream.end_capture()
-            stream.synchronize()
-            return graph
-        except Exception as e:                  # stay correct: run the cycle eagerly from now on
-            self._use_graph = False
-            self.graph_note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
-            return None
+    @property
+    def graph_note(self):
+        return self._graphs.note if self._graphs is not None else "off"
 
     def _cycle(self, x, out):
         if self._x_low is not None:

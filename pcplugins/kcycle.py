@@ -9,8 +9,8 @@ solved directly.
 On every coarse level the K-cycle runs ``kcycle_its`` steps of a flexible CG preconditioned by the
 next level's cycle. That makes the preconditioner nonlinear (it changes from one application to
 the next): the outer Krylov method should be flexible (PETSc's ``fcg``, ``fgmres``).
-Everything here works on NumPy or CuPy arrays; the only host work per cycle is the flexible CG's
-inner products (two or three scalars per step).
+Everything here works on NumPy or CuPy arrays, and a cycle never waits for the host (the flexible
+CG's step lengths stay on the device), so on the GPU it is captured and replayed as a CUDA graph.
 """
 import dataclasses
 import time
@@ -136,7 +136,10 @@ class AggregationMG:
         return u
 
     def _fcg(self, k, f, its):
-        """Algorithm 2.1: ``its`` steps of flexible CG on level k preconditioned by B_k."""
+        """Algorithm 2.1: ``its`` steps of flexible CG on level k preconditioned by B_k.
+        The step lengths stay on the device (0-d arrays): no host synchronisation, so the whole
+        cycle can be captured as a CUDA graph. A direction with (p, p)_A = 0 (the coarse residual
+        already zero) gets step length 0."""
         xp, A = self.xp, self.levels[k].A
         u = xp.zeros_like(f)
         r = f
@@ -144,12 +147,12 @@ class AggregationMG:
         for i in range(its):
             p = self._mg(k, r)
             for pj, apj, papj in zip(ps, aps, paps):
-                p -= (float(xp.vdot(p, apj)) / papj) * pj
+                p -= (xp.vdot(p, apj) / papj) * pj
             ap = A @ p
-            pap = float(xp.vdot(p, ap))
-            if not pap > 0.0:
-                break
-            alpha = float(xp.vdot(r, p)) / pap
+            pap = xp.vdot(p, ap)
+            ok = pap > 0
+            pap = xp.where(ok, pap, 1.0)
+            alpha = xp.where(ok, xp.vdot(r, p) / pap, 0.0)
             u += alpha * p
             if i + 1 < its:
                 r = r - alpha * ap
