@@ -17,7 +17,7 @@ import time
 
 import numpy
 
-from . import aggregation, backend, smoothers, sparse
+from . import aggregation, backend, kernels, smoothers, sparse
 
 DENSE_LIMIT = 4096
 
@@ -48,11 +48,12 @@ class _Clock:
 
 
 class Level:
-    def __init__(self, A, agg, colours, opts, xp):
+    def __init__(self, A, agg, nc, colours, opts, xp):
         self.A, self.agg = A, agg
         self.n = A.shape[0]
         self.smoother = None
         if agg is not None:
+            self.R = sparse.members(agg, nc, xp)
             if opts.smoother == "gs":
                 if colours is None:
                     colours = aggregation.colour_graph(A, xp)
@@ -87,8 +88,8 @@ class AggregationMG:
             aggs, sizes, Acs = aggregation.pairwise(A, xp, o.coarse_size, o.max_levels, o.theta)
             mats, colours = [A] + Acs, [None] * len(sizes)
         self.timings = {"coarsening": clock()}
-        self.levels = [Level(M, agg, col, o, xp)
-                       for M, agg, col in zip(mats, aggs + [None], colours)]
+        self.levels = [Level(M, agg, nc, col, o, xp)
+                       for M, agg, nc, col in zip(mats, aggs + [None], sizes[1:] + [None], colours)]
         self.timings["smoothers"] = clock()
         self._coarse_setup(mats[-1])
         self.timings["coarse"] = clock()
@@ -100,6 +101,7 @@ class AggregationMG:
         if self.n_coarse <= DENSE_LIMIT:
             self.inv = xp.asarray(numpy.linalg.pinv(host.toarray()))
             self.lu = None
+            self._out = xp.zeros(self.n_coarse)
         else:
             import scipy.sparse.linalg
             self.inv, self.lu = None, scipy.sparse.linalg.splu(host.tocsc())
@@ -111,7 +113,7 @@ class AggregationMG:
 
     def _coarse_solve(self, f):
         if self.inv is not None:
-            return self.inv @ f
+            return kernels.gemv(self._out, self.inv, f).copy()
         return backend.to_namespace(self.lu.solve(backend.to_host(f)), self.xp)
 
     def _mg(self, k, f):
@@ -121,16 +123,14 @@ class AggregationMG:
         xp, lev, o = self.xp, self.levels[k], self.opts
         u = xp.zeros_like(f)
         lev.smoother.smooth(u, f, o.pre, zero_guess=True)
-        r = f - lev.A @ u
-        rc = xp.zeros(self.levels[k + 1].n, f.dtype)
-        sparse.restrict(rc, r, lev.agg, xp)
+        rc = sparse.spmv(lev.R, sparse.residual(lev.A, f, u, xp), xp)
         last = k + 1 == len(self.levels) - 1
         if o.cycle == "k" and not last:
             ec = self._fcg(k + 1, rc, o.kcycle_its)
         else:
             ec = self._mg(k + 1, rc)
             if o.cycle == "w" and not last:
-                ec += self._mg(k + 1, rc - self.levels[k + 1].A @ ec)
+                ec += self._mg(k + 1, sparse.residual(self.levels[k + 1].A, rc, ec, xp))
         sparse.prolong_add(u, ec, lev.agg)
         lev.smoother.smooth(u, f, o.post, reverse=True)
         return u
@@ -147,12 +147,12 @@ class AggregationMG:
         for i in range(its):
             p = self._mg(k, r)
             for pj, apj, papj in zip(ps, aps, paps):
-                p -= (xp.vdot(p, apj) / papj) * pj
-            ap = A @ p
-            pap = xp.vdot(p, ap)
+                p -= (sparse.dot(p, apj, xp) / papj) * pj
+            ap = sparse.spmv(A, p, xp)
+            pap = sparse.dot(p, ap, xp)
             ok = pap > 0
             pap = xp.where(ok, pap, 1.0)
-            alpha = xp.where(ok, xp.vdot(r, p) / pap, 0.0)
+            alpha = xp.where(ok, sparse.dot(r, p, xp) / pap, 0.0)
             u += alpha * p
             if i + 1 < its:
                 r = r - alpha * ap

@@ -16,7 +16,7 @@ post-smoother reverses the pre-smoother, which keeps the V-cycle symmetric (CG n
 """
 import numpy
 
-from . import grid, kernels
+from . import grid, kernels, sparse
 
 
 def _noop(u):
@@ -163,7 +163,6 @@ class CSRColourGS:
     a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix."""
 
     def __init__(self, A, colours, xp, omega=1.0):
-        from . import sparse
         self.A, self.xp, self.omega = A, xp, omega
         rows, cols = sparse.rows_of(A, xp), A.indices
         same = (colours[rows] == colours[cols]) & (rows != cols)
@@ -182,7 +181,7 @@ class CSRColourGS:
         parts = self.parts[::-1] if reverse else self.parts
         for _ in range(sweeps):
             for idx, Ac, invd in parts:
-                u[idx] += invd * (f[idx] - Ac @ u)
+                sparse.relax_rows(u, f, Ac, idx, invd, self.xp)
         return u
 
     def describe(self):
@@ -195,14 +194,13 @@ class CSRL1Jacobi:
     """u += (f - A u) / l1, with l1 the row sums of |a_ij|: convergent for any SPD matrix."""
 
     def __init__(self, A, xp):
-        from . import sparse
-        self.A, self.inv = A, 1.0 / sparse.l1_norms(A, xp)
+        self.A, self.xp, self.inv = A, xp, 1.0 / sparse.l1_norms(A, xp)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
             u[...] = 0
         for _ in range(sweeps):
-            u += self.inv * (f - self.A @ u)
+            u += self.inv * sparse.residual(self.A, f, u, self.xp)
         return u
 
     def describe(self):
@@ -231,13 +229,13 @@ class CSRChebyshev:
         theta, delta = (self.b + self.a) / 2, (self.b - self.a) / 2
         sigma = theta / delta
         rho = 1.0 / sigma
-        d = self.invd * (f - self.A @ u) / theta
+        d = self.invd * sparse.residual(self.A, f, u, self.xp) / theta
         for k in range(sweeps):
             u += d
             if k == sweeps - 1:
                 break
             rho_new = 1.0 / (2.0 * sigma - rho)
-            d = rho_new * rho * d + 2.0 * rho_new / delta * self.invd * (f - self.A @ u)
+            d = rho_new * rho * d + 2.0 * rho_new / delta * self.invd * sparse.residual(self.A, f, u, self.xp)
             rho = rho_new
         return u
 

@@ -4,7 +4,7 @@ The CSR matrices are SciPy's (host) or cupyx's (GPU, cuSPARSE products), chosen 
 namespace. With aggregates ``agg`` (agg[i] = the coarse unknown of fine unknown i) the
 piecewise-constant prolongation P (P[i, agg[i]] = 1) is never formed as a matrix:
 
-- restriction P^T r sums r over each aggregate (one scatter-add),
+- restriction P^T r sums r over each aggregate (a row kernel over the aggregates' member lists),
 - prolongation P e copies e[agg[i]] to i (one gather),
 - the Galerkin product P^T A P adds a_ij into entry (agg[i], agg[j]) (Wang, Hu, Cohen, Xu, eq. 4):
   the fine COO triplets relabelled and their duplicates summed.
@@ -56,16 +56,109 @@ def galerkin(A, agg, nc, xp):
     return C
 
 
-def restrict(out, r, agg, xp):
-    """out = P^T r: r summed over every aggregate."""
-    out[...] = xp.bincount(agg, weights=r, minlength=out.shape[0])
-    return out
+def members(agg, nc, xp):
+    """R = P^T as a CSR matrix of ones (row a lists the fine unknowns of aggregate a): restriction
+    is then the same row kernel as a matrix-vector product, summing in a fixed order."""
+    order = xp.argsort(agg, kind="stable") if not backend.is_gpu(xp) else xp.argsort(agg)
+    counts = xp.bincount(agg, minlength=nc)
+    indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
+    return module(xp).csr_matrix((xp.ones(agg.shape[0]), order.astype(numpy.int32), indptr),
+                                 shape=(nc, agg.shape[0]))
 
 
 def prolong_add(u, e, agg):
     """u += P e."""
     u += e[agg]
     return u
+
+
+# -- products that never wait for the host ---------------------------------------------------------
+# cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per
+# call, so on the GPU these run one small row kernel each; on the host they are SciPy/NumPy
+# expressions, the kernels' twins (tests/test_gpu.py compares them).
+
+_ROWS, _RESIDUAL, _SCALE = 1, 2, 4
+
+_CSR_SOURCE = r"""
+extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
+        const int* __restrict__ indptr, const int* __restrict__ indices,
+        const double* __restrict__ data, const double* __restrict__ u,
+        const double* __restrict__ f, const double* __restrict__ scale, double* __restrict__ out)
+{
+    // out[t] = scale[t] (f[i] - sum_k a_tk u_k) with i = rows[t], or plain (A u)[t], per mode
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (t >= m) return;
+    double s = 0.0;
+    for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
+    const int i = (mode & 1) ? rows[t] : t;
+    if (mode & 2) s = f[i] - s;
+    if (mode & 4) s *= scale[t];
+    out[t] = s;
+}
+"""
+
+
+def _csr_kernel():
+    global _CSR
+    if _CSR is None:
+        _CSR = backend.cupy.RawKernel(_CSR_SOURCE, "csr_rows")
+    return _CSR
+
+
+_CSR = None
+_SCATTER = None
+
+
+def _csr_rows(A, u, f=None, rows=None, scale=None):
+    cp = backend.cupy
+    m = A.shape[0]
+    out = cp.empty(m, numpy.float64)
+    mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
+        (_SCALE if scale is not None else 0)
+    dummy = A.indptr
+    _csr_kernel()(((m + 255) // 256,), (256,),
+                  (numpy.int32(m), numpy.int32(mode), rows if rows is not None else dummy, A.indptr,
+                   A.indices, A.data, u, f if f is not None else u, scale if scale is not None else u, out))
+    return out
+
+
+def spmv(A, u, xp):
+    """A u (a new array)."""
+    if backend.is_gpu(xp) and _kernel_types(A):
+        return _csr_rows(A, u)
+    return A @ u
+
+
+def residual(A, f, u, xp):
+    """f - A u (a new array)."""
+    if backend.is_gpu(xp) and _kernel_types(A):
+        return _csr_rows(A, u, f=f)
+    return f - A @ u
+
+
+def relax_rows(u, f, Arows, rows, scale, xp):
+    """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A: all the new
+    values computed from the old u, then written (the same result whatever the colouring)."""
+    if backend.is_gpu(xp) and _kernel_types(Arows):
+        global _SCATTER
+        if _SCATTER is None:
+            _SCATTER = backend.cupy.ElementwiseKernel("raw T t, raw I rows", "raw T u",
+                                                      "u[rows[i]] += t[i]", "pcplugins_scatter_add")
+        t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
+        _SCATTER(t, rows, u, size=rows.shape[0])
+        return u
+    u[rows] += scale * (f[rows] - Arows @ u)
+    return u
+
+
+def _kernel_types(A):
+    """The row kernel's types: int32 indices, float64 values."""
+    return A.indices.dtype == numpy.int32 and A.indptr.dtype == numpy.int32 and A.data.dtype == numpy.float64
+
+
+def dot(a, b, xp):
+    """(a, b) as a 0-d array of ``xp`` (a reduction kernel on the GPU, no synchronisation)."""
+    return xp.sum(a * b) if backend.is_gpu(xp) else xp.asarray(numpy.dot(a, b))
 
 
 def complexity(levels):

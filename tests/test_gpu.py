@@ -296,3 +296,49 @@ def test_amg_petsc_cuda_matches_host(method):
     assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
     assert "cuda" in its["aijcusparse"][3] and "device" in its["aijcusparse"][2]
     assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
+
+
+def test_csr_row_kernels_match_twins():
+    """sparse.spmv / residual / relax_rows: the row kernel against the SciPy expressions, with an
+    improper colouring (same-colour neighbours) where the update order would matter."""
+    import scipy.sparse
+    from pcplugins import sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(5)
+    A = scipy.sparse.random(300, 300, density=0.03, random_state=6, format="csr") + scipy.sparse.identity(300)
+    A = A.tocsr()
+    u, f = rng.random(300), rng.random(300)
+    rows = np.arange(0, 300, 3).astype(np.int32)          # neighbours of each other: improper
+    scale = rng.random(rows.size)
+    out = {}
+    for xp in (np, cp):
+        Ax = sparse.csr(A.indptr, A.indices, A.data, 300, xp)
+        Ar = Ax[xp.asarray(rows)]
+        uu = xp.asarray(u)
+        res = [sparse.spmv(Ax, uu, xp), sparse.residual(Ax, xp.asarray(f), uu, xp),
+               sparse.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
+        out[xp] = [backend.to_host(a) for a in res]
+    for a, b in zip(out[np], out[cp]):
+        assert np.allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+def test_amg_cycle_is_captured_as_a_graph():
+    import meshes
+    import pcplugins
+    from petsc4py import PETSc
+    A, xy = meshes.p1_poisson(*meshes.mesh("uniform", 48))
+    M = meshes.petsc_matrix(A, "aijcusparse")
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    ksp.setType("fcg")
+    pc = ksp.getPC()
+    pc.setType("python")
+    pc.setPythonType("pcplugins.AMG")
+    pcplugins.set_coordinates(pc, xy)
+    ksp.setTolerances(rtol=1e-8)
+    b, x = M.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    text = "\n".join(pc.getPythonContext().describe())
+    assert "CUDA graph on" in text, text
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 14
