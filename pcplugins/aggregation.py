@@ -3,8 +3,8 @@
 Two ways to aggregate, both data-parallel (whole-array operations on NumPy or CuPy):
 
 - ``auxgrid``: the auxiliary structured grid of Wang, Hu, Cohen and Xu (section 3). A quadtree
-  (2D) or octree (3D) over the bounding box of the vertex coordinates, of depth L with
-  2^(dim L) < N. The fine aggregates are the vertices in one leaf cell; every coarser level
+  (2D) or octree (3D) over the bounding box of the vertex coordinates, of depth L (``depth``:
+  about 2^dim vertices per leaf cell). The fine aggregates are the vertices in one leaf cell; every coarser level
   aggregates the 2x2 (2x2x2) children of a cell. Empty cells make no unknown. Colours come
   with the grid: the parity of a cell's indices (4 colours in 2D, 8 in 3D), each fine vertex
   taking its cell's colour (the paper colours aggregates on the finest level).
@@ -17,17 +17,19 @@ Two ways to aggregate, both data-parallel (whole-array operations on NumPy or Cu
 ``colour_graph`` colours any matrix graph (Jones-Plassmann with hashed priorities) for the
 Gauss-Seidel smoother of the pairwise hierarchy.
 """
+import math
+
 import numpy
 
 from . import sparse
 
 
 def depth(n, dim):
-    """The auxiliary grid's depth L: the largest with 2^(dim L) < n."""
-    L = 0
-    while 2 ** (dim * (L + 1)) < n:
-        L += 1
-    return L
+    """The auxiliary grid's depth L: the one whose leaf cells hold closest to 2^dim vertices on
+    average (4 in 2D, 8 in 3D, in the log scale). The paper's rule, the largest L with
+    2^(dim L) < n, means the same when n is a power of 2^dim but gives about one vertex per cell,
+    and no coarsening, when n is just above one (129^3)."""
+    return max(0, round(math.log2(max(n, 1)) / dim) - 1)
 
 
 def auxgrid(coords, xp, coarse_size, max_levels):
@@ -79,15 +81,20 @@ def _parity(cell, xp):
     return c
 
 
-def _hash(i, j, xp):
-    """A symmetric integer hash of the edge (i, j) in [0, 1), the same on NumPy and CuPy."""
+def _hash_int(i, j, xp):
+    """A symmetric 20-bit integer hash of the edge (i, j), the same on NumPy and CuPy."""
     lo = xp.minimum(i, j).astype(numpy.uint64)
     hi = xp.maximum(i, j).astype(numpy.uint64)
     h = (lo * numpy.uint64(0x9E3779B1) + hi * numpy.uint64(0x85EBCA77)) & numpy.uint64(0xFFFFFFFF)
     h ^= h >> numpy.uint64(15)
     h = (h * numpy.uint64(0x2C1B3C6D)) & numpy.uint64(0xFFFFFFFF)
     h ^= h >> numpy.uint64(12)
-    return (h & numpy.uint64(0xFFFFF)).astype(numpy.float64) / 2.0 ** 20
+    return (h & numpy.uint64(0xFFFFF)).astype(numpy.int64)
+
+
+def _hash(i, j, xp):
+    """``_hash_int`` scaled to [0, 1)."""
+    return _hash_int(i, j, xp).astype(numpy.float64) / 2.0 ** 20
 
 
 def pair_matching(A, xp, theta=0.25, rounds=4):
@@ -156,7 +163,7 @@ def colour_graph(A, xp):
     rows = xp.concatenate([r[off], c[off]])
     cols = xp.concatenate([c[off], r[off]])
     i = xp.arange(n)
-    prio = _hash(i, i, xp) * n + i              # distinct
+    prio = (_hash_int(i, i, xp) << 32) + i      # distinct (a float priority could tie)
     colour = xp.full(n, -1, numpy.int32)
     k = 0
     while True:

@@ -27,7 +27,8 @@ OPTIONS = [
            ("gs", "l1jacobi", "chebyshev")),
     Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps"),
     Option("pc_amg_post", "int", 1, "Post-smoothing sweeps"),
-    Option("pc_amg_coarse_size", "int", 400, "Stop coarsening at this many unknowns"),
+    Option("pc_amg_coarse_size", "int", None,
+           "Stop coarsening at this many unknowns (default: 4096 on the GPU, 400 on the CPU)"),
     Option("pc_amg_max_levels", "int", 25, "Most levels"),
     Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
     Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
@@ -79,7 +80,7 @@ class AMG:
         v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
         self.values = v
         for name in ("kcycle_its", "pre", "post", "coarse_size", "max_levels"):
-            if v[name] < (2 if name == "max_levels" else 0 if name in ("pre", "post") else 1):
+            if v[name] is not None and v[name] < (2 if name == "max_levels" else 0 if name in ("pre", "post") else 1):
                 raise bridge.error(f"option -pc_amg_{name}: invalid value {v[name]}")
         t0 = bridge.clock()
         A0, P = pc.getOperators()

@@ -181,7 +181,7 @@ class CSRColourGS:
         parts = self.parts[::-1] if reverse else self.parts
         for _ in range(sweeps):
             for idx, Ac, invd in parts:
-                sparse.relax_rows(u, f, Ac, idx, invd, self.xp)
+                sparse.relax_rows(u, f, Ac, idx, invd, self.xp, independent=self.proper)
         return u
 
     def describe(self):

@@ -77,15 +77,16 @@ def prolong_add(u, e, agg):
 # call, so on the GPU these run one small row kernel each; on the host they are SciPy/NumPy
 # expressions, the kernels' twins (tests/test_gpu.py compares them).
 
-_ROWS, _RESIDUAL, _SCALE = 1, 2, 4
+_ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
 
 _CSR_SOURCE = r"""
 extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
         const int* __restrict__ indptr, const int* __restrict__ indices,
-        const double* __restrict__ data, const double* __restrict__ u,
-        const double* __restrict__ f, const double* __restrict__ scale, double* __restrict__ out)
+        const double* __restrict__ data, const double* u,
+        const double* __restrict__ f, const double* __restrict__ scale, double* out)
 {
-    // out[t] = scale[t] (f[i] - sum_k a_tk u_k) with i = rows[t], or plain (A u)[t], per mode
+    // out[t] = scale[t] (f[i] - sum_k a_tk u_k) with i = rows[t], or plain (A u)[t], per mode;
+    // mode 8: u[i] += that instead (rows with no couplings among them: u is also the output)
     const int t = blockDim.x * blockIdx.x + threadIdx.x;
     if (t >= m) return;
     double s = 0.0;
@@ -93,7 +94,8 @@ extern "C" __global__ void csr_rows(const int m, const int mode, const int* __re
     const int i = (mode & 1) ? rows[t] : t;
     if (mode & 2) s = f[i] - s;
     if (mode & 4) s *= scale[t];
-    out[t] = s;
+    if (mode & 8) out[i] = u[i] + s;
+    else out[t] = s;
 }
 """
 
@@ -109,12 +111,12 @@ _CSR = None
 _SCATTER = None
 
 
-def _csr_rows(A, u, f=None, rows=None, scale=None):
+def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
     cp = backend.cupy
     m = A.shape[0]
-    out = cp.empty(m, numpy.float64)
+    out = u if inplace else cp.empty(m, numpy.float64)
     mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
-        (_SCALE if scale is not None else 0)
+        (_SCALE if scale is not None else 0) | (_INPLACE if inplace else 0)
     dummy = A.indptr
     _csr_kernel()(((m + 255) // 256,), (256,),
                   (numpy.int32(m), numpy.int32(mode), rows if rows is not None else dummy, A.indptr,
@@ -136,10 +138,14 @@ def residual(A, f, u, xp):
     return f - A @ u
 
 
-def relax_rows(u, f, Arows, rows, scale, xp):
+def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
     """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A: all the new
-    values computed from the old u, then written (the same result whatever the colouring)."""
+    values computed from the old u, then written (the same result whatever the colouring).
+    ``independent``: the rows do not couple to each other, so one kernel updates u in place."""
     if backend.is_gpu(xp) and _kernel_types(Arows):
+        if independent:
+            _csr_rows(Arows, u, f=f, rows=rows, scale=scale, inplace=True)
+            return u
         global _SCATTER
         if _SCATTER is None:
             _SCATTER = backend.cupy.ElementwiseKernel("raw T t, raw I rows", "raw T u",
@@ -157,8 +163,28 @@ def _kernel_types(A):
 
 
 def dot(a, b, xp):
-    """(a, b) as a 0-d array of ``xp`` (a reduction kernel on the GPU, no synchronisation)."""
-    return xp.sum(a * b) if backend.is_gpu(xp) else xp.asarray(numpy.dot(a, b))
+    """(a, b) as a 0-d array of ``xp`` (one reduction kernel on the GPU, no synchronisation)."""
+    if not backend.is_gpu(xp):
+        return xp.asarray(numpy.dot(a, b))
+    global _DOT
+    if _DOT is None:
+        _DOT = backend.cupy.ReductionKernel("T x, T y", "T z", "x * y", "a + b", "z = a", "0", "pcplugins_dot")
+    return _DOT(a, b)
+
+
+def axpy(y, alpha, x, xp):
+    """y += alpha x with alpha a 0-d array (one kernel on the GPU)."""
+    if not backend.is_gpu(xp):
+        y += alpha * x
+        return y
+    global _AXPY
+    if _AXPY is None:
+        _AXPY = backend.cupy.ElementwiseKernel("raw T a, T x", "T y", "y += a[0] * x", "pcplugins_axpy")
+    _AXPY(alpha, x, y)
+    return y
+
+
+_DOT = _AXPY = None
 
 
 def complexity(levels):

@@ -51,7 +51,8 @@ def test_auxgrid_aggregates_are_cells_of_the_quadtree():
     xy = grid_coords(n)
     aggs, sizes, colours = aggregation.auxgrid(xy, numpy, coarse_size=4, max_levels=10)
     L = aggregation.depth(n * n, 2)
-    assert 4 ** L < n * n <= 4 ** (L + 1)
+    assert L == 3                                   # 6.25 vertices per cell (L = 4: 1.6)
+    assert aggregation.depth(129 ** 3, 3) == 6 and aggregation.depth(2048 ** 2, 2) == 10
     assert sizes[1] == 4 ** L                       # a 20x20 grid fills every leaf cell
     cell = numpy.minimum((xy / (n - 1) * 2 ** L).astype(int), 2 ** L - 1)
     key = cell[:, 0] + 2 ** L * cell[:, 1]
@@ -64,9 +65,12 @@ def test_auxgrid_aggregates_are_cells_of_the_quadtree():
 
 
 def test_auxgrid_skips_empty_cells():
-    xy = numpy.array([[0.0, 0.0], [0.05, 0.02], [1.0, 1.0], [0.97, 0.9], [0.0, 1.0]])
+    xy = numpy.array([[0, 0], [.1, .2], [.3, .1], [.2, .4],                      # lower left
+                      [1, 1], [.9, .8], [.7, .6], [.6, .9], [.8, .7], [.95, .55],   # upper right
+                      [0, 1], [.1, .9], [.2, .6], [.3, .7], [.4, .8], [.45, .95]])  # upper left
     aggs, sizes, _ = aggregation.auxgrid(xy, numpy, coarse_size=1, max_levels=5)
-    assert sizes[1] == 3 and sorted(numpy.bincount(aggs[0])) == [1, 2, 2]
+    assert aggregation.depth(16, 2) == 1              # 2 x 2 cells, the lower right one empty
+    assert sizes[1] == 3 and sorted(numpy.bincount(aggs[0])) == [4, 6, 6]
 
 
 def test_pairwise_aggregates_pair_neighbours():
@@ -220,7 +224,7 @@ def test_3d_dmda_coordinates_and_view():
     ksp.setFromOptions()
     x = b.duplicate()
     ksp.solve(b, x)
-    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 12
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 14, ksp.getIterationNumber()
     text = "\n".join(ksp.getPC().getPythonContext().describe())
     assert "octree" in text or "quadtree/octree" in text
     assert "coordinates of the PC's DMDA" in text and "8-colour" in text
