@@ -257,7 +257,8 @@ def test_amg_cupy_matches_numpy(method, smoother):
     out = {}
     for xp in (np, cp):
         Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
-        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(aggregation=method, smoother=smoother), xp.asarray(xy))
+        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(aggregation=method, smoother=smoother, coarse_size=400),
+                                  xp.asarray(xy))
         out[xp] = ([lev.n for lev in mg.levels], [backend.to_host(lev.agg) for lev in mg.levels[:-1]],
                    backend.to_host(mg.cycle(xp.asarray(f))))
     assert out[np][0] == out[cp][0]
