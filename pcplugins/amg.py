@@ -120,7 +120,9 @@ class AMG:
         self._graphs = None
         if backend.is_gpu(xp) and v["graph"] and self.mg.inv is not None:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
-            self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool())
+            n = A.shape[0]
+            self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
+                                               buffers=(xp.zeros(n), xp.zeros(n)))
         self._run = self._graphs or self._cycle
 
     def _check(self, A):

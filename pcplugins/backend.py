@@ -99,20 +99,33 @@ class CycleGraphs:
     eagerly (it compiles every kernel and fills ``pool``), the next one per buffer pair captures.
     ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a private
     CuPy memory pool, or None for the default one): the captured graph keeps using the addresses it
-    got during capture, so nothing else may allocate from that pool.
+    got during capture, so nothing else may allocate from that pool. With ``buffers`` (an input
+    and an output array of our own) there is one graph on them, whatever Vecs the KSP passes.
     """
     MAX = 8
 
-    def __init__(self, run, pool=None):
+    def __init__(self, run, pool=None, buffers=None):
         self.run, self.pool = run, pool
         self.graphs = {}
         self.warm = False
         self.on = True
         self.note = "on (whole cycle captured)"
+        self.buffers = buffers
 
     def __call__(self, x, out):
         if not self.on:
             return self._eager(x, out)
+        if self.buffers is not None:
+            # Krylov methods that keep many directions (fcg, fgmres) pass a new output Vec nearly
+            # every iteration: one graph on buffers of our own, two copies per application
+            bx, bout = self.buffers
+            bx[...] = x
+            self._keyed(bx, bout)
+            out[...] = bout
+            return
+        self._keyed(x, out)
+
+    def _keyed(self, x, out):
         key = (x.data.ptr, out.data.ptr)
         graph = self.graphs.get(key)
         if graph is None:

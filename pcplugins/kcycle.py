@@ -161,15 +161,13 @@ class AggregationMG:
         for i in range(its):
             p = self._mg(k, r)
             for pj, apj, papj in zip(ps, aps, paps):
-                sparse.axpy(p, -sparse.dot(p, apj, xp) / papj, pj, xp)
+                sparse.axpy_ratio(p, sparse.dot(p, apj, xp), papj, pj, xp)
             ap = sparse.spmv(A, p, xp)
             pap = sparse.dot(p, ap, xp)
-            ok = pap > 0
-            pap = xp.where(ok, pap, 1.0)
-            alpha = xp.where(ok, sparse.dot(r, p, xp) / pap, 0.0)
+            alpha = sparse.step_length(sparse.dot(r, p, xp), pap, xp)
             sparse.axpy(u, alpha, p, xp)
             if i + 1 < its:
-                r = sparse.axpy(r.copy(), -alpha, ap, xp)
+                r = sparse.xmay(r, alpha, ap, xp)
                 ps.append(p)
                 aps.append(ap)
                 paps.append(pap)

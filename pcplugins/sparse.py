@@ -67,8 +67,11 @@ def members(agg, nc, xp):
 
 
 def prolong_add(u, e, agg):
-    """u += P e."""
-    u += e[agg]
+    """u += P e (one kernel on the GPU)."""
+    if backend.array_module(u) is numpy:
+        u += e[agg]
+        return u
+    _elementwise("prolong", "raw T e, I agg", "T u", "u += e[agg]")(e, agg, u)
     return u
 
 
@@ -108,7 +111,6 @@ def _csr_kernel():
 
 
 _CSR = None
-_SCATTER = None
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
@@ -146,12 +148,8 @@ def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
         if independent:
             _csr_rows(Arows, u, f=f, rows=rows, scale=scale, inplace=True)
             return u
-        global _SCATTER
-        if _SCATTER is None:
-            _SCATTER = backend.cupy.ElementwiseKernel("raw T t, raw I rows", "raw T u",
-                                                      "u[rows[i]] += t[i]", "pcplugins_scatter_add")
         t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
-        _SCATTER(t, rows, u, size=rows.shape[0])
+        _elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")(t, rows, u, size=rows.shape[0])
         return u
     u[rows] += scale * (f[rows] - Arows @ u)
     return u
@@ -177,14 +175,43 @@ def axpy(y, alpha, x, xp):
     if not backend.is_gpu(xp):
         y += alpha * x
         return y
-    global _AXPY
-    if _AXPY is None:
-        _AXPY = backend.cupy.ElementwiseKernel("raw T a, T x", "T y", "y += a[0] * x", "pcplugins_axpy")
-    _AXPY(alpha, x, y)
+    _elementwise("axpy", "raw T a, T x", "T y", "y += a[0] * x")(alpha, x, y)
     return y
 
 
-_DOT = _AXPY = None
+def axpy_ratio(y, num, den, x, xp):
+    """y -= (num / den) x, num and den 0-d arrays, nothing where den <= 0 (one kernel on the GPU)."""
+    if not backend.is_gpu(xp):
+        if den > 0:
+            y -= (num / den) * x
+        return y
+    _elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y", "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
+    return y
+
+
+def step_length(rp, pap, xp):
+    """rp / pap, or 0 where pap <= 0 (a direction of zero energy: the residual is already zero)."""
+    if not backend.is_gpu(xp):
+        return xp.asarray(rp / pap if pap > 0 else 0.0)
+    return _elementwise("step", "T rp, T pap", "T a", "a = pap > 0 ? rp / pap : 0")(rp, pap)
+
+
+def xmay(x, alpha, y, xp):
+    """x - alpha y (a new array), alpha a 0-d array."""
+    if not backend.is_gpu(xp):
+        return x - alpha * y
+    return _elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
+
+
+_DOT = None
+_KERNELS = {}
+
+
+def _elementwise(name, inputs, outputs, body):
+    k = _KERNELS.get(name)
+    if k is None:
+        k = _KERNELS[name] = backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name)
+    return k
 
 
 def complexity(levels):

@@ -278,7 +278,7 @@ def test_amg_petsc_cuda_matches_host(method):
     its = {}
     for mat_type in ("aij", "aijcusparse"):
         M = meshes.petsc_matrix(A, mat_type)
-        with petsc_options({"pc_amg_aggregation": method}):
+        with petsc_options({"pc_amg_aggregation": method, "pc_amg_coarse_size": 100}):
             ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
             ksp.setOperators(M)
             ksp.setType("fcg")
