@@ -18,5 +18,6 @@ setup(
         "mpi": ["mpi4py"],
         "gpu": ["cupy"],
         "test": ["pytest"],
+        "compare": ["pyamg"],          # tests/test_amg.py compares with pyamg when it is installed
     },
 )

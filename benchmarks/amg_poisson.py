@@ -37,6 +37,7 @@ from pcplugins import backend, bridge  # noqa: E402
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
 CONFIGS = {
     "pcplugins.AMG (auxgrid, K-cycle)": dict(AMG, pc_amg_aggregation="auxgrid"),
+    "pcplugins.AMG (auxgrid, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_fcg_mmax=1),
     "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
     "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
     "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
