@@ -17,9 +17,14 @@ from conftest import petsc_solve  # noqa: E402  (tests/, beside this script; add
 from problems import natural_array, poisson_system  # noqa: E402
 
 da, A, b = poisson_system(n, dim, convention, jump=jump)
-ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)  # options from argv
+# pcplugins.GMG unless the options choose the PC (-pc_type bjacobi with pcplugins.AMG blocks)
+gmg = "-pc_type" not in sys.argv
+ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if gmg else None, rtol=1e-8, max_it=200)
 u = natural_array(da, x)
-ctx = ksp.getPC().getPythonContext()
+levels = replicated = 0
+if gmg:
+    ctx = ksp.getPC().getPythonContext()
+    levels, replicated = len(ctx.mg.levels), sum(lev.replicated for lev in ctx.mg.levels)
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
-                levels=len(ctx.mg.levels), replicated=sum(lev.replicated for lev in ctx.mg.levels))
+                levels=levels, replicated=replicated)
