@@ -31,7 +31,7 @@ import scipy.sparse  # noqa: E402
 
 import meshes  # noqa: E402
 import pcplugins  # noqa: E402
-from gmg_poisson import release, write  # noqa: E402
+from gmg_poisson import release, timed_solve, write  # noqa: E402
 from pcplugins import backend, bridge  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
@@ -86,21 +86,8 @@ def run(name, options, A, xy, gpu):
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-6, max_it=20000)
     ksp.setFromOptions()
+    res = dict({"solver": name, "unknowns": A.shape[0], "options": options}, **timed_solve(ksp, M, b, x, gpu))
     sync = (lambda: backend.cupy.cuda.runtime.deviceSynchronize()) if gpu else (lambda: None)
-    sync()
-    t0 = time.perf_counter()
-    ksp.setUp()
-    sync()
-    t1 = time.perf_counter()
-    ksp.solve(b, x)
-    sync()
-    t2 = time.perf_counter()
-    r = b.duplicate()
-    M.mult(x, r)
-    r.aypx(-1.0, b)
-    res = {"solver": name, "unknowns": A.shape[0], "setup_s": t1 - t0, "solve_s": t2 - t1, "total_s": t2 - t0,
-           "iterations": ksp.getIterationNumber(), "reason": int(ksp.getConvergedReason()),
-           "true_rel_residual": r.norm() / b.norm(), "options": options}
     pc, y = ksp.getPC(), b.duplicate()
     pc.apply(b, y)                        # one preconditioner application, once warm
     sync()

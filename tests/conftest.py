@@ -55,3 +55,33 @@ def petsc_solve(da, A, b, options=None, ksp_type="cg", pc=None, prefix="", rtol=
         for _ in range(solves):
             ksp.solve(b, x)
     return ksp, x
+
+
+def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij", rhs=None):
+    """Solve the SciPy matrix A (as a PETSc ``mat_type`` matrix, no DM) with pcplugins.AMG, the
+    coordinates ``xy`` attached if given, to ``rtol`` on the true residual (unpreconditioned norm).
+    Returns (iterations, true relative residual, ksp)."""
+    import numpy
+    from petsc4py import PETSc
+    import meshes
+    import pcplugins
+    M = meshes.petsc_matrix(A, mat_type)
+    with petsc_options(options or {}):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(M)
+        ksp.setType(ksp_type)
+        pc = ksp.getPC()
+        pc.setType("python")
+        pc.setPythonType("pcplugins.AMG")
+        if xy is not None:
+            pcplugins.set_coordinates(pc, xy)
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=rtol, max_it=200)
+        ksp.setFromOptions()
+        b, x = M.createVecs()
+        b.setArray(numpy.random.default_rng(3).random(A.shape[0]) if rhs is None else rhs)
+        ksp.solve(b, x)
+    r = b.duplicate()
+    M.mult(x, r)
+    r.aypx(-1.0, b)
+    return ksp.getIterationNumber(), r.norm() / b.norm(), ksp

@@ -14,7 +14,7 @@ import scipy.sparse.linalg
 import meshes
 from pcplugins import aggregation, kcycle, smoothers, sparse
 
-from conftest import petsc_options
+from conftest import amg_solve, petsc_options
 
 
 def lap1d(n):
@@ -140,32 +140,6 @@ def test_other_smoothers_converge(smoother):
 
 
 # -- through PETSc -------------------------------------------------------------------------------
-
-def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6):
-    """Solve with pcplugins.AMG; returns (iterations, true relative residual, ksp)."""
-    from petsc4py import PETSc
-    import pcplugins
-    M = meshes.petsc_matrix(A, "aij")
-    with petsc_options(options or {}):
-        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-        ksp.setOperators(M)
-        ksp.setType(ksp_type)
-        pc = ksp.getPC()
-        pc.setType("python")
-        pc.setPythonType("pcplugins.AMG")
-        if xy is not None:
-            pcplugins.set_coordinates(pc, xy)
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        ksp.setTolerances(rtol=rtol, max_it=200)
-        ksp.setFromOptions()
-        b, x = M.createVecs()
-        b.setArray(numpy.random.default_rng(3).random(A.shape[0]))
-        ksp.solve(b, x)
-    r = b.duplicate()
-    M.mult(x, r)
-    r.aypx(-1.0, b)
-    return ksp.getIterationNumber(), r.norm() / b.norm(), ksp
-
 
 def fe(kind, n, jump=0):
     p, t = meshes.mesh(kind, n)

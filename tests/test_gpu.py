@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import gpu, petsc_options, petsc_solve
+from conftest import amg_solve, gpu, petsc_options, petsc_solve
 from pcplugins import backend, fused, grid, kernels, multigrid, stencil, transfer
 
 pytestmark = gpu
@@ -272,28 +272,13 @@ def test_amg_petsc_cuda_matches_host(method):
     """aijcusparse + CUDA Vecs: the matrix is read on the device, setup and cycle run on CuPy,
     and the iteration count equals the host run's."""
     import meshes
-    import pcplugins
-    from petsc4py import PETSc
     A, xy = meshes.p1_poisson(*meshes.mesh("disk", 24))
     its = {}
     for mat_type in ("aij", "aijcusparse"):
-        M = meshes.petsc_matrix(A, mat_type)
-        with petsc_options({"pc_amg_aggregation": method, "pc_amg_coarse_size": 100}):
-            ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-            ksp.setOperators(M)
-            ksp.setType("fcg")
-            pc = ksp.getPC()
-            pc.setType("python")
-            pc.setPythonType("pcplugins.AMG")
-            pcplugins.set_coordinates(pc, xy)
-            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-            ksp.setTolerances(rtol=1e-8)
-            ksp.setFromOptions()
-            b, x = M.createVecs()
-            b.set(1.0)
-            ksp.solve(b, x)
-        ctx = pc.getPythonContext()
-        its[mat_type] = (ksp.getIterationNumber(), ctx.device, ctx.matrix_source, x.getType())
+        it, res, ksp = amg_solve(A, xy, {"pc_amg_aggregation": method, "pc_amg_coarse_size": 100},
+                                 rtol=1e-8, mat_type=mat_type)
+        ctx = ksp.getPC().getPythonContext()
+        its[mat_type] = (it, ctx.device, ctx.matrix_source, ksp.getSolution().getType())
     assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
     assert "cuda" in its["aijcusparse"][3] and "device" in its["aijcusparse"][2]
     assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
@@ -325,21 +310,8 @@ def test_csr_row_kernels_match_twins():
 
 def test_amg_cycle_is_captured_as_a_graph():
     import meshes
-    import pcplugins
-    from petsc4py import PETSc
     A, xy = meshes.p1_poisson(*meshes.mesh("uniform", 48))
-    M = meshes.petsc_matrix(A, "aijcusparse")
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType("fcg")
-    pc = ksp.getPC()
-    pc.setType("python")
-    pc.setPythonType("pcplugins.AMG")
-    pcplugins.set_coordinates(pc, xy)
-    ksp.setTolerances(rtol=1e-8)
-    b, x = M.createVecs()
-    b.set(1.0)
-    ksp.solve(b, x)
-    text = "\n".join(pc.getPythonContext().describe())
+    it, res, ksp = amg_solve(A, xy, rtol=1e-8, mat_type="aijcusparse")
+    text = "\n".join(ksp.getPC().getPythonContext().describe())
     assert "CUDA graph on" in text, text
-    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 14
+    assert res < 1e-8 and it <= 14
