@@ -289,3 +289,31 @@ def test_against_pyamg(kind, n):
     oc, _ = ksp.getPC().getPythonContext().mg.complexities()
     assert rel < 1e-6
     assert it <= it_pyamg + 6 and oc <= ml.operator_complexity() + 0.25, (it, it_pyamg, oc, ml.operator_complexity())
+
+
+def test_new_operator_values_rebuild_the_hierarchy(capfd):
+    """KSPSetOperators with new values (the same pattern) sets the PC up again: the coarse
+    matrices follow the new values, and -help lists the options."""
+    from petsc4py import PETSc
+    import pcplugins
+    A, xy = fe("uniform", 32)
+    M = meshes.petsc_matrix(A, "aij")
+    with petsc_options({"help": None}):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(M)
+        ksp.setType("fcg")
+        pc = ksp.getPC()
+        pc.setType("python")
+        pc.setPythonType("pcplugins.AMG")
+        pcplugins.set_coordinates(pc, xy)
+        ksp.setFromOptions()
+    b, x = M.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    coarse = pc.getPythonContext().mg.levels[-1].A.toarray()
+    M.scale(3.0)
+    ksp.setOperators(M)
+    ksp.solve(b, x)
+    assert numpy.allclose(pc.getPythonContext().mg.levels[-1].A.toarray(), 3.0 * coarse)
+    assert ksp.getConvergedReason() > 0
+    assert "-pc_amg_kcycle_its <2>" in capfd.readouterr().out
