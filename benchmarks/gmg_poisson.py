@@ -30,6 +30,11 @@ GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
 CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
     "pcplugins.GMG (declared, float32 cycle)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single"),
+    "pcplugins.GMG (declared, double cycles, Richardson)": dict(GMG, pc_gmg_operator="laplacian",
+                                                                ksp_type="richardson"),
+    "pcplugins.GMG (declared, mixed defect correction, preonly)": dict(GMG, pc_gmg_operator="laplacian",
+                                                                       pc_gmg_mixed_inner_digits=8,
+                                                                       ksp_type="preonly"),
     "pcplugins.GMG (declared, hybrid: 2 GPU levels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=2),
     "pcplugins.GMG (declared, hybrid: 4 GPU levels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=4),
     "pcplugins.GMG (declared, generic kernels)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_fused=0),

@@ -62,6 +62,12 @@ class DMDAPC:
         self.xp, self.device = xp, device
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
+        self.mixed = (v.get("mixed_inner_cycles") or 0, v.get("mixed_inner_digits") or 0.0)
+        if self.mixed[0] < 0 or self.mixed[1] < 0:
+            raise bridge.error(f"options -pc_gmg_mixed_inner_cycles/-digits must be >= 0, got {self.mixed}")
+        if any(self.mixed):
+            # defect correction: the elimination and the fine residual in double, the cycle in single
+            self.dtype = numpy.dtype(numpy.float64)
         self._elim_fused = None
         self.mpi = bridge.Collective(pc)
         t = bridge.clock()
@@ -74,6 +80,11 @@ class DMDAPC:
             self.comm = multigrid.Comm()
         self._inner = _inner_slices(box, op.box, self.layer)
         t = bridge.clock()
+        self._op64 = None
+        if any(self.mixed):
+            self._op64 = op
+            op = stencil.StencilOperator(op.box, op.offsets, op.coefs if op.constant else
+                                         [c.astype(numpy.float32) for c in op.coefs], xp, numpy.float32)
         self.mg = self._build(op, v)
         backend.synchronize(xp)
         self.timings["hierarchy"] = bridge.clock() - t
@@ -155,6 +166,8 @@ class DMDAPC:
             else:
                 out = dst
             self._run(src, out)
+            if self._op64 is not None and self.stalled:
+                bridge.set_failed(pc, True)
             # NaN/Inf in x reaches the solver's coarsest right-hand side, a cheap check; the flag
             # is read on the next apply, so there is no synchronisation here.
             self._bad = ~xp.isfinite(xp.sum(self.mg.coarsest_rhs))
@@ -175,9 +188,15 @@ class DMDAPC:
             self._x_low = xp.zeros(self.box.shape, self.dtype)
             self._y_low = xp.zeros(self.box.shape, self.dtype)
         self._x = self._y = None                # device buffers, for host Vecs only
-        # ghost updates (MPI) and host levels (hybrid cycle) are host work: no graph capture
+        if self._op64 is not None:              # defect correction: u and r in double, r in single
+            self._u64 = xp.zeros(self.mg.fine_box.padded_shape)
+            self._r64 = xp.zeros(self.mg.fine_box.shape)
+            self._r32 = xp.zeros(self.mg.fine_box.shape, numpy.float32)
+            self.inner_cycles = []
+        # ghost updates (MPI), host levels (hybrid cycle) and the digits test are host work: no
+        # graph capture
         use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
-                     and not getattr(self.mg, "host_levels", 0))
+                     and not getattr(self.mg, "host_levels", 0) and not self.mixed[1])
         self._graphs = backend.CycleGraphs(self._cycle) if use_graph else None
 
     def _run(self, x, out):
@@ -191,6 +210,8 @@ class DMDAPC:
         return self._graphs.note if self._graphs is not None else "off"
 
     def _cycle(self, x, out):
+        if self._op64 is not None:
+            return self._defect_correction(x, out)
         if self._x_low is not None:
             self._x_low[...] = x
             self._cycle_in_precision(self._x_low, self._y_low)
@@ -204,6 +225,43 @@ class DMDAPC:
             out[self._inner] = grid.interior(self.mg.cycle(self._f))
         else:
             out[...] = grid.interior(self.mg.cycle(x))
+
+    _MAX_INNER = 50
+
+    def _defect_correction(self, x, out):
+        """Mixed-precision defect correction (Goddeke and Strzodka): u += B32 (f - A u) with the
+        residual and the update in double and the multigrid cycle B32 in single, for
+        ``mixed_inner_cycles`` cycles or until the residual fell by ``mixed_inner_digits`` digits."""
+        if self.layer:
+            self._eliminate(self._f, x, out)
+            f = self._f
+        else:
+            f = x
+        u, r = self._u64, self._r64
+        ui = grid.interior(u)
+        u[...] = 0
+        r[...] = f
+        cycles, digits = self.mixed
+        target = 10.0 ** -digits * self._norm(f) if digits else None
+        reached = target is None
+        for c in range(cycles or self._MAX_INNER):
+            self._r32[...] = r
+            ui += grid.interior(self.mg.cycle(self._r32))
+            self.comm.exchange(0, u)
+            self._op64.residual(r, f, u)
+            if target is not None and self._norm(r) <= target:
+                reached = True
+                break
+        if target is not None:
+            self.inner_cycles.append(c + 1 if reached else f"{c + 1}, short of the digits asked for")
+        self.stalled = not reached          # the PC reports a failure (no silent inaccurate answer)
+        if self.layer:
+            out[self._inner] = ui
+        else:
+            out[...] = ui
+
+    def _norm(self, a):
+        return self.comm.allsum(float(self.xp.vdot(a, a))) ** 0.5
 
     def _eliminate(self, f, x, y):
         """y_B = x_B / d_B on the identity layer, and f_I = x_I - A_IB y_B."""
@@ -226,6 +284,17 @@ class DMDAPC:
         self._elim.residual(f, x[self._inner], yp[halo])
 
     # -- view --------------------------------------------------------------------------------------------
+    def _precision_note(self):
+        if self._op64 is not None:
+            cycles, digits = self.mixed
+            stop = " or ".join(([f"{cycles} cycles"] if cycles else []) + ([f"{digits:g} digits gained"] if digits else []))
+            used = ""
+            if self.inner_cycles:
+                used = f" (last application: {self.inner_cycles[-1]} cycles)"
+            return (f"mixed defect correction: float32 cycles, float64 residual and update, "
+                    f"stopping after {stop}{used}")
+        return "double" if self.dtype == numpy.float64 else "single (float32 cycle in a float64 Krylov method)"
+
     def describe(self):
         if self.mg is None:
             return [f"{self.TITLE}: not set up"]
@@ -234,7 +303,7 @@ class DMDAPC:
         ranks = f", distributed over {self.mpi.size} MPI ranks" if self.mpi.size > 1 else ""
         lines = [f"{self.TITLE}: {self.WHAT} on the DMDA grid {gs}{ranks}",
                  f"device {self.device} ({'CuPy, GPU %s' % self.gpu_id if backend.is_gpu(self.xp) else 'NumPy'}), precision "
-                 + ("double" if self.dtype == numpy.float64 else "single (float32 cycle in a float64 Krylov method)")
+                 + self._precision_note()
                  + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
                  f"operator: {self.operator_kind}",
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"

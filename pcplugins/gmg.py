@@ -38,6 +38,11 @@ OPTIONS = [
     Option("pc_gmg_precision", "str", "double",
            "Precision of the hierarchy and the cycle (single: float32 multigrid inside the "
            "float64 Krylov method)", ("double", "single")),
+    Option("pc_gmg_mixed_inner_cycles", "int", 0,
+           "Mixed-precision defect correction (Goddeke, Strzodka): float32 cycles per application, "
+           "float64 residuals and updates (0: off)"),
+    Option("pc_gmg_mixed_inner_digits", "real", 0.0,
+           "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)"),
     Option("pc_gmg_fused", "bool", True,
            "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers)"),
     Option("pc_gmg_gpu_levels", "int", None,

@@ -169,6 +169,19 @@ def test_single_precision_cycle_cuda_matches_host():
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
 
 
+@pytest.mark.parametrize("mixed", [{"pc_gmg_mixed_inner_cycles": "2"},
+                                   {"pc_gmg_mixed_inner_cycles": "2", "pc_gmg_operator": "laplacian"},
+                                   {"pc_gmg_mixed_inner_digits": "6"}])
+def test_mixed_defect_correction_cuda_matches_host(mixed):
+    """Defect correction on the GPU (float64 residual on the device, float32 cycles; captured as a
+    graph when the cycle count is fixed) against the host."""
+    host, _ = _petsc_solve(33, mixed, 0.0)
+    dev, ctx = _petsc_solve(33, dict(mixed, mat_type="aijcusparse"), 0.0)
+    assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
+    assert ("on" in ctx.graph_note) == ("pc_gmg_mixed_inner_cycles" in mixed)
+    assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
+
+
 @pytest.mark.parametrize("precision,tol", [("double", 1e-12), ("single", 1e-5)])
 def test_fft_poisson_cuda_matches_host(precision, tol):
     from problems import poisson_system

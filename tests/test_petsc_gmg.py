@@ -311,3 +311,42 @@ def test_mixed_precision_defect_correction():
         r.aypx(-1.0, b)
         res[prec] = (ksp.getIterationNumber(), r.norm() / b.norm())
     assert res["single"][1] < 1e-10 and abs(res["single"][0] - res["double"][0]) <= 1
+
+
+@pytest.mark.parametrize("dim,n,jump", [(2, 65, 2.0), (3, 17, 0.0)])
+def test_mixed_inner_digits_reaches_double_accuracy(dim, n, jump):
+    """-pc_gmg_mixed_inner_digits: the PC itself runs the defect correction (float64 residual and
+    update, float32 cycles) until the residual fell by that many digits, so preonly solves to double
+    accuracy: the solution equals the double-precision CG solution to 1e-8 (the paper's Table 2: the
+    same l2 error as double), in as many float32 cycles as Richardson needs double cycles (+-1).
+    (A stationary iteration: on 17^3 with jump 2 the V-cycle alone stalls, double or single.)"""
+    da, A, b = poisson_system(n, dim, "petsc", jump=jump)
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_mixed_inner_digits=10), ksp_type="preonly")
+    ctx = ksp.getPC().getPythonContext()
+    _, ref = solve(da, A, b, dict(GMG), rtol=1e-13)
+    kr, _ = solve(da, A, b, dict(GMG), ksp_type="richardson", rtol=1e-10)
+    r = b.duplicate()
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    assert r.norm() / b.norm() < 1e-10 * 1.5
+    assert (x - ref).norm() <= 1e-8 * ref.norm()
+    assert abs(ctx.inner_cycles[-1] - kr.getIterationNumber()) <= 1
+    assert "mixed defect correction" in "\n".join(ctx.describe())
+
+
+def test_mixed_inner_cycles_inside_cg():
+    """-pc_gmg_mixed_inner_cycles 2: two float32 cycles with a float64 residual between them per
+    application, a fixed linear operator, so plain CG keeps working (and needs fewer iterations)."""
+    da, A, b = poisson_system(33, 3, "interior", jump=1.0)
+    k1, _ = solve(da, A, b, dict(GMG), rtol=1e-10)
+    k2, _ = solve(da, A, b, dict(GMG, pc_gmg_mixed_inner_cycles=2), rtol=1e-10)
+    assert k2.getConvergedReason() > 0 and k2.getIterationNumber() < k1.getIterationNumber()
+
+
+def test_mixed_inner_digits_not_reached_is_a_pc_failure():
+    """On 17^3 with kappa jumps the V-cycle alone stalls: 50 float32 cycles do not gain 10 digits,
+    and preonly reports a failure (KSP_DIVERGED_PC_FAILED, -11) instead of an inaccurate answer."""
+    da, A, b = poisson_system(17, 3, "petsc", jump=2.0)
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_mixed_inner_digits=10), ksp_type="preonly")
+    assert ksp.getConvergedReason() == -11
+    assert "short of the digits" in "\n".join(ksp.getPC().getPythonContext().describe())
