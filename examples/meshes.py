@@ -86,3 +86,51 @@ def petsc_matrix(A, mat_type=None):
     M.setValuesCSR(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType), A.data)
     M.assemble()
     return M
+
+
+# -- Goddeke and Strzodka's meshes for the anisotropic (line/ADI) smoothers -------------------------
+
+def graded_axis(level, nu):
+    """Nodes of [0, 1] after ``level`` refinements in which the interval at 0 is split at nu/2 of
+    its width (the small piece at the boundary) and every other interval is halved: Goddeke and
+    Strzodka's anisotropic refinement towards an edge (A1-A5: nu = 0.75, 0.5, 0.25, 0.0625,
+    0.03125; nu = 1 is uniform). The smallest width is (nu/2)^level."""
+    x = numpy.array([0.0, 1.0])
+    for _ in range(level):
+        mid = (x[:-1] + x[1:]) / 2
+        mid[0] = x[0] + nu / 2 * (x[1] - x[0])
+        x = numpy.insert(x, numpy.arange(1, len(x)), mid)
+    return x
+
+
+def q1_stencil(xs, ys):
+    """Bilinear (Q1) finite elements for -Laplace u on the tensor-product mesh xs x ys, Dirichlet
+    boundary: the 9-point stencil of the interior nodes as (offsets (dy, dx), coefficient arrays of
+    shape (len(ys) - 2, len(xs) - 2)), couplings to boundary nodes dropped."""
+    hx, hy = numpy.diff(xs)[None, :], numpy.diff(ys)[:, None]
+    a, b = hy / hx / 6, hx / hy / 6                     # per element (ny, nx)
+    # local nodes (dy, dx): (0,0), (0,1), (1,1), (1,0); K = a Kx + b Ky
+    Kx = numpy.array([[2, -2, -1, 1], [-2, 2, 1, -1], [-1, 1, 2, -2], [1, -1, -2, 2]])
+    Ky = numpy.array([[2, 1, -1, -2], [1, 2, -2, -1], [-1, -2, 2, 1], [-2, -1, 1, 2]])
+    local = [(0, 0), (0, 1), (1, 1), (1, 0)]
+    ny, nx = len(ys), len(xs)
+    offsets = [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
+    coefs = {o: numpy.zeros((ny, nx)) for o in offsets}
+    for p, (py, px) in enumerate(local):
+        for q, (qy, qx) in enumerate(local):
+            k = a * Kx[p, q] + b * Ky[p, q]             # element e couples its node p to node q
+            coefs[(qy - py, qx - px)][py:py + ny - 1, px:px + nx - 1] += k
+    inner = (slice(1, -1), slice(1, -1))
+    out = []
+    for o in offsets:
+        c = coefs[o][inner].copy()
+        if o[0] == -1:
+            c[0, :] = 0
+        if o[0] == 1:
+            c[-1, :] = 0
+        if o[1] == -1:
+            c[:, 0] = 0
+        if o[1] == 1:
+            c[:, -1] = 0
+        out.append(c)
+    return offsets, out
