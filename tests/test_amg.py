@@ -205,14 +205,15 @@ def test_3d_dmda_coordinates_and_view():
 
 
 def test_v_cycle_under_plain_cg_and_kcycle_under_cg():
-    """The V-cycle is a fixed symmetric operator: plain CG converges. The K-cycle is nonlinear;
-    under plain CG it still converged here (measured: see the README), only more slowly than fcg."""
+    """The V-cycle is a fixed symmetric operator: plain CG converges, in more iterations than the
+    K-cycle. The K-cycle is nonlinear, outside CG's theory; measured under plain CG it needed as many
+    iterations as under fcg (11 on this mesh, 11 and 13 on 127^2 and a disk; V-cycle: 15, 21, 24)."""
     A, xy = fe("uniform", 64)
     it_v, res_v, _ = amg_solve(A, xy, {"pc_amg_cycle": "v"}, ksp_type="cg")
-    assert res_v < 1e-6 and it_v <= 30
     it_k, res_k, _ = amg_solve(A, xy, ksp_type="cg")
     it_f, _, _ = amg_solve(A, xy)
-    assert res_k < 1e-6 and it_k >= it_f
+    assert res_v < 1e-6 and res_k < 1e-6
+    assert it_v > it_f and abs(it_k - it_f) <= 2, (it_v, it_k, it_f)
 
 
 def test_amg_as_bjacobi_sub_pc():
