@@ -127,3 +127,34 @@ def natural_array(da, x):
     scatter, full = PETSc.Scatter.toAll(xn)
     scatter.scatter(xn, full)
     return full.getArray().copy()
+
+
+def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0)):
+    """MP1 of Knibbe, Oosterlee and Vuik on a DMDA: -Laplace u - k^2 u = delta (unit point source at
+    the centre) on the unit square, (N + 1)^2 grid points with the first-order absorbing boundary
+    (or N - 1 interior points per axis with ``boundary='dirichlet'``). With complex scalars the DMDA
+    has dof 1; with a real PETSc the real-equivalent form, dof 2, real and imaginary parts interleaved.
+    Returns (da, A, b); A as AIJ (type from -mat_type)."""
+    import scipy.sparse
+    from pcplugins import helmholtz
+    n = N + 1 if boundary == "absorbing" else N - 1
+    H = helmholtz.operator(n, k, shift, boundary)
+    f = helmholtz.point_source(n)
+    complex_scalars = numpy.dtype(PETSc.ScalarType).kind == "c"
+    if not complex_scalars:       # [[Re, -Im], [Im, Re]] blocks, unknowns interleaved
+        H = (scipy.sparse.kron(H.real, numpy.eye(2)) + scipy.sparse.kron(H.imag, [[0, -1], [1, 0]])).tocsr()
+        f = numpy.stack([f, numpy.zeros_like(f)], 1).ravel()
+    H.sort_indices()
+    da = PETSc.DMDA().create([n, n], dof=1 if complex_scalars else 2, stencil_width=1, comm=PETSc.COMM_SELF)
+    da.setUp()
+    A = PETSc.Mat().create(comm=PETSc.COMM_SELF)
+    A.setSizes(H.shape)
+    A.setType("aij")
+    A.setFromOptions()
+    iptr, jcol = H.indptr.astype(PETSc.IntType), H.indices.astype(PETSc.IntType)
+    A.setPreallocationCSR((iptr, jcol))
+    A.setValuesCSR(iptr, jcol, H.data.astype(PETSc.ScalarType))
+    A.assemble()
+    b, _ = A.createVecs()
+    b.setArray(f.astype(PETSc.ScalarType))
+    return da, A, b

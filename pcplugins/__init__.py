@@ -4,6 +4,7 @@ Select them from the options database:
 
     -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG      (or pcplugins.FFTPoisson)
     -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG      (any AIJ matrix)
+    -ksp_type bcgs -ksp_pc_side right -pc_type python -pc_python_type pcplugins.ShiftedLaplace -pc_sl_k K
 
 The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid) works on NumPy or CuPy
 arrays and never imports PETSc; the preconditioner classes are loaded on first use.
@@ -21,6 +22,12 @@ def __getattr__(name):
     if name == "AMG":
         from .amg import AMG
         return AMG
+    if name == "ShiftedLaplace":
+        from .shiftedlaplace import ShiftedLaplace
+        return ShiftedLaplace
+    if name == "set_wavenumber":
+        from .bridge import compose_array
+        return lambda pc, k: compose_array(pc, "wavenumber", k)
     if name == "set_coordinates":
         from .bridge import compose_coordinates
         return compose_coordinates

@@ -83,8 +83,7 @@ class AMG:
             if v[name] is not None and v[name] < (2 if name == "max_levels" else 0 if name in ("pre", "post") else 1):
                 raise bridge.error(f"option -pc_amg_{name}: invalid value {v[name]}")
         t0 = bridge.clock()
-        A0, P = pc.getOperators()
-        M = P if P is not None and P.handle else A0
+        M = bridge.pc_matrix(pc)
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cusparse" in M.getType() and backend.gpu_available() else "cpu"

@@ -119,8 +119,7 @@ def dmda_box(pc):
 # -- the operator ---------------------------------------------------------------------------------
 
 def operator_matrix(pc, box):
-    A, P = pc.getOperators()
-    M = P if P is not None and P.handle else A
+    M = pc_matrix(pc)
     m, n = M.getSize()
     if m != n:
         raise error(f"the operator must be square, it is {m} x {n}")
@@ -439,8 +438,7 @@ def aij_csr(pc, xp):
     checked: square, AIJ, one rank, real. aijcusparse matrices are read on the device (``_device_csr``) when ``xp`` is
     CuPy, without a trip through the host."""
     from . import sparse
-    A, P = pc.getOperators()
-    M = P if P is not None and P.handle else A
+    M = pc_matrix(pc)
     m, n = M.getSize()
     if m != n:
         raise error(f"pcplugins.AMG: the operator must be square, it is {m} x {n}")
@@ -540,3 +538,53 @@ def compose_coordinates(pc, coords):
     v = PETSc.Vec().createWithArray(c.ravel().copy(), bsize=c.shape[1], comm=PETSc.COMM_SELF)
     pc.compose("coordinates", v)
     return v
+
+
+# -- pcplugins.ShiftedLaplace ------------------------------------------------------------------------
+
+def scalar_is_complex():
+    return numpy.dtype(PETSc.ScalarType).kind == "c"
+
+
+def square_dmda(pc, dof, who):
+    """n for the PC's DMDA, which must be 2D, n x n, on one rank, with ``dof`` fields."""
+    dm = pc.getDM()
+    if dm is None or not dm.handle or dm.getType() != "da":
+        raise error(f"{who} needs a 2D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
+    if dm.getDim() != 2:
+        raise error(f"{who} supports 2D DMDAs, this one is {dm.getDim()}D")
+    nx, ny = dm.getSizes()[:2]
+    if nx != ny:
+        raise error(f"{who} needs a square grid, the DMDA is {nx} x {ny}")
+    if dm.getDof() != dof:
+        form = ("complex scalars: one complex unknown per point (dof 1)" if dof == 1 else
+                "a real PETSc: the real-equivalent form, real and imaginary parts interleaved (dof 2)")
+        raise error(f"{who}: with {form}; the DMDA has dof {dm.getDof()}")
+    if pc.getComm().getSize() > 1:
+        raise error(f"{who} runs on one rank")
+    return nx
+
+
+def composed_real_array(pc, name, n):
+    """The values of a Vec composed on the PC under ``name`` (n entries, real parts), or None."""
+    v = pc.query(name)
+    if v is None:
+        return None
+    v = PETSc.Vec(v) if not isinstance(v, PETSc.Vec) else v
+    if v.getSize() != n:
+        raise error(f"the Vec \"{name}\" composed on the PC has {v.getSize()} entries, expected {n}")
+    return numpy.array(v.getArray(readonly=True)).real.astype(float)
+
+
+def compose_array(pc, name, values):
+    """Attach ``values`` (real) to the PC as a Vec under ``name`` (pcplugins.set_wavenumber)."""
+    v = PETSc.Vec().createWithArray(numpy.ascontiguousarray(values, dtype=PETSc.ScalarType).ravel().copy(),
+                                    comm=PETSc.COMM_SELF)
+    pc.compose(name, v)
+    return v
+
+
+def pc_matrix(pc):
+    """The matrix a PC is built from (its Pmat, else its Amat)."""
+    A, P = pc.getOperators()
+    return P if P is not None and P.handle else A

@@ -1,0 +1,129 @@
+"""pcplugins.ShiftedLaplace: the complex shifted-Laplace multigrid preconditioner for Helmholtz
+problems (PCPYTHON).
+
+    -ksp_type bcgs -ksp_pc_side right -pc_type python -pc_python_type pcplugins.ShiftedLaplace
+        -pc_sl_k 40 [-pc_sl_beta2 0.6 ...]
+
+Knibbe, Oosterlee, Vuik, "GPU implementation of a Helmholtz Krylov solver preconditioned by a
+shifted Laplace multigrid method": for -Laplace u - k^2 u on a 2D DMDA (the unit square) the PC
+builds M = -Laplace - (beta1 - i beta2) k^2 with the same boundary conditions and applies one
+multigrid cycle on it (slmg.py). With a PETSc built for complex scalars the DMDA has one complex
+unknown per point; with a real PETSc the real-equivalent form, dof 2, real and imaginary parts
+interleaved (x = [Re u0, Im u0, Re u1, ...], the matrix in 2 x 2 blocks [[Re a, -Im a], [Im a, Re a]]):
+one application gives the same result in both. The wavenumber is -pc_sl_k, or a field k(x) through
+pcplugins.set_wavenumber(pc, k) (n x n values in DMDA order) for heterogeneous media.
+"""
+import numpy
+
+from . import backend, bridge, helmholtz, slmg, sparse
+from .bridge import Option
+
+OPTIONS = [
+    Option("pc_sl_k", "real", None, "Wavenumber k (or a field: pcplugins.set_wavenumber)"),
+    Option("pc_sl_beta1", "real", 1.0, "Shift: M = -Laplace - (beta1 - i beta2) k^2"),
+    Option("pc_sl_beta2", "real", 0.6, "Shift's imaginary part (the paper: 0.6 with bcgs, 0.65 with IDR(s))"),
+    Option("pc_sl_boundary", "str", "absorbing",
+           "Boundary of the DMDA grid: first-order absorbing (boundary nodes are unknowns) or Dirichlet",
+           ("absorbing", "dirichlet")),
+    Option("pc_sl_cycle", "str", "f", "Multigrid cycle", ("v", "w", "f")),
+    Option("pc_sl_omega", "real", 0.9, "Damping of the 4-colour Gauss-Seidel smoother"),
+    Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps"),
+    Option("pc_sl_post", "int", 1, "Post-smoothing sweeps"),
+    Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this"),
+    Option("pc_sl_device", "str", "auto",
+           "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+]
+
+TITLE = "pcplugins.ShiftedLaplace"
+
+
+class ShiftedLaplace:
+    def __init__(self):
+        self.mg, self.values = None, None
+
+    # -- PCPYTHON protocol ---------------------------------------------------------------------------
+    def setFromOptions(self, pc):
+        self.values = bridge.read_options(pc, OPTIONS, TITLE)
+
+    def setUp(self, pc):
+        with bridge.event("SLSetUp"):
+            self._setup(pc)
+
+    def reset(self, pc):
+        self.mg = None
+
+    def apply(self, pc, x, y):
+        with bridge.event("SLApply"):
+            xp = self.xp
+            with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+                a = backend.to_namespace(xa, xp)
+                f = a[0::2] + 1j * a[1::2] if self.real_equivalent else a
+                u = self.mg.cycle(f.astype(numpy.complex128))
+                if self.real_equivalent:
+                    out = xp.empty(a.shape, numpy.float64)
+                    out[0::2], out[1::2] = u.real, u.imag
+                else:
+                    out = u
+                ya[...] = backend.to_namespace(out, backend.array_module(ya))
+
+    def view(self, pc, viewer=None):
+        bridge.view_lines(viewer, self.describe())
+
+    # -- setup -----------------------------------------------------------------------------------------
+    def _setup(self, pc):
+        v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, TITLE)
+        self.values = v
+        self.real_equivalent = not bridge.scalar_is_complex()
+        n = bridge.square_dmda(pc, 2 if self.real_equivalent else 1, TITLE)
+        M = bridge.pc_matrix(pc)
+        if M.getSize()[0] != n * n * (2 if self.real_equivalent else 1):
+            raise bridge.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n} x {n} DMDA "
+                               f"{'(dof 2) ' if self.real_equivalent else ''}needs "
+                               f"{n * n * (2 if self.real_equivalent else 1)}")
+        k = bridge.composed_real_array(pc, "wavenumber", n * n)
+        self.k_source = "the Vec \"wavenumber\" composed on the PC"
+        if k is None:
+            if v["k"] is None:
+                raise bridge.error(f"{TITLE} needs the wavenumber: -pc_sl_k K, or a field through "
+                                   "pcplugins.set_wavenumber(pc, k)")
+            k, self.k_source = v["k"], f"-pc_sl_k {v['k']:g}"
+        elif v["k"] is not None:
+            raise bridge.error(f"{TITLE}: both -pc_sl_k and a wavenumber field were given; choose one")
+        k = numpy.asarray(k, dtype=float)
+        if not numpy.all(numpy.isfinite(k)) or numpy.any(k < 0):
+            raise bridge.error(f"{TITLE}: the wavenumber must be finite and >= 0")
+        for name in ("pre", "post"):
+            if v[name] < 0:
+                raise bridge.error(f"option -pc_sl_{name}: must be >= 0, got {v[name]}")
+        device = v["device"]
+        if device == "auto":
+            device = "gpu" if "cuda" in (M.getVecType() or "") and backend.gpu_available() else "cpu"
+        try:
+            self.xp = backend.namespace(device)
+        except RuntimeError as e:
+            raise bridge.error(f"-pc_sl_device {v['device']}: {e}") from None
+        self.device = device
+        bridge.set_event_namespace(self.xp)
+        shift = (v["beta1"], v["beta2"])
+        Mh = helmholtz.operator(n, k.reshape(n, n) if k.ndim else k, shift, v["boundary"])
+        if backend.is_gpu(self.xp):
+            Mh = sparse.module(self.xp).csr_matrix(Mh)
+        self.n, self.kmax = n, float(k.max())
+        self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
+                                        cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],
+                                        max_kh=v["max_kh"])
+
+    # -- view --------------------------------------------------------------------------------------------
+    def describe(self):
+        if self.mg is None:
+            return [f"{TITLE}: not set up"]
+        v = self.values
+        form = ("real-equivalent form (dof 2, real and imaginary parts interleaved)" if self.real_equivalent
+                else "complex scalars")
+        return [f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n} x {self.n} "
+                f"DMDA grid, {v['boundary']} boundary, {form}",
+                f"wavenumber from {self.k_source} (max {self.kmax:g}, k h = {self.kmax * self._h():.3g}); "
+                f"device {self.device}"] + self.mg.describe()
+
+    def _h(self):
+        return 1.0 / (self.n - 1) if self.values["boundary"] == "absorbing" else 1.0 / (self.n + 1)
