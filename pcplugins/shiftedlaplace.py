@@ -15,7 +15,7 @@ pcplugins.set_wavenumber(pc, k) (n x n values in DMDA order) for heterogeneous m
 """
 import numpy
 
-from . import backend, bridge, helmholtz, slmg, sparse
+from . import backend, bridge, helmholtz, slmg
 from .bridge import Option
 
 OPTIONS = [
@@ -106,8 +106,6 @@ class ShiftedLaplace:
         bridge.set_event_namespace(self.xp)
         shift = (v["beta1"], v["beta2"])
         Mh = helmholtz.operator(n, k.reshape(n, n) if k.ndim else k, shift, v["boundary"])
-        if backend.is_gpu(self.xp):
-            Mh = sparse.module(self.xp).csr_matrix(Mh)
         self.n, self.kmax = n, float(k.max())
         self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
                                         cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],

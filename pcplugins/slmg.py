@@ -53,6 +53,8 @@ def _colours(n):
 
 class ShiftedLaplaceMG:
     def __init__(self, M, n, xp, kmax, keep_boundary=True, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5):
+        """M: the fine matrix as SciPy CSR (the Galerkin products run on the host, each level is
+        then moved to ``xp``)."""
         if cycle not in ("v", "w", "f"):
             raise ValueError(f"unknown cycle {cycle!r} (v, w or f)")
         self.xp, self.cycle_kind, self.pre, self.post = xp, cycle, pre, post
