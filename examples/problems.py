@@ -129,17 +129,35 @@ def natural_array(da, x):
     return full.getArray().copy()
 
 
-def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0)):
-    """MP1 of Knibbe, Oosterlee and Vuik on a DMDA: -Laplace u - k^2 u = delta (unit point source at
-    the centre) on the unit square, (N + 1)^2 grid points with the first-order absorbing boundary
-    (or N - 1 interior points per axis with ``boundary='dirichlet'``). With complex scalars the DMDA
-    has dof 1; with a real PETSc the real-equivalent form, dof 2, real and imaginary parts interleaved.
-    Returns (da, A, b); A as AIJ (type from -mat_type)."""
+def wedge_wavenumber(n, f=30.0):
+    """MP2's wavenumber on the n x n grid of the unit square (the 1000 m x 1000 m wedge of Plessix
+    and Mulder scaled by l = 1000 m): k = 2 pi f l / c with c = 2000 m/s above the upper interface,
+    1500 m/s between, 3000 m/s below the lower one. The interfaces are our reading of the paper's
+    Fig. 4 (its text gives no coordinates): y = 0.4 + 0.2 x and y = 0.8 - 0.2 x, y measured
+    downwards from the source's edge."""
+    x = numpy.linspace(0.0, 1.0, n)[None, :]
+    y = numpy.linspace(0.0, 1.0, n)[:, None]
+    c = numpy.where(y < 0.4 + 0.2 * x, 2000.0, numpy.where(y < 0.8 - 0.2 * x, 1500.0, 3000.0))
+    return 2 * numpy.pi * f * 1000.0 / c
+
+
+def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centre"):
+    """Knibbe, Oosterlee and Vuik's model problems on a DMDA: -Laplace u - k^2 u = delta on the unit
+    square, (N + 1)^2 grid points with the first-order absorbing boundary (or N - 1 interior points
+    per axis with ``boundary='dirichlet'``); k a number (MP1) or an array over the grid (MP2,
+    ``wedge_wavenumber``); the unit point source at the centre (MP1) or at the middle of the first
+    grid row (``source='edge'``, MP2). With complex scalars the DMDA has dof 1; with a real PETSc the
+    real-equivalent form, dof 2, real and imaginary parts interleaved. Returns (da, A, b); A as AIJ
+    (type from -mat_type)."""
     import scipy.sparse
     from pcplugins import helmholtz
     n = N + 1 if boundary == "absorbing" else N - 1
     H = helmholtz.operator(n, k, shift, boundary)
     f = helmholtz.point_source(n)
+    if source == "edge":
+        f = numpy.zeros((n, n))
+        f[0, n // 2] = 1.0
+        f = f.ravel()
     complex_scalars = numpy.dtype(PETSc.ScalarType).kind == "c"
     if not complex_scalars:       # [[Re, -Im], [Im, Re]] blocks, unknowns interleaved
         H = (scipy.sparse.kron(H.real, numpy.eye(2)) + scipy.sparse.kron(H.imag, [[0, -1], [1, 0]])).tocsr()

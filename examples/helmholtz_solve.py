@@ -1,12 +1,15 @@
-"""MP1 of Knibbe, Oosterlee and Vuik: a point source in the unit square with absorbing boundaries,
--Laplace u - k^2 u = delta, solved by a Krylov method preconditioned by pcplugins.ShiftedLaplace.
+"""Knibbe, Oosterlee and Vuik's Helmholtz model problems, solved by a Krylov method preconditioned
+by pcplugins.ShiftedLaplace: MP1, a point source in the centre of the unit square with absorbing
+boundaries and constant k; MP2, the three-layer wedge (k(x, y) = 2 pi f l / c(x, y), the source at
+the middle of one edge).
 
-    python examples/helmholtz_mp1.py -N 128 -ksp_type bcgs -ksp_pc_side right \\
-        -pc_type python -pc_python_type pcplugins.ShiftedLaplace [-png mp1.png]
+    python examples/helmholtz_solve.py -problem mp1|mp2 -N 128 -ksp_type bcgs -ksp_pc_side right \\
+        -pc_type python -pc_python_type pcplugins.ShiftedLaplace [-png u.png]
 
-k = 0.625 N (the paper's k h = 0.625) unless -k is given; -pc_sl_k is set from it. Prints the
-iterations and the true relative residual; -png writes the real part of the solution as a
-grayscale PNG (written with zlib, no imaging library needed).
+MP1: k = 0.625 N (the paper's k h = 0.625) unless -k is given, passed as -pc_sl_k. MP2: f = 30 Hz
+(-f), the wavenumber field passed with pcplugins.set_wavenumber. Prints the iterations and the true
+relative residual; -png writes the real part of the solution as a grayscale PNG (zlib, no imaging
+library needed).
 """
 import os
 import struct
@@ -22,7 +25,8 @@ from petsc4py import PETSc  # noqa: E402
 import numpy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from problems import helmholtz_system  # noqa: E402
+import pcplugins  # noqa: E402
+from problems import helmholtz_system, wedge_wavenumber  # noqa: E402
 
 
 def write_png(path, image):
@@ -40,11 +44,16 @@ def write_png(path, image):
 
 def main():
     opts = PETSc.Options()
+    problem = opts.getString("problem", "mp1")
     N = opts.getInt("N", 64)
-    k = opts.getReal("k", 0.625 * N)
-    if not opts.hasName("pc_sl_k"):
-        opts["pc_sl_k"] = k
-    da, A, b = helmholtz_system(N, k)
+    if problem == "mp2":
+        k = wedge_wavenumber(N + 1, opts.getReal("f", 30.0))
+        da, A, b = helmholtz_system(N, k, source="edge")
+    else:
+        k = opts.getReal("k", 0.625 * N)
+        if not opts.hasName("pc_sl_k"):
+            opts["pc_sl_k"] = k
+        da, A, b = helmholtz_system(N, k)
     ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
     ksp.setDM(da)
     ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
@@ -53,6 +62,8 @@ def main():
     ksp.setPCSide(PETSc.PC.Side.RIGHT)
     ksp.setTolerances(rtol=1e-3)
     ksp.setFromOptions()
+    if problem == "mp2" and ksp.getPC().getType() == "python":
+        pcplugins.set_wavenumber(ksp.getPC(), k.ravel())
     x = b.duplicate()
     t = time.perf_counter()
     ksp.solve(b, x)
@@ -60,7 +71,8 @@ def main():
     r = b.duplicate()
     A.mult(x, r)
     r.aypx(-1.0, b)
-    PETSc.Sys.Print(f"MP1 N={N} k={k:g}: {ksp.getType()} {ksp.getIterationNumber()} iterations, "
+    kinfo = f"k={k:g}" if problem == "mp1" else f"max k h={k.max() / N:.3g}"
+    PETSc.Sys.Print(f"{problem.upper()} N={N} {kinfo}: {ksp.getType()} {ksp.getIterationNumber()} iterations, "
                     f"reason {ksp.getConvergedReason()}, true relative residual {r.norm() / b.norm():.2e}, "
                     f"{t:.2f} s")
     png = opts.getString("png", "")
