@@ -30,6 +30,9 @@ OPTIONS = [
     Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps"),
     Option("pc_sl_post", "int", 1, "Post-smoothing sweeps"),
     Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this"),
+    Option("pc_sl_precision", "str", "double",
+           "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
+           ("double", "single")),
     Option("pc_sl_device", "str", "auto",
            "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
 ]
@@ -58,7 +61,7 @@ class ShiftedLaplace:
             with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
                 a = backend.to_namespace(xa, xp)
                 f = a[0::2] + 1j * a[1::2] if self.real_equivalent else a
-                u = self.mg.cycle(f.astype(numpy.complex128))
+                u = self.mg.cycle(f)
                 if self.real_equivalent:
                     out = xp.empty(a.shape, numpy.float64)
                     out[0::2], out[1::2] = u.real, u.imag
@@ -109,7 +112,8 @@ class ShiftedLaplace:
         self.n, self.kmax = n, float(k.max())
         self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
                                         cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],
-                                        max_kh=v["max_kh"])
+                                        max_kh=v["max_kh"],
+                                        dtype=numpy.complex64 if v["precision"] == "single" else numpy.complex128)
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):

@@ -52,18 +52,21 @@ def _colours(n):
 
 
 class ShiftedLaplaceMG:
-    def __init__(self, M, n, xp, kmax, keep_boundary=True, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5):
-        """M: the fine matrix as SciPy CSR (the Galerkin products run on the host, each level is
-        then moved to ``xp``)."""
+    def __init__(self, M, n, xp, kmax, keep_boundary=True, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5,
+                 dtype=numpy.complex128):
+        """M: the fine matrix as SciPy CSR (the Galerkin products run on the host in double, each
+        level is then stored in ``dtype``, complex64 for mixed precision, on ``xp``)."""
         if cycle not in ("v", "w", "f"):
             raise ValueError(f"unknown cycle {cycle!r} (v, w or f)")
         self.xp, self.cycle_kind, self.pre, self.post = xp, cycle, pre, post
         self.omega, self.max_kh = omega, max_kh
+        self.dtype = numpy.dtype(dtype)
         sp = sparse.module(xp)
         A = M.tocsr()
         self.levels = []
         while True:
-            lev = _Level(sp.csr_matrix(A) if backend.is_gpu(xp) else A, n, xp)
+            Ad = A.astype(self.dtype)
+            lev = _Level(sp.csr_matrix(Ad) if backend.is_gpu(xp) else Ad, n, xp)
             self.levels.append(lev)
             P1, nc = prolongation_1d(n, keep_boundary)
             h_coarse = 1.0 / (nc - 1) if keep_boundary else 1.0 / (nc + 1)
@@ -71,25 +74,25 @@ class ShiftedLaplaceMG:
                 break
             P = scipy.sparse.kron(P1, P1, format="csr")
             Ac = (P.T @ A @ P).tocsr()
-            lev.P = sp.csr_matrix(P.astype(A.dtype)) if backend.is_gpu(xp) else P.astype(A.dtype)
+            lev.P = sp.csr_matrix(P.astype(self.dtype)) if backend.is_gpu(xp) else P.astype(self.dtype)
             lev.R = lev.P.T.tocsr()
             lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n)), xp, omega)
             A, n = Ac, nc
         self.inv = self.lu = None
         if A.shape[0] <= DENSE_LIMIT:
-            self.inv = xp.asarray(numpy.linalg.inv(A.toarray()))
+            self.inv = xp.asarray(numpy.linalg.inv(A.toarray()).astype(self.dtype))
         else:
             self.lu = scipy.sparse.linalg.splu(A.tocsc())
 
     def cycle(self, f):
-        """One cycle for M u = f from u = 0 (a new array)."""
-        return self._cycle(0, f, self.cycle_kind)
+        """One cycle for M u = f from u = 0 (a new array, in the hierarchy's precision)."""
+        return self._cycle(0, f.astype(self.dtype, copy=False), self.cycle_kind)
 
     def _cycle(self, k, f, kind):
         if k == len(self.levels) - 1:
             if self.inv is not None:
                 return self.inv @ f
-            return backend.to_namespace(self.lu.solve(backend.to_host(f)), self.xp)
+            return backend.to_namespace(self.lu.solve(backend.to_host(f).astype(complex)).astype(self.dtype), self.xp)
         lev = self.levels[k]
         u = self.xp.zeros_like(f)
         lev.smoother.smooth(u, f, self.pre, zero_guess=True)
@@ -109,7 +112,8 @@ class ShiftedLaplaceMG:
 
     def describe(self):
         sizes = " -> ".join(f"{lev.n}^2" for lev in self.levels)
-        return [f"{self.cycle_kind.upper()}-cycle, {len(self.levels)} levels ({sizes}), bilinear prolongation, "
+        prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
+        return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), bilinear prolongation, "
                 f"Galerkin coarse matrices, 4-colour Gauss-Seidel omega {self.omega:g} ({self.pre}, {self.post}), "
                 "coarsest grid solved directly"]
 

@@ -172,7 +172,7 @@ class CSRColourGS:
         for c in range(self.ncolours):
             idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
             if idx.size:
-                self.parts.append((idx, A[idx], omega / D[idx]))
+                self.parts.append((idx, A[idx], (omega / D[idx]).astype(A.dtype)))
         self.proper = not bool(same.any())
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):

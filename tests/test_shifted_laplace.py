@@ -188,3 +188,18 @@ def test_example_writes_the_solution(tmp_path, problem):
                          env=dict(os.environ, PYTHONPATH=os.path.join(here, "..")))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "reason 2" in res.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_complex64_cycle_inside_double_krylov():
+    """-pc_sl_precision single: the multigrid in complex64 inside bcgs in double (the paper's mixed
+    precision): the same iteration count within one (N = 64: 16 both in the real-equivalent form)."""
+    from problems import helmholtz_system
+    da, A, b = helmholtz_system(64, 40.0)
+    its = {}
+    for prec in ("double", "single"):
+        ksp, x = petsc_solve(da, A, b, dict(SL, pc_sl_k=40.0, pc_sl_precision=prec), "bcgs", rtol=1e-3, max_it=100)
+        assert ksp.getConvergedReason() > 0
+        its[prec] = ksp.getIterationNumber()
+        if prec == "single":
+            assert "complex64" in "\n".join(ksp.getPC().getPythonContext().describe())
+    assert abs(its["single"] - its["double"]) <= 1, its
