@@ -1,22 +1,32 @@
 # pcplugins: `make demo` and `make test` set everything up on a fresh Debian/Ubuntu machine.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# a second PETSc, built for complex scalars, for pcplugins.ShiftedLaplace's complex form; its own pip
+# cache, since pip's wheel cache does not know about PETSC_CONFIGURE_OPTIONS
+VENV_COMPLEX ?= .venv-complex
+PYC := $(VENV_COMPLEX)/bin/python
 N ?= 65
 
 .PHONY: setup demo test test-gpu bench c-example clean
 
-setup: $(VENV)/.pcplugins-setup
+setup: $(VENV)/.pcplugins-setup $(VENV_COMPLEX)/.pcplugins-setup
 
 $(VENV)/.pcplugins-setup: ci/setup.sh setup.py
 	VENV=$(VENV) bash ci/setup.sh
 	touch $@
 
-demo: setup
+$(VENV_COMPLEX)/.pcplugins-setup: ci/setup.sh setup.py
+	VENV=$(VENV_COMPLEX) PIP_CACHE_DIR=$${PIP_CACHE_DIR:-$$HOME/.cache/pip}-complex \
+	  PETSC_CONFIGURE_OPTIONS="--with-debugging=0 --with-fc=0 --with-scalar-type=complex" bash ci/setup.sh
+	touch $@
+
+demo: $(VENV)/.pcplugins-setup
 	$(PY) examples/poisson.py -n $(N) -dim 3 -convention petsc -ksp_type cg -pc_type python \
 	  -pc_python_type pcplugins.GMG -ksp_rtol 1e-8
 
 test: setup
 	$(PY) -m pytest -q tests
+	$(PYC) -m pytest -q tests/test_shifted_laplace.py
 
 bench: setup
 	$(PY) benchmarks/gmg_poisson.py
@@ -29,4 +39,4 @@ c-example: setup
 	  -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG -ksp_view
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VENV_COMPLEX) build *.egg-info
