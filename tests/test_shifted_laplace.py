@@ -84,19 +84,30 @@ SL = {"pc_type": "python", "pc_python_type": "pcplugins.ShiftedLaplace", "ksp_pc
       "ksp_norm_type": "unpreconditioned"}
 
 
-def test_one_application_equals_the_complex_cycle():
+def sl_pc(da, A, options=None, k_field=None):
+    """A pcplugins.ShiftedLaplace PC on ``da`` and ``A``, set up, options from ``options``, the
+    wavenumber field ``k_field`` composed if given."""
     from petsc4py import PETSc
-    from problems import helmholtz_system
-    N, k = 32, 20.0
-    da, A, b = helmholtz_system(N, k)
-    with petsc_options({"pc_sl_k": k}):
+    import pcplugins
+    with petsc_options(options or {}):
         pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
-        pc.setDM(da)
+        if da is not None:
+            pc.setDM(da)
         pc.setOperators(A)
         pc.setType("python")
         pc.setPythonType("pcplugins.ShiftedLaplace")
+        if k_field is not None:
+            pcplugins.set_wavenumber(pc, k_field)
         pc.setFromOptions()
         pc.setUp()
+    return pc
+
+
+def test_one_application_equals_the_complex_cycle():
+    from problems import helmholtz_system
+    N, k = 32, 20.0
+    da, A, b = helmholtz_system(N, k)
+    pc = sl_pc(da, A, {"pc_sl_k": k})
     rng = numpy.random.default_rng(1)
     z = rng.standard_normal((N + 1) ** 2) + 1j * rng.standard_normal((N + 1) ** 2)
     x = b.duplicate()
@@ -127,36 +138,19 @@ def test_krylov_methods_in_real_equivalent_form(ksp_type, extra, bound):
 def test_heterogeneous_wavenumber_field():
     """pcplugins.set_wavenumber: a k(x) field (two layers); a constant field gives the same
     preconditioner as -pc_sl_k."""
-    from petsc4py import PETSc
-    import pcplugins
     from problems import helmholtz_system
     N = 32
     n = N + 1
     da, A, b = helmholtz_system(N, 20.0)
     outs = []
-    for field in (None, numpy.full(n * n, 20.0)):
-        with petsc_options({} if field is not None else {"pc_sl_k": 20.0}):
-            pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
-            pc.setDM(da)
-            pc.setOperators(A)
-            pc.setType("python")
-            pc.setPythonType("pcplugins.ShiftedLaplace")
-            if field is not None:
-                pcplugins.set_wavenumber(pc, field)
-            pc.setFromOptions()
-            pc.setUp()
+    for options, field in (({"pc_sl_k": 20.0}, None), ({}, numpy.full(n * n, 20.0))):
+        pc = sl_pc(da, A, options, field)
         y = b.duplicate()
         pc.apply(b, y)
         outs.append(y.getArray().copy())
     assert numpy.allclose(outs[0], outs[1], rtol=1e-13, atol=0)
     layers = numpy.where(numpy.arange(n * n) // n < n // 2, 20.0, 30.0)
-    pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
-    pc.setDM(da)
-    pc.setOperators(A)
-    pc.setType("python")
-    pc.setPythonType("pcplugins.ShiftedLaplace")
-    pcplugins.set_wavenumber(pc, layers)
-    pc.setUp()
+    pc = sl_pc(da, A, k_field=layers)
     assert "max 30" in "\n".join(pc.getPythonContext().describe())
 
 
@@ -164,25 +158,15 @@ def test_heterogeneous_wavenumber_field():
                                           ("dof", "has dof"), ("both", "choose one")])
 def test_errors_name_the_fault(case, message):
     from petsc4py import PETSc
-    import pcplugins
     from problems import helmholtz_system
     da, A, b = helmholtz_system(16, 10.0)
-    opts = {} if case in ("no_k",) else {"pc_sl_k": 10.0}
-    with petsc_options(opts):
-        pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
-        if case == "dof":          # the other form's dof
-            da = PETSc.DMDA().create([17, 17], dof=2 if complex_scalars() else 1, comm=PETSc.COMM_SELF)
-            da.setUp()
-        if case != "no_dm":
-            pc.setDM(da)
-        pc.setOperators(A)
-        pc.setType("python")
-        pc.setPythonType("pcplugins.ShiftedLaplace")
-        if case == "both":
-            pcplugins.set_wavenumber(pc, numpy.full(17 * 17, 10.0))
-        with pytest.raises(PETSc.Error) as e:
-            pc.setFromOptions()
-            pc.setUp()
+    if case == "dof":          # the other form's dof
+        da = PETSc.DMDA().create([17, 17], dof=2 if complex_scalars() else 1, comm=PETSc.COMM_SELF)
+        da.setUp()
+    opts = {} if case == "no_k" else {"pc_sl_k": 10.0}
+    field = numpy.full(17 * 17, 10.0) if case == "both" else None
+    with pytest.raises(PETSc.Error) as e:
+        sl_pc(None if case == "no_dm" else da, A, opts, field)
     cause = e.value.__cause__ or e.value.__context__
     assert message in str(cause), str(cause)
 
