@@ -6,8 +6,12 @@ Select them from the options database:
     -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG      (any AIJ matrix)
     -ksp_type bcgs -ksp_pc_side right -pc_type python -pc_python_type pcplugins.ShiftedLaplace -pc_sl_k K
 
-The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid) works on NumPy or CuPy
-arrays and never imports PETSc; the preconditioner classes are loaded on first use.
+Vertex coordinates for AMG's auxiliary grid: pcplugins.set_coordinates(pc, xyz); a wavenumber field
+for ShiftedLaplace: pcplugins.set_wavenumber(pc, k).
+
+The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid, aggregation, kcycle,
+slmg) works on NumPy or CuPy arrays and never imports PETSc; the preconditioner classes are loaded
+on first use.
 """
 __version__ = "0.1.0"
 
@@ -26,8 +30,8 @@ def __getattr__(name):
         from .shiftedlaplace import ShiftedLaplace
         return ShiftedLaplace
     if name == "set_wavenumber":
-        from .bridge import compose_array
-        return lambda pc, k: compose_array(pc, "wavenumber", k)
+        from .bridge import compose_wavenumber
+        return compose_wavenumber
     if name == "set_coordinates":
         from .bridge import compose_coordinates
         return compose_coordinates

@@ -576,11 +576,12 @@ def composed_real_array(pc, name, n):
     return numpy.array(v.getArray(readonly=True)).real.astype(float)
 
 
-def compose_array(pc, name, values):
-    """Attach ``values`` (real) to the PC as a Vec under ``name`` (pcplugins.set_wavenumber)."""
-    v = PETSc.Vec().createWithArray(numpy.ascontiguousarray(values, dtype=PETSc.ScalarType).ravel().copy(),
+def compose_wavenumber(pc, k):
+    """pcplugins.set_wavenumber: attach a wavenumber field k(x) (n x n values in DMDA order, x
+    fastest) to the PC, as a Vec composed under "wavenumber" (C codes can compose one themselves)."""
+    v = PETSc.Vec().createWithArray(numpy.ascontiguousarray(k, dtype=PETSc.ScalarType).ravel().copy(),
                                     comm=PETSc.COMM_SELF)
-    pc.compose(name, v)
+    pc.compose("wavenumber", v)
     return v
 
 
