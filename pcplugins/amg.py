@@ -61,11 +61,13 @@ class AMG:
             with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
                 if backend.array_module(xa) is xp:
                     self._run(xa, ya)
+                    out = ya
                 else:                     # host Vecs with -pc_amg_device gpu
-                    ya[...] = backend.to_namespace(self.mg.cycle(backend.to_namespace(xa, xp)), numpy)
-                # NaN/Inf: checked on the device, the flag read at the next application (no
-                # synchronisation here)
-                self._bad = ~xp.isfinite(xp.sum(ya if backend.array_module(ya) is xp else xp.asarray(ya)))
+                    out = self.mg.cycle(backend.to_namespace(xa, xp))
+                    ya[...] = backend.to_host(out)
+                # NaN/Inf: checked where the result was computed, the flag read at the next
+                # application (no synchronisation here)
+                self._bad = ~xp.isfinite(xp.sum(out))
             if xp is numpy and bool(self._bad):
                 bridge.set_failed(pc, True)
 
@@ -117,7 +119,7 @@ class AMG:
         self.timings.update(self.mg.timings)
         self._bad = None
         self._graphs = None
-        if backend.is_gpu(xp) and v["graph"] and self.mg.inv is not None:
+        if backend.is_gpu(xp) and v["graph"] and self.mg.coarse.inv is not None:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             n = A.shape[0]
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),

@@ -41,3 +41,43 @@ class DirectSolve:
     def describe(self):
         kind = "dense inverse" if self.inv is not None else "sparse LU (host)"
         return f"direct solve ({kind}), {self.n} unknowns"
+
+
+class CSRDirectSolve:
+    """The coarsest level of a CSR hierarchy (pcplugins.AMG, pcplugins.ShiftedLaplace): up to
+    DENSE_LIMIT unknowns the dense inverse, by LU on the level's device (the pseudo-inverse where
+    LU fails: a singular, e.g. pure Neumann, coarse matrix), each solve one GEMV into a
+    preallocated array (capturable in a CUDA graph); beyond, a sparse LU on the host. The inverse
+    is computed in A's precision and kept in ``dtype``."""
+
+    def __init__(self, A, xp, dtype=None):
+        self.xp = xp
+        self.n = A.shape[0]
+        self.dtype = numpy.dtype(dtype or A.dtype)
+        host = A.get() if backend.array_module(A.data) is not numpy else A
+        self.inv = self.lu = None
+        if self.n <= DENSE_LIMIT:
+            dense = xp.asarray(host.toarray())
+            try:
+                inv = xp.linalg.inv(dense)
+                if not bool(xp.isfinite(inv).all()):
+                    raise numpy.linalg.LinAlgError("inverse not finite")
+            except numpy.linalg.LinAlgError:
+                inv = xp.asarray(numpy.linalg.pinv(host.toarray()))
+            self.inv = inv.astype(self.dtype)
+            self.out = xp.zeros(self.n, self.dtype)
+        else:
+            import scipy.sparse.linalg
+            self.lu = scipy.sparse.linalg.splu(host.tocsc())
+            self.lu_dtype = host.dtype
+
+    def solve(self, f):
+        """A^-1 f (a new array)."""
+        if self.inv is not None:
+            return kernels.gemv(self.out, self.inv, f).copy()
+        x = self.lu.solve(backend.to_host(f).astype(self.lu_dtype))
+        return backend.to_namespace(x.astype(self.dtype), self.xp)
+
+    def describe(self):
+        kind = "dense inverse" if self.inv is not None else "sparse LU (host)"
+        return f"direct solve ({kind}), {self.n} unknowns"

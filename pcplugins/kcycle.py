@@ -15,11 +15,9 @@ CG's step lengths stay on the device), so on the GPU it is captured and replayed
 import dataclasses
 import time
 
-import numpy
 
-from . import aggregation, backend, kernels, smoothers, sparse
+from . import aggregation, backend, coarse, smoothers, sparse
 
-DENSE_LIMIT = 4096
 
 
 @dataclasses.dataclass
@@ -33,18 +31,6 @@ class Options:
     coarse_size: int = None       # default: 4096 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
-
-
-def _inverse(Ac, host, xp):
-    """The dense inverse of the coarsest matrix by LU (on the device on the GPU); the
-    pseudo-inverse where that fails (a singular, e.g. pure Neumann, coarse matrix)."""
-    try:
-        inv = xp.linalg.inv(Ac.toarray())
-        if bool(xp.isfinite(inv).all()):
-            return inv
-    except numpy.linalg.LinAlgError:
-        pass
-    return xp.asarray(numpy.linalg.pinv(host.toarray()))
 
 
 class _Clock:
@@ -105,35 +91,18 @@ class AggregationMG:
         self.levels = [Level(M, agg, nc, col, o, xp)
                        for M, agg, nc, col in zip(mats, aggs + [None], sizes[1:] + [None], colours)]
         self.timings["smoothers"] = clock()
-        self._coarse_setup(mats[-1])
+        self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
         self.timings["coarse"] = clock()
-
-    def _coarse_setup(self, Ac):
-        xp = self.xp
-        self.n_coarse = Ac.shape[0]
-        host = Ac.get() if backend.is_gpu(xp) else Ac
-        if self.n_coarse <= DENSE_LIMIT:
-            self.inv = _inverse(Ac, host, xp)
-            self.lu = None
-            self._out = xp.zeros(self.n_coarse)
-        else:
-            import scipy.sparse.linalg
-            self.inv, self.lu = None, scipy.sparse.linalg.splu(host.tocsc())
 
     # -- cycles ---------------------------------------------------------------------------------------
     def cycle(self, f):
         """An approximation of A^-1 f (a new array)."""
         return self._mg(0, f)
 
-    def _coarse_solve(self, f):
-        if self.inv is not None:
-            return kernels.gemv(self._out, self.inv, f).copy()
-        return backend.to_namespace(self.lu.solve(backend.to_host(f)), self.xp)
-
     def _mg(self, k, f):
         """B_k[f], Algorithm 2.2 (with a V- or W-cycle coarse correction for comparison)."""
         if k == len(self.levels) - 1:
-            return self._coarse_solve(f)
+            return self.coarse.solve(f)
         xp, lev, o = self.xp, self.levels[k], self.opts
         u = xp.zeros_like(f)
         lev.smoother.smooth(u, f, o.pre, zero_guess=True)
@@ -185,7 +154,6 @@ class AggregationMG:
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(self.levels)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
         for k, lev in enumerate(self.levels):
-            s = lev.smoother.describe() if lev.smoother else (
-                "direct solve (dense inverse)" if self.inv is not None else "direct solve (sparse LU, host)")
+            s = lev.smoother.describe() if lev.smoother else self.coarse.describe()
             lines.append(f"  level {k}: {lev.n} unknowns, {lev.A.nnz} nonzeros, {s}")
         return lines

@@ -19,11 +19,8 @@ LU on the host beyond.
 """
 import numpy
 import scipy.sparse
-import scipy.sparse.linalg
 
-from . import backend, smoothers, sparse
-
-DENSE_LIMIT = 4096
+from . import backend, coarse, smoothers, sparse
 
 
 def prolongation_1d(n, keep_boundary):
@@ -66,7 +63,7 @@ class ShiftedLaplaceMG:
         self.levels = []
         while True:
             Ad = A.astype(self.dtype)
-            lev = _Level(sp.csr_matrix(Ad) if backend.is_gpu(xp) else Ad, n, xp)
+            lev = _Level(sp.csr_matrix(Ad) if backend.is_gpu(xp) else Ad, n)
             self.levels.append(lev)
             P1, nc = prolongation_1d(n, keep_boundary)
             h_coarse = 1.0 / (nc - 1) if keep_boundary else 1.0 / (nc + 1)
@@ -78,11 +75,7 @@ class ShiftedLaplaceMG:
             lev.R = lev.P.T.tocsr()
             lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n)), xp, omega)
             A, n = Ac, nc
-        self.inv = self.lu = None
-        if A.shape[0] <= DENSE_LIMIT:
-            self.inv = xp.asarray(numpy.linalg.inv(A.toarray()).astype(self.dtype))
-        else:
-            self.lu = scipy.sparse.linalg.splu(A.tocsc())
+        self.coarse = coarse.CSRDirectSolve(A, xp, self.dtype)
 
     def cycle(self, f):
         """One cycle for M u = f from u = 0 (a new array, in the hierarchy's precision)."""
@@ -90,9 +83,7 @@ class ShiftedLaplaceMG:
 
     def _cycle(self, k, f, kind):
         if k == len(self.levels) - 1:
-            if self.inv is not None:
-                return self.inv @ f
-            return backend.to_namespace(self.lu.solve(backend.to_host(f).astype(complex)).astype(self.dtype), self.xp)
+            return self.coarse.solve(f)
         lev = self.levels[k]
         u = self.xp.zeros_like(f)
         lev.smoother.smooth(u, f, self.pre, zero_guess=True)
@@ -119,6 +110,6 @@ class ShiftedLaplaceMG:
 
 
 class _Level:
-    def __init__(self, A, n, xp):
+    def __init__(self, A, n):
         self.A, self.n = A, n
         self.P = self.R = self.smoother = None
