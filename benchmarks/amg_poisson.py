@@ -31,7 +31,7 @@ import scipy.sparse  # noqa: E402
 
 import meshes  # noqa: E402
 import pcplugins  # noqa: E402
-from gmg_poisson import release, timed_solve, write  # noqa: E402
+from gmg_poisson import release, synchronizer, timed_solve, write  # noqa: E402
 from pcplugins import backend, bridge  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
@@ -87,7 +87,7 @@ def run(name, options, A, xy, gpu):
     ksp.setTolerances(rtol=1e-6, max_it=20000)
     ksp.setFromOptions()
     res = dict({"solver": name, "unknowns": A.shape[0], "options": options}, **timed_solve(ksp, M, b, x, gpu))
-    sync = (lambda: backend.cupy.cuda.runtime.deviceSynchronize()) if gpu else (lambda: None)
+    sync = synchronizer(gpu)
     pc, y = ksp.getPC(), b.duplicate()
     pc.apply(b, y)                        # one preconditioner application, once warm
     sync()

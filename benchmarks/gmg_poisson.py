@@ -95,9 +95,14 @@ def run(name, options, n, dim, gpu):
     return res
 
 
+def synchronizer(gpu):
+    """A function that waits for the GPU's work (nothing on the CPU)."""
+    return (lambda: backend.cupy.cuda.runtime.deviceSynchronize()) if gpu else (lambda: None)
+
+
 def timed_solve(ksp, A, b, x, gpu):
     """KSPSetUp and KSPSolve timed apart (the GPU synchronised around each), with the result."""
-    sync = (lambda: backend.cupy.cuda.runtime.deviceSynchronize()) if gpu else (lambda: None)
+    sync = synchronizer(gpu)
     sync()
     t0 = time.perf_counter()
     ksp.setUp()

@@ -110,6 +110,7 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     strong = (w > 0) & (w >= theta * wmax[rows])
     score = w * (1.0 + 1e-6 * _hash(rows, cols, xp))
     partner = xp.full(n, -1, numpy.int64)
+    i = xp.arange(n)
     for _ in range(rounds):
         free = partner < 0
         s = xp.where(strong & free[rows] & free[cols], score, 0.0)
@@ -117,12 +118,11 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
         pick = (s > 0) & (s == best[rows])
         choice = xp.full(n, -1, numpy.int64)
         choice[rows[pick]] = cols[pick]
-        i = xp.arange(n)
         mutual = (choice >= 0) & (choice[xp.maximum(choice, 0)] == i)
         if not bool(mutual.any()):
             break
         partner = xp.where(mutual, choice, partner)
-    rep = xp.where(partner >= 0, xp.minimum(xp.arange(n), partner), xp.arange(n))
+    rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
     _, agg = xp.unique(rep, return_inverse=True)
     agg = agg.ravel().astype(numpy.int32)
     return agg, int(agg.max()) + 1 if n else 0

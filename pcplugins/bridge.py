@@ -474,12 +474,12 @@ def _device_csr(M, xp):
             cfg = petsc4py.get_config()
             lib = os.path.join(cfg["PETSC_DIR"], cfg.get("PETSC_ARCH", "") or "", "lib", "libpetsc.so")
             _PETSC_LIB = ctypes.CDLL(lib)
+            _PETSC_LIB.MatSeqAIJGetCSRAndMemType.argtypes = [ctypes.c_void_p] * 5
         f = _PETSC_LIB.MatSeqAIJGetCSRAndMemType
     except (OSError, AttributeError, KeyError):
         return None
     ii, jj, aa = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     mtype = ctypes.c_int()
-    f.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4
     if f(ctypes.c_void_p(M.handle), ctypes.byref(ii), ctypes.byref(jj), ctypes.byref(aa), ctypes.byref(mtype)):
         return None
     if mtype.value == 0:                          # PETSC_MEMTYPE_HOST: nothing on the device
@@ -502,9 +502,8 @@ def amg_coordinates(pc, n):
     (None, why not). Sources in order: a Vec composed on the PC as "coordinates" (block size =
     dimension; pcplugins.set_coordinates does it, and C codes can PetscObjectCompose it), then the
     coordinates of a DMDA attached to the PC (its index grid when it has none)."""
-    v = pc.query("coordinates")
+    v = _composed_vec(pc, "coordinates")
     if v is not None:
-        v = PETSc.Vec(v) if not isinstance(v, PETSc.Vec) else v
         dim = v.getBlockSize()
         if dim not in (2, 3):
             raise error(f"pcplugins.AMG: the coordinates Vec composed on the PC has block size {dim}; "
@@ -565,12 +564,17 @@ def square_dmda(pc, dof, who):
     return nx
 
 
+def _composed_vec(pc, name):
+    """The Vec composed on the PC under ``name`` (PetscObjectCompose, from Python or C), or None."""
+    v = pc.query(name)
+    return v if v is None or isinstance(v, PETSc.Vec) else PETSc.Vec(v)
+
+
 def composed_real_array(pc, name, n):
     """The values of a Vec composed on the PC under ``name`` (n entries, real parts), or None."""
-    v = pc.query(name)
+    v = _composed_vec(pc, name)
     if v is None:
         return None
-    v = PETSc.Vec(v) if not isinstance(v, PETSc.Vec) else v
     if v.getSize() != n:
         raise error(f"the Vec \"{name}\" composed on the PC has {v.getSize()} entries, expected {n}")
     return numpy.array(v.getArray(readonly=True)).real.astype(float)

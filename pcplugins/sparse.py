@@ -9,6 +9,8 @@ piecewise-constant prolongation P (P[i, agg[i]] = 1) is never formed as a matrix
 - the Galerkin product P^T A P adds a_ij into entry (agg[i], agg[j]) (Wang, Hu, Cohen, Xu, eq. 4):
   the fine COO triplets relabelled and their duplicates summed.
 """
+import functools
+
 import numpy
 
 from . import backend
@@ -33,10 +35,6 @@ def csr(indptr, indices, data, n, xp, dtype=numpy.float64):
 def rows_of(A, xp):
     """The row index of every stored entry (the COO rows of a CSR matrix)."""
     return (xp.searchsorted(A.indptr, xp.arange(A.nnz, dtype=A.indptr.dtype), side="right") - 1).astype(numpy.int32)
-
-
-def diagonal(A):
-    return A.diagonal()
 
 
 def l1_norms(A, xp):
@@ -103,14 +101,9 @@ extern "C" __global__ void csr_rows(const int m, const int mode, const int* __re
 """
 
 
+@functools.lru_cache(maxsize=None)
 def _csr_kernel():
-    global _CSR
-    if _CSR is None:
-        _CSR = backend.cupy.RawKernel(_CSR_SOURCE, "csr_rows")
-    return _CSR
-
-
-_CSR = None
+    return backend.cupy.RawKernel(_CSR_SOURCE, "csr_rows")
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
@@ -164,10 +157,12 @@ def dot(a, b, xp):
     """(a, b) as a 0-d array of ``xp`` (one reduction kernel on the GPU, no synchronisation)."""
     if not backend.is_gpu(xp):
         return xp.asarray(numpy.dot(a, b))
-    global _DOT
-    if _DOT is None:
-        _DOT = backend.cupy.ReductionKernel("T x, T y", "T z", "x * y", "a + b", "z = a", "0", "pcplugins_dot")
-    return _DOT(a, b)
+    return _dot_kernel()(a, b)
+
+
+@functools.lru_cache(maxsize=None)
+def _dot_kernel():
+    return backend.cupy.ReductionKernel("T x, T y", "T z", "x * y", "a + b", "z = a", "0", "pcplugins_dot")
 
 
 def axpy(y, alpha, x, xp):
@@ -203,15 +198,9 @@ def xmay(x, alpha, y, xp):
     return _elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
 
 
-_DOT = None
-_KERNELS = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _elementwise(name, inputs, outputs, body):
-    k = _KERNELS.get(name)
-    if k is None:
-        k = _KERNELS[name] = backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name)
-    return k
+    return backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name)
 
 
 def complexity(levels):
