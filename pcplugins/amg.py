@@ -59,10 +59,10 @@ class AMG:
             if self._bad is not None and bool(self._bad):
                 bridge.set_failed(pc, True)
             with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
-                if backend.array_module(xa) is xp:
+                if backend.array_module(xa) is xp and backend.array_module(ya) is xp:
                     self._run(xa, ya)
                     out = ya
-                else:                     # host Vecs with -pc_amg_device gpu
+                else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
                     out = self.mg.cycle(backend.to_namespace(xa, xp))
                     ya[...] = backend.to_host(out)
                 # NaN/Inf: checked where the result was computed, the flag read at the next

@@ -2,7 +2,8 @@
 
 The numerical core is written once against an array namespace ``xp`` (``numpy`` or ``cupy``).
 This module picks the namespace, moves arrays between host and device, and views a PETSc Vec's
-own memory as an array (CuPy through DLPack for ``cuda`` Vecs, NumPy for host Vecs). It depends
+own memory as an array (CuPy through DLPack, or the raw device pointer for complex scalars, for
+``cuda`` Vecs; NumPy for host Vecs). It depends
 on nothing else in pcplugins.
 """
 import contextlib
@@ -82,9 +83,22 @@ def vec_array(vec, mode="r"):
     if vec_is_cuda(vec):
         if cupy is None:
             raise RuntimeError("a CUDA Vec reached pcplugins but CuPy is not installed")
-        yield cupy.from_dlpack(vec.toDLPack(mode))
-        # DLPack views need no restore: PETSc's device array stays valid while the Vec lives,
-        # and writes through it mark the device copy as the current one (toDLPack's mode).
+        from petsc4py import PETSc
+        dtype = numpy.dtype(PETSc.ScalarType)
+        if dtype.kind != "c":
+            yield cupy.from_dlpack(vec.toDLPack(mode))
+            # DLPack views need no restore: PETSc's device array stays valid while the Vec lives,
+            # and writes through it mark the device copy as the current one (toDLPack's mode).
+            return
+        # petsc4py's DLPack export refuses complex scalars: view the raw device pointer instead,
+        # between VecCUDAGetArray[Read|Write] and its restore
+        ptr = vec.getCUDAHandle(mode)
+        try:
+            n = vec.getLocalSize()
+            mem = cupy.cuda.UnownedMemory(ptr, n * dtype.itemsize, vec)
+            yield cupy.ndarray(n, dtype, cupy.cuda.MemoryPointer(mem, 0))
+        finally:
+            vec.restoreCUDAHandle(ptr, mode)
     else:
         with vec.getBuffer(readonly=(mode == "r")) as a:  # VecGetArray[Read] ... Restore
             yield a

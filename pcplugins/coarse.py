@@ -1,13 +1,14 @@
-"""Direct solve on the coarsest level.
+"""Solves on the coarsest level.
 
 The coarsest operator is small (a few hundred unknowns by default), so its inverse is formed once
 in setup (pseudo-inverse, which also handles a singular pure-Neumann coarse operator) and each
 solve is one dense matrix-vector product on the level's device: a single GEMV launch on the GPU.
-Larger coarse grids (when the grid cannot be coarsened further) use a sparse LU on the host.
+Larger coarse grids (when the grid cannot be coarsened further) use a sparse LU on the host, or,
+for CSR hierarchies of complex matrices, a fixed GMRES polynomial on the device.
 """
 import numpy
 
-from . import backend, grid, kernels
+from . import backend, grid, kernels, sparse
 
 DENSE_LIMIT = 4096
 
@@ -81,3 +82,82 @@ class CSRDirectSolve:
     def describe(self):
         kind = "dense inverse" if self.inv is not None else "sparse LU (host)"
         return f"direct solve ({kind}), {self.n} unknowns"
+
+
+class CSRPolynomialSolve:
+    """The coarsest level by a fixed polynomial in A: the GMRES polynomial of degree ``degree``,
+    applied through its roots, the harmonic Ritz values of ``degree`` Arnoldi steps from a fixed
+    pseudo-random vector, in Leja order (Loe and Morgan, "Toward efficient polynomial
+    preconditioning for GMRES", Numer. Linear Algebra Appl. 29 (2022)). It is a linear operator (the
+    same polynomial for every right-hand side, so a non-flexible Krylov method may use it) and on
+    the GPU ``degree`` row kernels and ``degree`` small updates, no host transfer: it serves
+    coarsest grids too large for the dense inverse, where a sparse LU on the host would dominate
+    the cycle (the shifted-Laplace coarsest grid, k h = 2.5, has (N/4 + 1)^2 unknowns). ``A_host``
+    is the SciPy matrix (in double) for the setup; ``A`` the level's matrix on its device."""
+
+    def __init__(self, A_host, A, xp, degree=16):
+        self.A, self.xp, self.degree = A, xp, degree
+        self.dtype = numpy.dtype(A.dtype)
+        if self.dtype.kind != "c":
+            raise ValueError("the polynomial coarse solve needs complex arithmetic (its roots are complex)")
+        self.roots = harmonic_ritz_values(A_host, degree)
+
+    def solve(self, f):
+        """p(A) f with 1 - A p(A) the GMRES polynomial (a new array)."""
+        y = self.xp.zeros_like(f)
+        p = f.copy()
+        last = len(self.roots) - 1
+        for i, theta in enumerate(self.roots):
+            c = self.dtype.type(1.0 / theta)
+            if i < last:
+                _poly_step(y, p, sparse.spmv(self.A, p, self.xp), c)
+            else:
+                y += c * p
+        return y
+
+    def describe(self):
+        return (f"GMRES polynomial of degree {self.degree} (harmonic Ritz roots, Leja order), "
+                f"{self.A.shape[0]} unknowns")
+
+
+def _poly_step(y, p, ap, c):
+    """y += c p; p -= c A p (one kernel on the GPU)."""
+    if backend.array_module(y) is numpy:
+        y += c * p
+        p -= c * ap
+        return
+    sparse.elementwise("poly_step", "T ap, T c", "T y, T p", "y += c * p; p -= c * ap")(ap, c, y, p)
+
+
+def harmonic_ritz_values(A, m, seed=7):
+    """The m harmonic Ritz values of A (SciPy, complex or real) from m Arnoldi steps started at a
+    fixed pseudo-random vector, in Leja order (each next root the farthest, in product of
+    distances, from those before it: keeps the product of linear factors well conditioned)."""
+    n = A.shape[0]
+    m = min(m, n)
+    rng = numpy.random.default_rng(seed)
+    V = numpy.zeros((n, m + 1), complex)
+    H = numpy.zeros((m + 1, m), complex)
+    v = rng.standard_normal(n) + 1j * rng.standard_normal(n)
+    V[:, 0] = v / numpy.linalg.norm(v)
+    for j in range(m):
+        w = A @ V[:, j]
+        for _ in range(2):                                  # twice Gram-Schmidt: orthogonal to rounding
+            h = V[:, :j + 1].conj().T @ w
+            w -= V[:, :j + 1] @ h
+            H[:j + 1, j] += h
+        H[j + 1, j] = numpy.linalg.norm(w)
+        if H[j + 1, j] <= 1e-14 * abs(H[:j + 1, j]).max():   # invariant subspace: the Ritz values are exact
+            m = j + 1
+            break
+        V[:, j + 1] = w / H[j + 1, j]
+    Hm = H[:m, :m]
+    e = numpy.zeros(m)
+    e[-1] = 1.0
+    theta = numpy.linalg.eigvals(Hm + abs(H[m, m - 1]) ** 2 * numpy.outer(numpy.linalg.solve(Hm.conj().T, e), e))
+    order = [int(numpy.argmax(abs(theta)))]
+    rest = [i for i in range(len(theta)) if i != order[0]]
+    while rest:
+        score = [numpy.log(abs(theta[i] - theta[order]) + 1e-300).sum() for i in rest]
+        order.append(rest.pop(int(numpy.argmax(score))))
+    return theta[order]

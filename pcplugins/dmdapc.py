@@ -155,8 +155,8 @@ class DMDAPC:
             bridge.set_failed(pc, True)
         with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
             src, dst = xa.reshape(shape), ya.reshape(shape)
-            host_vecs = backend.array_module(xa) is not xp
-            if host_vecs:                       # -pc_gmg_device gpu with host Vecs
+            host_vecs = backend.array_module(xa) is not xp or backend.array_module(ya) is not xp
+            if host_vecs:                       # -pc_gmg_device gpu with host Vecs, or a KSP mixing kinds
                 if self._x is None:
                     self._x, self._y = xp.zeros(shape), xp.zeros(shape)
                 t = bridge.clock()

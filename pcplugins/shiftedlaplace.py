@@ -30,6 +30,12 @@ OPTIONS = [
     Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps"),
     Option("pc_sl_post", "int", 1, "Post-smoothing sweeps"),
     Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this"),
+    Option("pc_sl_coarse", "str", "auto",
+           "Coarsest-grid solve: dense inverse (direct; a host sparse LU beyond 4096 unknowns), a GMRES "
+           "polynomial on the device, or auto (direct up to 4096 unknowns, the polynomial beyond)",
+           ("auto", "direct", "polynomial")),
+    Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial"),
+    Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     Option("pc_sl_precision", "str", "double",
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
            ("double", "single")),
@@ -57,17 +63,21 @@ class ShiftedLaplace:
 
     def apply(self, pc, x, y):
         with bridge.event("SLApply"):
-            xp = self.xp
             with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
-                a = backend.to_namespace(xa, xp)
-                f = a[0::2] + 1j * a[1::2] if self.real_equivalent else a
-                u = self.mg.cycle(f)
-                if self.real_equivalent:
-                    out = xp.empty(a.shape, numpy.float64)
-                    out[0::2], out[1::2] = u.real, u.imag
-                else:
-                    out = u
-                ya[...] = backend.to_namespace(out, backend.array_module(ya))
+                if backend.array_module(xa) is self.xp and backend.array_module(ya) is self.xp:
+                    self._run(xa, ya)
+                else:                     # host Vecs with -pc_sl_device gpu, or a KSP mixing kinds
+                    out = self.xp.empty(xa.shape, xa.dtype)
+                    self._cycle(backend.to_namespace(xa, self.xp), out)
+                    ya[...] = backend.to_namespace(out, backend.array_module(ya))
+
+    def _cycle(self, a, out):
+        """out = one cycle on a (PETSc's layout: interleaved real and imaginary parts, or complex)."""
+        if self.real_equivalent:
+            u = self.mg.cycle(a[0::2] + 1j * a[1::2])
+            out[0::2], out[1::2] = u.real, u.imag
+        else:
+            out[...] = self.mg.cycle(a)
 
     def view(self, pc, viewer=None):
         bridge.view_lines(viewer, self.describe())
@@ -98,6 +108,8 @@ class ShiftedLaplace:
         for name in ("pre", "post"):
             if v[name] < 0:
                 raise bridge.error(f"option -pc_sl_{name}: must be >= 0, got {v[name]}")
+        if v["coarse_degree"] < 1:
+            raise bridge.error(f"option -pc_sl_coarse_degree: must be >= 1, got {v['coarse_degree']}")
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cuda" in (M.getVecType() or "") and backend.gpu_available() else "cpu"
@@ -112,8 +124,16 @@ class ShiftedLaplace:
         self.n, self.kmax = n, float(k.max())
         self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
                                         cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],
-                                        max_kh=v["max_kh"],
+                                        max_kh=v["max_kh"], coarse_solve=v["coarse"], degree=v["coarse_degree"],
                                         dtype=numpy.complex64 if v["precision"] == "single" else numpy.complex128)
+        self._graphs = None
+        if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
+            # the cycle's temporaries come from a pool of their own, which the graphs keep using
+            m = n * n * (2 if self.real_equivalent else 1)
+            dtype = numpy.float64 if self.real_equivalent else numpy.complex128
+            self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
+                                               buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))
+        self._run = self._graphs or self._cycle
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
@@ -125,7 +145,8 @@ class ShiftedLaplace:
         return [f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n} x {self.n} "
                 f"DMDA grid, {v['boundary']} boundary, {form}",
                 f"wavenumber from {self.k_source} (max {self.kmax:g}, k h = {self.kmax * self._h():.3g}); "
-                f"device {self.device}"] + self.mg.describe()
+                f"device {self.device}" + (", CUDA graph " + (self._graphs.note if self._graphs else "off")
+                                           if backend.is_gpu(self.xp) else "")] + self.mg.describe()
 
     def _h(self):
         return 1.0 / (self.n - 1) if self.values["boundary"] == "absorbing" else 1.0 / (self.n + 1)

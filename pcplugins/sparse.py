@@ -69,28 +69,30 @@ def prolong_add(u, e, agg):
     if backend.array_module(u) is numpy:
         u += e[agg]
         return u
-    _elementwise("prolong", "raw T e, I agg", "T u", "u += e[agg]")(e, agg, u)
+    elementwise("prolong", "raw T e, I agg", "T u", "u += e[agg]")(e, agg, u)
     return u
 
 
 # -- products that never wait for the host ---------------------------------------------------------
 # cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per
-# call, so on the GPU these run one small row kernel each; on the host they are SciPy/NumPy
-# expressions, the kernels' twins (tests/test_gpu.py compares them).
+# call, so on the GPU these run one small row kernel each (real or complex, single or double); on
+# the host they are SciPy/NumPy expressions, the kernels' twins (tests/test_gpu.py compares them).
 
 _ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
 
 _CSR_SOURCE = r"""
+#include <cupy/complex.cuh>
+typedef VALUE T;
 extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
         const int* __restrict__ indptr, const int* __restrict__ indices,
-        const double* __restrict__ data, const double* u,
-        const double* __restrict__ f, const double* __restrict__ scale, double* out)
+        const T* __restrict__ data, const T* u,
+        const T* __restrict__ f, const T* __restrict__ scale, T* out)
 {
     // out[t] = scale[t] (f[i] - sum_k a_tk u_k) with i = rows[t], or plain (A u)[t], per mode;
     // mode 8: u[i] += that instead (rows with no couplings among them: u is also the output)
     const int t = blockDim.x * blockIdx.x + threadIdx.x;
     if (t >= m) return;
-    double s = 0.0;
+    T s = T(0);
     for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
     const int i = (mode & 1) ? rows[t] : t;
     if (mode & 2) s = f[i] - s;
@@ -100,35 +102,40 @@ extern "C" __global__ void csr_rows(const int m, const int mode, const int* __re
 }
 """
 
+# the value types the row kernel is compiled for (CuPy's complex<T> for the complex ones)
+_CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float",
+           numpy.dtype(numpy.complex128): "complex<double>", numpy.dtype(numpy.complex64): "complex<float>"}
+
 
 @functools.lru_cache(maxsize=None)
-def _csr_kernel():
-    return backend.cupy.RawKernel(_CSR_SOURCE, "csr_rows")
+def _csr_kernel(ctype):
+    return backend.cupy.RawKernel(_CSR_SOURCE.replace("VALUE", ctype), "csr_rows")
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
     cp = backend.cupy
     m = A.shape[0]
-    out = u if inplace else cp.empty(m, numpy.float64)
+    out = u if inplace else cp.empty(m, A.dtype)
     mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
         (_SCALE if scale is not None else 0) | (_INPLACE if inplace else 0)
     dummy = A.indptr
-    _csr_kernel()(((m + 255) // 256,), (256,),
-                  (numpy.int32(m), numpy.int32(mode), rows if rows is not None else dummy, A.indptr,
-                   A.indices, A.data, u, f if f is not None else u, scale if scale is not None else u, out))
+    _csr_kernel(_CTYPES[A.dtype])(((m + 255) // 256,), (256,),
+                                  (numpy.int32(m), numpy.int32(mode), rows if rows is not None else dummy,
+                                   A.indptr, A.indices, A.data, u, f if f is not None else u,
+                                   scale if scale is not None else u, out))
     return out
 
 
 def spmv(A, u, xp):
     """A u (a new array)."""
-    if backend.is_gpu(xp) and _kernel_types(A):
+    if backend.is_gpu(xp) and _kernel_types(A, u):
         return _csr_rows(A, u)
     return A @ u
 
 
 def residual(A, f, u, xp):
     """f - A u (a new array)."""
-    if backend.is_gpu(xp) and _kernel_types(A):
+    if backend.is_gpu(xp) and _kernel_types(A, u, f):
         return _csr_rows(A, u, f=f)
     return f - A @ u
 
@@ -137,20 +144,21 @@ def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
     """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A: all the new
     values computed from the old u, then written (the same result whatever the colouring).
     ``independent``: the rows do not couple to each other, so one kernel updates u in place."""
-    if backend.is_gpu(xp) and _kernel_types(Arows):
+    if backend.is_gpu(xp) and _kernel_types(Arows, u, f, scale):
         if independent:
             _csr_rows(Arows, u, f=f, rows=rows, scale=scale, inplace=True)
             return u
         t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
-        _elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")(t, rows, u, size=rows.shape[0])
+        elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")(t, rows, u, size=rows.shape[0])
         return u
     u[rows] += scale * (f[rows] - Arows @ u)
     return u
 
 
-def _kernel_types(A):
-    """The row kernel's types: int32 indices, float64 values."""
-    return A.indices.dtype == numpy.int32 and A.indptr.dtype == numpy.int32 and A.data.dtype == numpy.float64
+def _kernel_types(A, *vectors):
+    """The row kernel's types: int32 indices, the vectors' values of the matrix's type."""
+    return (A.indices.dtype == numpy.int32 and A.indptr.dtype == numpy.int32 and A.dtype in _CTYPES
+            and all(v.dtype == A.dtype for v in vectors))
 
 
 def dot(a, b, xp):
@@ -170,7 +178,7 @@ def axpy(y, alpha, x, xp):
     if not backend.is_gpu(xp):
         y += alpha * x
         return y
-    _elementwise("axpy", "raw T a, T x", "T y", "y += a[0] * x")(alpha, x, y)
+    elementwise("axpy", "raw T a, T x", "T y", "y += a[0] * x")(alpha, x, y)
     return y
 
 
@@ -180,7 +188,7 @@ def axpy_ratio(y, num, den, x, xp):
         if den > 0:
             y -= (num / den) * x
         return y
-    _elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y", "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
+    elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y", "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
     return y
 
 
@@ -188,18 +196,19 @@ def step_length(rp, pap, xp):
     """rp / pap, or 0 where pap <= 0 (a direction of zero energy: the residual is already zero)."""
     if not backend.is_gpu(xp):
         return xp.asarray(rp / pap if pap > 0 else 0.0)
-    return _elementwise("step", "T rp, T pap", "T a", "a = pap > 0 ? rp / pap : 0")(rp, pap)
+    return elementwise("step", "T rp, T pap", "T a", "a = pap > 0 ? rp / pap : 0")(rp, pap)
 
 
 def xmay(x, alpha, y, xp):
     """x - alpha y (a new array), alpha a 0-d array."""
     if not backend.is_gpu(xp):
         return x - alpha * y
-    return _elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
+    return elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
 
 
 @functools.lru_cache(maxsize=None)
-def _elementwise(name, inputs, outputs, body):
+def elementwise(name, inputs, outputs, body):
+    """A named CuPy ElementwiseKernel, compiled once per signature."""
     return backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name)
 
 

@@ -297,9 +297,12 @@ def test_amg_petsc_cuda_matches_host(method):
     assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
 
 
-def test_csr_row_kernels_match_twins():
-    """sparse.spmv / residual / relax_rows: the row kernel against the SciPy expressions, with an
-    improper colouring (same-colour neighbours) where the update order would matter."""
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
+                                       (np.complex64, 1e-5)])
+def test_csr_row_kernels_match_twins(dtype, tol):
+    """sparse.spmv / residual / relax_rows: the row kernel (compiled per value type) against the
+    SciPy expressions, with an improper colouring (same-colour neighbours) where the update order
+    would matter, and the kernel (not cuSPARSE) is what ran."""
     import scipy.sparse
     from pcplugins import sparse
     cp = backend.cupy
@@ -307,18 +310,23 @@ def test_csr_row_kernels_match_twins():
     A = scipy.sparse.random(300, 300, density=0.03, random_state=6, format="csr") + scipy.sparse.identity(300)
     A = A.tocsr()
     u, f = rng.random(300), rng.random(300)
+    if np.dtype(dtype).kind == "c":
+        A = A + 0.5j * scipy.sparse.random(300, 300, density=0.03, random_state=7, format="csr")
+        u = u + 1j * rng.random(300)
+    u, f = u.astype(dtype), f.astype(dtype)
     rows = np.arange(0, 300, 3).astype(np.int32)          # neighbours of each other: improper
-    scale = rng.random(rows.size)
+    scale = rng.random(rows.size).astype(dtype)
     out = {}
     for xp in (np, cp):
-        Ax = sparse.csr(A.indptr, A.indices, A.data, 300, xp)
+        Ax = sparse.csr(A.indptr, A.indices, A.data, 300, xp, dtype)
         Ar = Ax[xp.asarray(rows)]
         uu = xp.asarray(u)
+        assert xp is np or sparse._kernel_types(Ax, uu)
         res = [sparse.spmv(Ax, uu, xp), sparse.residual(Ax, xp.asarray(f), uu, xp),
                sparse.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
         out[xp] = [backend.to_host(a) for a in res]
     for a, b in zip(out[np], out[cp]):
-        assert np.allclose(a, b, rtol=1e-13, atol=1e-13)
+        assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol)
 
 
 def test_amg_cycle_is_captured_as_a_graph():
@@ -330,14 +338,46 @@ def test_amg_cycle_is_captured_as_a_graph():
     assert res < 1e-8 and it <= 14
 
 
-def test_shifted_laplace_cupy_matches_numpy():
-    """The shifted-Laplace F-cycle (complex CSR levels on cupyx, colour GS through the SciPy-twin
-    expression, as the row kernels are float64 only) against NumPy."""
+@pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
+def test_shifted_laplace_cupy_matches_numpy(coarse_solve):
+    """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
+    NumPy, with either coarsest-grid solve."""
     from pcplugins import helmholtz, slmg
     cp = backend.cupy
     n, k = 33, 20.0
     M = helmholtz.operator(n, k, shift=(1.0, 0.6))
     z = np.random.default_rng(2).standard_normal(n * n) + 1j
-    ref = slmg.ShiftedLaplaceMG(M, n, np, k).cycle(z)
-    got = slmg.ShiftedLaplaceMG(M, n, cp, k).cycle(cp.asarray(z))
+    ref = slmg.ShiftedLaplaceMG(M, n, np, k, coarse_solve=coarse_solve).cycle(z)
+    got = slmg.ShiftedLaplaceMG(M, n, cp, k, coarse_solve=coarse_solve).cycle(cp.asarray(z))
     assert np.allclose(cp.asnumpy(got), ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
+def test_shifted_laplace_petsc_cuda_matches_host(coarse_solve):
+    """aijcusparse + CUDA Vecs: the PC reads and writes PETSc's device memory (DLPack with a real
+    PETSc, the raw device pointer with complex scalars), replays its cycle as a CUDA graph and gives
+    the host run's result and Bi-CGSTAB iteration count (run with both builds:
+    PCPLUGINS_SCALAR=complex .gpu/setup.sh)."""
+    from problems import helmholtz_system
+    N, k = 32, 20.0
+    out = {}
+    for mat_type in ("aij", "aijcusparse"):
+        with petsc_options({"mat_type": mat_type}):
+            da, A, b = helmholtz_system(N, k)
+        ksp, x = petsc_solve(da, A, b, {"pc_sl_k": k, "ksp_pc_side": "right", "pc_sl_coarse": coarse_solve},
+                             ksp_type="bcgs", pc="pcplugins.ShiftedLaplace", rtol=1e-6)
+        pc, y = ksp.getPC(), b.duplicate()
+        pc.apply(b, y)
+        out[mat_type] = (ksp.getIterationNumber(), pc.getPythonContext().device, b.getType(),
+                         y.getArray().copy(), x.getArray().copy())
+        text = "\n".join(pc.getPythonContext().describe())
+        from petsc4py import PETSc
+        y_host = PETSc.Vec().createSeq(b.getSize(), comm=PETSc.COMM_SELF)   # a KSP may mix Vec kinds
+        pc.apply(b, y_host)
+        assert np.allclose(y_host.getArray(), out[mat_type][3], rtol=1e-12, atol=0)
+    assert "CUDA graph on" in text, text
+    assert out["aij"][1] == "cpu" and out["aijcusparse"][1] == "gpu" and "cuda" in out["aijcusparse"][2]
+    assert out["aij"][0] == out["aijcusparse"][0]
+    for i in (3, 4):
+        ref = out["aij"][i]
+        assert np.allclose(out["aijcusparse"][i], ref, rtol=0, atol=1e-9 * np.abs(ref).max())
