@@ -92,15 +92,17 @@ class CSRPolynomialSolve:
     same polynomial for every right-hand side, so a non-flexible Krylov method may use it) and on
     the GPU ``degree`` row kernels and ``degree`` small updates, no host transfer: it serves
     coarsest grids too large for the dense inverse, where a sparse LU on the host would dominate
-    the cycle (the shifted-Laplace coarsest grid, k h = 2.5, has (N/4 + 1)^2 unknowns). ``A_host``
-    is the SciPy matrix (in double) for the setup; ``A`` the level's matrix on its device."""
+    the cycle (the shifted-Laplace coarsest grid, k h = 2.5, has (N/4 + 1)^2 unknowns). ``A_double``
+    is the matrix in double for the setup (its Arnoldi steps run on the host); ``A`` the level's
+    matrix on its device, in the cycle's precision."""
 
-    def __init__(self, A_host, A, xp, degree=16):
+    def __init__(self, A_double, A, xp, degree=16):
         self.A, self.xp, self.degree = A, xp, degree
         self.dtype = numpy.dtype(A.dtype)
         if self.dtype.kind != "c":
             raise ValueError("the polynomial coarse solve needs complex arithmetic (its roots are complex)")
-        self.roots = harmonic_ritz_values(A_host, degree)
+        host = A_double.get() if backend.array_module(A_double.data) is not numpy else A_double
+        self.roots = harmonic_ritz_values(host, degree)
 
     def solve(self, f):
         """p(A) f with 1 - A p(A) the GMRES polynomial (a new array)."""

@@ -13,38 +13,37 @@ Erlangga, Oosterlee and Vuik (Knibbe, Oosterlee, Vuik: b1 = 1, b2 = 0.6 with Bi-
 scalar or an n x n array (heterogeneous media). Unknowns are numbered x fastest (PETSc's DMDA order).
 """
 import numpy
-import scipy.sparse
+
+from . import sparse
 
 
-def operator(n, k, shift=(1.0, 0.0), boundary="absorbing"):
-    """The n x n grid's operator as a SciPy CSR matrix (complex128)."""
-    k = numpy.broadcast_to(numpy.asarray(k, dtype=float), (n, n))
-    sigma = (shift[0] - 1j * shift[1]) * k ** 2
+def operator(n, k, shift=(1.0, 0.0), boundary="absorbing", xp=numpy):
+    """The n x n grid's operator as a complex128 CSR matrix of ``xp`` (SciPy, or cupyx on the GPU)."""
     if boundary not in ("absorbing", "dirichlet"):
         raise ValueError(f"unknown boundary {boundary!r} (absorbing or dirichlet)")
+    k = xp.broadcast_to(xp.asarray(k, dtype=float), (n, n))
+    sigma = (shift[0] - 1j * shift[1]) * k ** 2
     h = 1.0 / (n - 1) if boundary == "absorbing" else 1.0 / (n + 1)
-    idx = numpy.arange(n * n).reshape(n, n)
+    idx = xp.arange(n * n).reshape(n, n)
     diag = (4.0 - sigma * h * h).astype(complex)
+    scale = xp.ones((n, n))           # absorbing: boundary rows halved (corners quartered), complex symmetric
     rows, cols, vals = [], [], []
     for axis in (0, 1):
         for s in (-1, 1):
-            w = -numpy.ones((n, n), complex)        # the coupling to the neighbour at s along axis
+            w = -xp.ones((n, n), complex)        # the coupling to the neighbour at s along axis
+            edge = [slice(None)] * 2
+            edge[axis] = 0 if s == -1 else -1
+            edge = tuple(edge)
+            w[edge] = 0
             if boundary == "absorbing":
-                edge = [slice(None)] * 2
-                edge[axis] = 0 if s == -1 else -1
-                edge = tuple(edge)
                 # no neighbour outside: its ghost value u_in + 2 i h k u doubles the inward
                 # coupling (added below from the other side) and moves onto the diagonal
                 diag[edge] += 2j * h * k[edge]
-                w[edge] = 0
                 inward = [slice(None)] * 2
                 inward[axis] = 0 if s == 1 else -1
                 w[tuple(inward)] *= 2
-            else:
-                edge = [slice(None)] * 2
-                edge[axis] = 0 if s == -1 else -1
-                w[tuple(edge)] = 0
-            nb = numpy.roll(idx, -s, axis=axis)
+                scale[edge] *= 0.5
+            nb = xp.roll(idx, -s, axis=axis)
             m = w != 0
             rows.append(idx[m])
             cols.append(nb[m])
@@ -52,17 +51,9 @@ def operator(n, k, shift=(1.0, 0.0), boundary="absorbing"):
     rows.append(idx.ravel())
     cols.append(idx.ravel())
     vals.append(diag.ravel())
-    A = scipy.sparse.csr_matrix((numpy.concatenate(vals), (numpy.concatenate(rows), numpy.concatenate(cols))),
-                                shape=(n * n, n * n))
-    if boundary == "absorbing":                     # halve boundary rows: complex symmetric
-        scale = numpy.ones((n, n))
-        for axis in (0, 1):
-            for side in (0, -1):
-                sl = [slice(None)] * 2
-                sl[axis] = side
-                scale[tuple(sl)] *= 0.5
-        A = scipy.sparse.diags(scale.ravel()) @ A
-    A = A.tocsr()
+    rows, cols = xp.concatenate(rows), xp.concatenate(cols)
+    vals = xp.concatenate(vals) * scale.ravel()[rows]
+    A = sparse.module(xp).coo_matrix((vals, (rows, cols)), shape=(n * n, n * n)).tocsr()
     A.sum_duplicates()
     A.sort_indices()
     return A

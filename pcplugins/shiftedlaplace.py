@@ -120,12 +120,17 @@ class ShiftedLaplace:
         self.device = device
         bridge.set_event_namespace(self.xp)
         shift = (v["beta1"], v["beta2"])
-        Mh = helmholtz.operator(n, k.reshape(n, n) if k.ndim else k, shift, v["boundary"])
+        t0 = bridge.clock()
+        Mh = helmholtz.operator(n, k.reshape(n, n) if k.ndim else k, shift, v["boundary"], self.xp)
+        backend.synchronize(self.xp)
+        t1 = bridge.clock()
         self.n, self.kmax = n, float(k.max())
         self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
                                         cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],
                                         max_kh=v["max_kh"], coarse_solve=v["coarse"], degree=v["coarse_degree"],
                                         dtype=numpy.complex64 if v["precision"] == "single" else numpy.complex128)
+        backend.synchronize(self.xp)
+        self.timings = {"operator": t1 - t0, "hierarchy": bridge.clock() - t1}
         self._graphs = None
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
@@ -142,11 +147,14 @@ class ShiftedLaplace:
         v = self.values
         form = ("real-equivalent form (dof 2, real and imaginary parts interleaved)" if self.real_equivalent
                 else "complex scalars")
-        return [f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n} x {self.n} "
-                f"DMDA grid, {v['boundary']} boundary, {form}",
-                f"wavenumber from {self.k_source} (max {self.kmax:g}, k h = {self.kmax * self._h():.3g}); "
-                f"device {self.device}" + (", CUDA graph " + (self._graphs.note if self._graphs else "off")
-                                           if backend.is_gpu(self.xp) else "")] + self.mg.describe()
+        graph = (", CUDA graph " + (self._graphs.note if self._graphs else "off")) if backend.is_gpu(self.xp) else ""
+        t = self.timings
+        return ([f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n} x {self.n} "
+                 f"DMDA grid, {v['boundary']} boundary, {form}",
+                 f"wavenumber from {self.k_source} (max {self.kmax:g}, k h = {self.kmax * self._h():.3g}); "
+                 f"device {self.device}{graph}"] + self.mg.describe() +
+                [f"setup: shifted operator {t['operator']:.3g} s, hierarchy (Galerkin, smoothers, coarse solve) "
+                 f"{t['hierarchy']:.3g} s"])
 
     def _h(self):
         return 1.0 / (self.n - 1) if self.values["boundary"] == "absorbing" else 1.0 / (self.n + 1)

@@ -55,8 +55,9 @@ def _colours(n):
 class ShiftedLaplaceMG:
     def __init__(self, M, n, xp, kmax, keep_boundary=True, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5,
                  dtype=numpy.complex128, coarse_solve="auto", degree=16):
-        """M: the fine matrix as SciPy CSR (the Galerkin products run on the host in double, each
-        level is then stored in ``dtype``, complex64 for mixed precision, on ``xp``).
+        """M: the fine matrix as a CSR matrix of ``xp`` (or SciPy's, moved to the GPU). The
+        Galerkin products run on ``xp`` in double; each level is then stored in ``dtype``
+        (complex64 for mixed precision).
         ``coarse_solve``: 'direct' (dense inverse up to coarse.DENSE_LIMIT unknowns, sparse LU on
         the host beyond), 'polynomial' (a GMRES polynomial of ``degree``) or 'auto' (direct when the
         dense inverse applies, the polynomial otherwise)."""
@@ -67,24 +68,21 @@ class ShiftedLaplaceMG:
         self.xp, self.cycle_kind, self.pre, self.post = xp, cycle, pre, post
         self.omega, self.max_kh = omega, max_kh
         self.dtype = numpy.dtype(dtype)
-        gpu = backend.is_gpu(xp)
         sp = sparse.module(xp)
-
-        def on_device(B):
-            B = B.astype(self.dtype).tocsr()
-            return sp.csr_matrix(B) if gpu else B
-        A = M.tocsr()
+        A = sp.csr_matrix(M) if backend.is_gpu(xp) and not sp.issparse(M) else M.tocsr()
         self.levels = []
         while True:
-            lev = _Level(on_device(A), n)
+            lev = _Level(A.astype(self.dtype), n)
             self.levels.append(lev)
             P1, nc = prolongation_1d(n, keep_boundary)
             h_coarse = 1.0 / (nc - 1) if keep_boundary else 1.0 / (nc + 1)
             if nc < 3 or kmax * h_coarse > max_kh:
                 break
-            P = scipy.sparse.kron(P1, P1, format="csr")
-            Ac = (P.T @ A @ P).tocsr()
-            lev.P, lev.R = on_device(P), on_device(P.T)
+            P1 = sp.csr_matrix(P1)
+            P = sp.kron(P1, P1, format="csr")
+            R = P.T.tocsr()
+            Ac = (R @ A @ P).tocsr()            # Galerkin, in double, on the level's device
+            lev.P, lev.R = P.astype(self.dtype), R.astype(self.dtype)
             lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n)), xp, omega)
             A, n = Ac, nc
         if coarse_solve == "auto":

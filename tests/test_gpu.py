@@ -338,6 +338,17 @@ def test_amg_cycle_is_captured_as_a_graph():
     assert res < 1e-8 and it <= 14
 
 
+@pytest.mark.parametrize("boundary", ["absorbing", "dirichlet"])
+def test_helmholtz_operator_built_on_the_device(boundary):
+    from pcplugins import helmholtz
+    cp = backend.cupy
+    k = np.linspace(5.0, 9.0, 19 * 19).reshape(19, 19)
+    ref = helmholtz.operator(19, k, (1.0, 0.6), boundary)
+    got = helmholtz.operator(19, cp.asarray(k), (1.0, 0.6), boundary, cp).get()
+    assert (got.indptr == ref.indptr).all() and (got.indices == ref.indices).all()
+    assert np.allclose(got.data, ref.data, rtol=1e-15, atol=0)
+
+
 @pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
 def test_shifted_laplace_cupy_matches_numpy(coarse_solve):
     """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
