@@ -6,32 +6,15 @@ A line along axis a holds the points that differ only in their a-th index; the s
 along the line (offsets 0 and +-e_a) form a tridiagonal system, every other coupling goes to the
 right-hand side. Lines are coloured by the parity of their other indices (2 colours for star
 stencils in 2D and 3D, all parity combinations for box stencils), so lines of one colour never
-couple and are solved together; the colours alternate as in red-black. The batched solve here is
-the Thomas algorithm vectorised over the lines, written once for NumPy and CuPy (sequential along
-the line); the cyclic-reduction CUDA kernel of the paper is still to come. One rank: a line that
-crosses ranks would need a distributed tridiagonal solve.
+couple and are solved together; the colours alternate as in red-black. The batched solves
+(tridiag.py) are cyclic reduction on the GPU, one thread block per line, and the Thomas algorithm
+on the host. One rank: a line that crosses ranks would need a distributed tridiagonal solve.
 """
 import itertools
 
 import numpy
 
-from . import grid
-
-
-def thomas(lower, diag, upper, rhs, xp):
-    """Solve the tridiagonal systems along the last axis (batched over the others)."""
-    n = diag.shape[-1]
-    c = xp.empty_like(diag)
-    d = xp.empty_like(rhs)
-    c[..., 0] = upper[..., 0] / diag[..., 0]
-    d[..., 0] = rhs[..., 0] / diag[..., 0]
-    for i in range(1, n):
-        m = diag[..., i] - lower[..., i] * c[..., i - 1]
-        c[..., i] = upper[..., i] / m
-        d[..., i] = (rhs[..., i] - lower[..., i] * d[..., i - 1]) / m
-    for i in range(n - 2, -1, -1):
-        d[..., i] -= c[..., i] * d[..., i + 1]
-    return d
+from . import backend, grid, tridiag
 
 
 class LineGS:
@@ -54,7 +37,7 @@ class LineGS:
             up = next((k for k in on if op.offsets[k][a] == 1), None)
             off = [k for k in range(len(op.offsets)) if k not in on]
             zero = xp.zeros(box.shape, op.dtype)
-            tri = [xp.moveaxis(c, a, -1) for c in (self.coefs[lo] if lo is not None else zero,
+            tri = [xp.ascontiguousarray(xp.moveaxis(c, a, -1)) for c in (self.coefs[lo] if lo is not None else zero,
                                                     self.coefs[kd],
                                                     self.coefs[up] if up is not None else zero)]
             others = [b for b in range(box.dim) if b != a]
@@ -79,7 +62,7 @@ class LineGS:
                     rhs = f.copy()
                     for k in off:
                         rhs -= self.coefs[k] * grid.view(u, grid.full_lattice(op.box), op.offsets[k], padded=True)
-                    x = thomas(lo, dg, up, xp.moveaxis(rhs, a, -1), xp)
+                    x = tridiag.solve(lo, dg, up, xp.moveaxis(rhs, a, -1), xp)
                     new = xp.moveaxis(x, -1, a)
                     if self.omega != 1.0:
                         new = ui + self.omega * (new - ui)
@@ -92,4 +75,5 @@ class LineGS:
         d = self.op.box.dim
         lines = "/".join(names[d - a] for a in self.axes)
         kind = "ADI (alternating line" if len(self.axes) > 1 else "line"
-        return f"zebra {kind} Gauss-Seidel along {lines}{')' if len(self.axes) > 1 else ''}, Thomas solves"
+        solver = "cyclic-reduction" if backend.is_gpu(self.op.xp) else "Thomas"
+        return f"zebra {kind} Gauss-Seidel along {lines}{')' if len(self.axes) > 1 else ''}, {solver} solves"

@@ -1,9 +1,9 @@
-"""Line and ADI smoothers (lines.py) on anisotropic problems, and the batched Thomas solve."""
+"""Line and ADI smoothers (lines.py) on anisotropic problems, and the batched Thomas solve (tridiag.py)."""
 import numpy as np
 import pytest
 import scipy.linalg
 
-from pcplugins import grid, lines, multigrid, stencil
+from pcplugins import grid, multigrid, stencil, tridiag
 
 
 def test_batched_thomas_matches_banded_solve():
@@ -11,7 +11,7 @@ def test_batched_thomas_matches_banded_solve():
     lo, up = rng.uniform(-1, 0, (5, 3, 17)), rng.uniform(-1, 0, (5, 3, 17))
     dg = 2.5 + rng.uniform(0, 1, (5, 3, 17))
     rhs = rng.standard_normal((5, 3, 17))
-    x = lines.thomas(lo, dg, up, rhs, np)
+    x = tridiag.thomas(lo, dg, up, rhs, np)
     for i in range(5):
         for j in range(3):
             ab = np.vstack([np.r_[0, up[i, j, :-1]], dg[i, j], np.r_[lo[i, j, 1:], 0]])
