@@ -10,6 +10,7 @@ couple and are solved together; the colours alternate as in red-black. The batch
 (tridiag.py) are cyclic reduction on the GPU, one thread block per line, and the Thomas algorithm
 on the host. One rank: a line that crosses ranks would need a distributed tridiagonal solve.
 """
+import functools
 import itertools
 
 import numpy
@@ -45,7 +46,7 @@ class LineGS:
             if star:
                 colours = [sum(idx) % 2 == p for p in (0, 1)] if idx else [True]
             else:
-                colours = [numpy.logical_and.reduce([i % 2 == p for i, p in zip(idx, par)])
+                colours = [functools.reduce(numpy.logical_and, [i % 2 == p for i, p in zip(idx, par)])
                            for par in itertools.product((0, 1), repeat=len(others))]
             masks = [xp.asarray(numpy.broadcast_to(m, box.shape)) for m in colours]
             self._plans.append((a, off, tri, masks))

@@ -116,9 +116,10 @@ def _cr_kernel(ctype):
     return backend.cupy.RawKernel(_CR_SOURCE.replace("VALUE", ctype), "cr_solve")
 
 
-def cyclic_reduction(lower, diag, upper, rhs, out=None):
+def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
-    float64, all of one shape). One thread block per system."""
+    float64, all of one shape). One thread block of ``threads`` (default: n/2 rounded up to a
+    power of two, at most 1024) per system."""
     cp = backend.cupy
     dtype = numpy.dtype(diag.dtype)
     n = diag.shape[-1]
@@ -129,7 +130,8 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None):
     if batch == 0:
         return out
     levels = int(n).bit_length()
-    threads = min(1024, max(32, 1 << max(0, (n // 2 - 1).bit_length())))
+    if threads is None:
+        threads = min(1024, max(32, 1 << max(0, (n // 2 - 1).bit_length())))
     shared = 4 * n * dtype.itemsize
     kernel = _cr_kernel(_CTYPES[dtype])
     if shared > _STATIC_LIMIT:

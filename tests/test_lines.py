@@ -120,3 +120,14 @@ def test_q1_stencil_of_a_uniform_mesh_is_the_u1_stencil():
     offs, coefs = meshes.q1_stencil(xs, xs)
     op = stencil.compress(grid.Box((32, 32)), offs, coefs, np, np.float64)
     assert abs(op.to_scipy() - q1_operator(32, 1).to_scipy()).max() < 1e-13
+
+
+def test_adi_on_3d_box_stencils():
+    """Galerkin coarse levels of a 3D grid carry 27-point box stencils: ADI colours its lines by
+    the parity of both other indices there (4 colours) and converges."""
+    op = stencil.laplacian(grid.Box((20, 20, 20)), [-1.0, -1.0, -10.0], np)
+    mg = multigrid.Multigrid(op, multigrid.Options(smoother="adi"))
+    assert any(lev.op.nnz_per_row == 27 for lev in mg.levels)
+    f = np.random.default_rng(3).standard_normal(op.box.shape)
+    _, its, hist = mg.solve(f, rtol=1e-8, maxit=30)
+    assert hist[-1] <= 1e-8 * hist[0], (its, hist[-1] / hist[0])
