@@ -119,7 +119,7 @@ def _cr_kernel(ctype):
 def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
     float64, all of one shape). One thread block of ``threads`` (default: n/2 rounded up to a
-    power of two, at most 1024) per system."""
+    power of two, at most 256) per system."""
     cp = backend.cupy
     dtype = numpy.dtype(diag.dtype)
     n = diag.shape[-1]
@@ -130,8 +130,8 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     if batch == 0:
         return out
     levels = int(n).bit_length()
-    if threads is None:
-        threads = min(1024, max(32, 1 << max(0, (n // 2 - 1).bit_length())))
+    if threads is None:   # 256 beat 512 and 128 at n = 1025 in double on an H100 (benchmarks/tridiag.py)
+        threads = min(256, max(32, 1 << max(0, (n // 2 - 1).bit_length())))
     shared = 4 * n * dtype.itemsize
     kernel = _cr_kernel(_CTYPES[dtype])
     if shared > _STATIC_LIMIT:
