@@ -6,11 +6,11 @@ A line along axis a holds the points that differ only in their a-th index; the s
 along the line (offsets 0 and +-e_a) form a tridiagonal system, every other coupling goes to the
 right-hand side. Lines are coloured by the parity of their other indices (2 colours for star
 stencils in 2D and 3D, all parity combinations for box stencils), so lines of one colour never
-couple and are solved together; the colours alternate as in red-black. The batched solves
+couple and are solved together (where a colour is every other line along each other axis, only
+its lines are solved); the colours alternate as in red-black. The batched solves
 (tridiag.py) are cyclic reduction on the GPU, one thread block per line, and the Thomas algorithm
 on the host. One rank: a line that crosses ranks would need a distributed tridiagonal solve.
 """
-import functools
 import itertools
 
 import numpy
@@ -43,13 +43,21 @@ class LineGS:
                                                     self.coefs[up] if up is not None else zero)]
             others = [b for b in range(box.dim) if b != a]
             idx = [numpy.arange(box.shape[b]).reshape([-1 if c == b else 1 for c in range(box.dim)]) for b in others]
-            if star:
-                colours = [sum(idx) % 2 == p for p in (0, 1)] if idx else [True]
-            else:
-                colours = [functools.reduce(numpy.logical_and, [i % 2 == p for i, p in zip(idx, par)])
-                           for par in itertools.product((0, 1), repeat=len(others))]
-            masks = [xp.asarray(numpy.broadcast_to(m, box.shape)) for m in colours]
-            self._plans.append((a, off, tri, masks))
+            if star and len(others) == 2:
+                # 3D star stencils: lines coloured by the parity of the sum of the other two
+                # indices (a checkerboard of lines): solve all lines, keep one colour by a mask
+                colours = [xp.asarray(numpy.broadcast_to(sum(idx) % 2 == p, box.shape)) for p in (0, 1)]
+                self._plans.append((a, off, tri, colours))
+                continue
+            # otherwise one colour is every other line along each other axis (one parity each;
+            # star stencils in 2D need only the one other axis): solve just those lines, on
+            # contiguous copies of their coefficients
+            parities = itertools.product((0, 1), repeat=len(others))
+            colours = []
+            for par in parities:
+                sel = tuple(slice(p, None, 2) for p in par) + (slice(None),)
+                colours.append((sel, [xp.ascontiguousarray(t[sel]) for t in tri]))
+            self._plans.append((a, off, None, colours))
 
     def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
         if zero_guess:
@@ -58,16 +66,21 @@ class LineGS:
         plans = self._plans[::-1] if reverse else self._plans
         ui = grid.interior(u)
         for _ in range(sweeps):
-            for a, off, (lo, dg, up), masks in plans:
-                for mask in (masks[::-1] if reverse else masks):
+            for a, off, tri, colours in plans:
+                for colour in (colours[::-1] if reverse else colours):
                     rhs = f.copy()
                     for k in off:
                         rhs -= self.coefs[k] * grid.view(u, grid.full_lattice(op.box), op.offsets[k], padded=True)
-                    x = tridiag.solve(lo, dg, up, xp.moveaxis(rhs, a, -1), xp)
-                    new = xp.moveaxis(x, -1, a)
-                    if self.omega != 1.0:
-                        new = ui + self.omega * (new - ui)
-                    ui[...] = xp.where(mask, new, ui)
+                    if tri is None:                           # the colour's lines only
+                        sel, (lo, dg, up) = colour
+                        target = xp.moveaxis(ui, a, -1)[sel]  # a view into u
+                        x = tridiag.solve(lo, dg, up, xp.moveaxis(rhs, a, -1)[sel], xp)
+                        target[...] = x if self.omega == 1.0 else target + self.omega * (x - target)
+                    else:                                     # every line, one colour kept
+                        x = xp.moveaxis(tridiag.solve(*tri, xp.moveaxis(rhs, a, -1), xp), -1, a)
+                        if self.omega != 1.0:
+                            x = ui + self.omega * (x - ui)
+                        ui[...] = xp.where(colour, x, ui)
                     exchange(u)
         return u
 
