@@ -15,7 +15,7 @@ import itertools
 
 import numpy
 
-from . import backend, grid, tridiag
+from . import backend, grid, kernels, tridiag
 
 
 class LineGS:
@@ -29,6 +29,7 @@ class LineGS:
         self.op, self.axes, self.omega = op, tuple(axes), omega
         xp = op.xp
         self.coefs = op.coef_arrays()
+        self._rhs = xp.empty(box.shape, op.dtype)
         star = all(sum(abs(v) for v in o) <= 1 for o in op.offsets)
         self._plans = []
         for a in self.axes:
@@ -65,12 +66,13 @@ class LineGS:
         op, xp = self.op, self.op.xp
         plans = self._plans[::-1] if reverse else self._plans
         ui = grid.interior(u)
+        full = grid.full_lattice(op.box)
         for _ in range(sweeps):
             for a, off, tri, colours in plans:
                 for colour in (colours[::-1] if reverse else colours):
-                    rhs = f.copy()
-                    for k in off:
-                        rhs -= self.coefs[k] * grid.view(u, grid.full_lattice(op.box), op.offsets[k], padded=True)
+                    rhs = self._rhs                           # f minus the couplings off the line
+                    kernels.residual(rhs, f, [self.coefs[k] for k in off],
+                                     [grid.view(u, full, op.offsets[k], padded=True) for k in off])
                     if tri is None:                           # the colour's lines only
                         sel, (lo, dg, up) = colour
                         target = xp.moveaxis(ui, a, -1)[sel]  # a view into u
