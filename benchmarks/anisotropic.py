@@ -67,6 +67,14 @@ def run(name, options, m, A, u0, gpu):
     opts = PETSc.Options()
     for k, v in options.items():
         opts[k] = v
+    try:
+        return _run(name, options, m, A, u0, gpu)
+    finally:                      # a failed configuration must not leave its options to the next
+        for k in options:
+            opts.delValue(k)
+
+
+def _run(name, options, m, A, u0, gpu):
     M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij")
     da = PETSc.DMDA().create([m, m], dof=1, stencil_width=1, stencil_type=PETSc.DMDA.StencilType.BOX,
                              comm=PETSc.COMM_SELF)
@@ -88,8 +96,6 @@ def run(name, options, m, A, u0, gpu):
     res["algebraic_error"] = float(numpy.linalg.norm(x.getArray() - u0) / numpy.linalg.norm(u0))
     if options.get("pc_python_type"):
         res["view"] = ksp.getPC().getPythonContext().describe()
-    for k in options:
-        opts.delValue(k)
     for o in (ksp, M, da, b, x):
         o.destroy()
     return res

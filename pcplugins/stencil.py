@@ -83,7 +83,7 @@ class StencilOperator:
         out = []
         for c, o in zip(self.coefs, self.offsets):
             a = xp.full(box.shape, c, dtype=self.dtype) if self.constant else c.copy()
-            out.append(a * inside_mask(box, o, xp))
+            out.append((a * inside_mask(box, o, xp)).astype(self.dtype, copy=False))
         return out
 
     def to_scipy(self):

@@ -180,9 +180,10 @@ def test_fused_elimination_matches_twin(shape):
     assert np.allclose(backend.to_host(f), f_ref, rtol=1e-14, atol=1e-14)
 
 
-def test_single_precision_cycle_cuda_matches_host():
-    host, _ = _petsc_solve(33, {"pc_gmg_precision": "single"}, 0.0)
-    dev, ctx = _petsc_solve(33, {"pc_gmg_precision": "single", "mat_type": "aijcusparse"}, 0.0)
+@pytest.mark.parametrize("smoother", [{}, {"pc_gmg_smoother": "adi"}])
+def test_single_precision_cycle_cuda_matches_host(smoother):
+    host, _ = _petsc_solve(33, dict(smoother, pc_gmg_precision="single"), 0.0)
+    dev, ctx = _petsc_solve(33, dict(smoother, pc_gmg_precision="single", mat_type="aijcusparse"), 0.0)
     assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
 
