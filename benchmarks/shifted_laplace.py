@@ -71,6 +71,14 @@ def run(name, options, N, k, gpu, max_it):
         options = dict(options, pc_sl_k=k)
     for key, v in options.items():
         opts[key] = v
+    try:
+        return _run(name, options, N, k, gpu, max_it)
+    finally:                      # a failed configuration must not leave its options to the next
+        for key in options:
+            opts.delValue(key)
+
+
+def _run(name, options, N, k, gpu, max_it):
     source = "edge" if numpy.ndim(k) else "centre"
     da, A, b = helmholtz_system(N, k, source=source)      # -mat_type: aijcusparse and CUDA Vecs on the GPU
     Mda, M, _ = helmholtz_system(N, k, source=source, shift=(1.0, 0.6))
@@ -105,8 +113,6 @@ def run(name, options, N, k, gpu, max_it):
         sync()
         res["apply_ms"] = (time.perf_counter() - t) * 100
         res["view"] = pc.getPythonContext().describe()
-    for key in options:
-        opts.delValue(key)
     ksp.destroy()
     for o in (A, M, Mda, da):
         o.destroy()
