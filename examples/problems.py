@@ -141,29 +141,29 @@ def wedge_wavenumber(n, f=30.0):
     return 2 * numpy.pi * f * 1000.0 / c
 
 
-def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centre"):
+def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centre", dim=2):
     """Knibbe, Oosterlee and Vuik's model problems on a DMDA: -Laplace u - k^2 u = delta on the unit
     square, (N + 1)^2 grid points with the first-order absorbing boundary (or N - 1 interior points
     per axis with ``boundary='dirichlet'``); k a number (MP1) or an array over the grid (MP2,
     ``wedge_wavenumber``); the unit point source at the centre (MP1) or at the middle of the first
     grid row (``source='edge'``, MP2). With complex scalars the DMDA has dof 1; with a real PETSc the
-    real-equivalent form, dof 2, real and imaginary parts interleaved. Returns (da, A, b); A as AIJ
-    (type from -mat_type)."""
+    real-equivalent form, dof 2, real and imaginary parts interleaved. ``dim=3``: the same on the
+    unit cube (our extension). Returns (da, A, b); A as AIJ (type from -mat_type)."""
     import scipy.sparse
     from pcplugins import helmholtz
     n = N + 1 if boundary == "absorbing" else N - 1
-    H = helmholtz.operator(n, k, shift, boundary)
-    f = helmholtz.point_source(n)
+    H = helmholtz.operator(n, k, shift, boundary, dim=dim)
+    f = helmholtz.point_source(n, dim)
     if source == "edge":
-        f = numpy.zeros((n, n))
-        f[0, n // 2] = 1.0
+        f = numpy.zeros((n,) * dim)
+        f[(0,) + (n // 2,) * (dim - 1)] = 1.0
         f = f.ravel()
     complex_scalars = numpy.dtype(PETSc.ScalarType).kind == "c"
     if not complex_scalars:       # [[Re, -Im], [Im, Re]] blocks, unknowns interleaved
         H = (scipy.sparse.kron(H.real, numpy.eye(2)) + scipy.sparse.kron(H.imag, [[0, -1], [1, 0]])).tocsr()
         f = numpy.stack([f, numpy.zeros_like(f)], 1).ravel()
     H.sort_indices()
-    da = PETSc.DMDA().create([n, n], dof=1 if complex_scalars else 2, stencil_width=1, comm=PETSc.COMM_SELF)
+    da = PETSc.DMDA().create([n] * dim, dof=1 if complex_scalars else 2, stencil_width=1, comm=PETSc.COMM_SELF)
     da.setUp()
     A = PETSc.Mat().create(comm=PETSc.COMM_SELF)
     A.setSizes(H.shape)

@@ -546,22 +546,24 @@ def scalar_is_complex():
 
 
 def square_dmda(pc, dof, who):
-    """n for the PC's DMDA, which must be 2D, n x n, on one rank, with ``dof`` fields."""
+    """(n, dim) for the PC's DMDA, which must be 2D or 3D with n points along every axis, on one
+    rank, with ``dof`` fields."""
     dm = pc.getDM()
     if dm is None or not dm.handle or dm.getType() != "da":
-        raise error(f"{who} needs a 2D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
-    if dm.getDim() != 2:
-        raise error(f"{who} supports 2D DMDAs, this one is {dm.getDim()}D")
-    nx, ny = dm.getSizes()[:2]
-    if nx != ny:
-        raise error(f"{who} needs a square grid, the DMDA is {nx} x {ny}")
+        raise error(f"{who} needs a 2D or 3D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
+    dim = dm.getDim()
+    if dim not in (2, 3):
+        raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")
+    sizes = dm.getSizes()[:dim]
+    if len(set(sizes)) != 1:
+        raise error(f"{who} needs a square (cubic) grid, the DMDA is {' x '.join(map(str, sizes))}")
     if dm.getDof() != dof:
         form = ("complex scalars: one complex unknown per point (dof 1)" if dof == 1 else
                 "a real PETSc: the real-equivalent form, real and imaginary parts interleaved (dof 2)")
         raise error(f"{who}: with {form}; the DMDA has dof {dm.getDof()}")
     if pc.getComm().getSize() > 1:
         raise error(f"{who} runs on one rank")
-    return nx
+    return sizes[0], dim
 
 
 def _composed_vec(pc, name):
@@ -581,8 +583,9 @@ def composed_real_array(pc, name, n):
 
 
 def compose_wavenumber(pc, k):
-    """pcplugins.set_wavenumber: attach a wavenumber field k(x) (n x n values in DMDA order, x
-    fastest) to the PC, as a Vec composed under "wavenumber" (C codes can compose one themselves)."""
+    """pcplugins.set_wavenumber: attach a wavenumber field k(x) (one value per grid point in DMDA
+    order, x fastest) to the PC, as a Vec composed under "wavenumber" (C codes can compose one
+    themselves)."""
     v = PETSc.Vec().createWithArray(numpy.ascontiguousarray(k, dtype=PETSc.ScalarType).ravel().copy(),
                                     comm=PETSc.COMM_SELF)
     pc.compose("wavenumber", v)

@@ -5,13 +5,14 @@ problems (PCPYTHON).
         -pc_sl_k 40 [-pc_sl_beta2 0.6 ...]
 
 Knibbe, Oosterlee, Vuik, "GPU implementation of a Helmholtz Krylov solver preconditioned by a
-shifted Laplace multigrid method": for -Laplace u - k^2 u on a 2D DMDA (the unit square) the PC
+shifted Laplace multigrid method": for -Laplace u - k^2 u on a 2D DMDA (the unit square; a 3D DMDA,
+the unit cube, is our extension) the PC
 builds M = -Laplace - (beta1 - i beta2) k^2 with the same boundary conditions and applies one
 multigrid cycle on it (slmg.py). With a PETSc built for complex scalars the DMDA has one complex
 unknown per point; with a real PETSc the real-equivalent form, dof 2, real and imaginary parts
 interleaved (x = [Re u0, Im u0, Re u1, ...], the matrix in 2 x 2 blocks [[Re a, -Im a], [Im a, Re a]]):
 one application gives the same result in both. The wavenumber is -pc_sl_k, or a field k(x) through
-pcplugins.set_wavenumber(pc, k) (n x n values in DMDA order) for heterogeneous media.
+pcplugins.set_wavenumber(pc, k) (one value per grid point in DMDA order) for heterogeneous media.
 """
 import numpy
 
@@ -87,13 +88,14 @@ class ShiftedLaplace:
         v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, TITLE)
         self.values = v
         self.real_equivalent = not bridge.scalar_is_complex()
-        n = bridge.square_dmda(pc, 2 if self.real_equivalent else 1, TITLE)
+        n, dim = bridge.square_dmda(pc, 2 if self.real_equivalent else 1, TITLE)
+        points = n ** dim
         M = bridge.pc_matrix(pc)
-        if M.getSize()[0] != n * n * (2 if self.real_equivalent else 1):
-            raise bridge.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n} x {n} DMDA "
+        if M.getSize()[0] != points * (2 if self.real_equivalent else 1):
+            raise bridge.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n}^{dim} DMDA "
                                f"{'(dof 2) ' if self.real_equivalent else ''}needs "
-                               f"{n * n * (2 if self.real_equivalent else 1)}")
-        k = bridge.composed_real_array(pc, "wavenumber", n * n)
+                               f"{points * (2 if self.real_equivalent else 1)}")
+        k = bridge.composed_real_array(pc, "wavenumber", points)
         self.k_source = "the Vec \"wavenumber\" composed on the PC"
         if k is None:
             if v["k"] is None:
@@ -121,20 +123,21 @@ class ShiftedLaplace:
         bridge.set_event_namespace(self.xp)
         shift = (v["beta1"], v["beta2"])
         t0 = bridge.clock()
-        Mh = helmholtz.operator(n, k.reshape(n, n) if k.ndim else k, shift, v["boundary"], self.xp)
+        Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
         backend.synchronize(self.xp)
         t1 = bridge.clock()
-        self.n, self.kmax = n, float(k.max())
+        self.n, self.dim, self.kmax = n, dim, float(k.max())
         self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
                                         cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],
                                         max_kh=v["max_kh"], coarse_solve=v["coarse"], degree=v["coarse_degree"],
-                                        dtype=numpy.complex64 if v["precision"] == "single" else numpy.complex128)
+                                        dtype=numpy.complex64 if v["precision"] == "single" else numpy.complex128,
+                                        dim=dim)
         backend.synchronize(self.xp)
         self.timings = {"operator": t1 - t0, "hierarchy": bridge.clock() - t1}
         self._graphs = None
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
-            m = n * n * (2 if self.real_equivalent else 1)
+            m = points * (2 if self.real_equivalent else 1)
             dtype = numpy.float64 if self.real_equivalent else numpy.complex128
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
                                                buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))
@@ -149,7 +152,7 @@ class ShiftedLaplace:
                 else "complex scalars")
         graph = (", CUDA graph " + (self._graphs.note if self._graphs else "off")) if backend.is_gpu(self.xp) else ""
         t = self.timings
-        return ([f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n} x {self.n} "
+        return ([f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n}^{self.dim} "
                  f"DMDA grid, {v['boundary']} boundary, {form}",
                  f"wavenumber from {self.k_source} (max {self.kmax:g}, k h = {self.kmax * self._h():.3g}); "
                  f"device {self.device}{graph}"] + self.mg.describe() +

@@ -1,15 +1,17 @@
 """Multigrid for the complex shifted Laplacian (Erlangga, Oosterlee, Vuik; Knibbe, Oosterlee, Vuik).
 
-On a square n x n grid in DMDA order (x fastest), on SciPy or cupyx CSR matrices (complex):
+On a square (cube) grid of n points per axis in DMDA order (x fastest), on SciPy or cupyx CSR
+matrices (complex):
 
 - coarsening by 2 per axis that keeps the boundary: with the boundary nodes as unknowns
   (absorbing boundary, n = 2^j + 1) coarse node J is fine node 2J; with interior unknowns only
   (Dirichlet, n = 2^j - 1) coarse J is fine 2J + 1;
-- bilinear prolongation P (the paper uses de Zeeuw's matrix-dependent prolongation, which we have
-  not implemented), restriction P^T (full weighting up to a factor, which does not change the
-  correction), Galerkin coarse matrices P^T M P (9-point);
-- damped 4-colour Gauss-Seidel (omega 0.9, the paper's), colours by the parity of (x, y);
-- V, W or F cycles (the paper: one F-cycle), a direct solve on the coarsest grid.
+- bilinear (trilinear) prolongation P (the paper uses de Zeeuw's matrix-dependent prolongation,
+  which we have not implemented), restriction P^T (full weighting up to a factor, which does not
+  change the correction), Galerkin coarse matrices P^T M P (9-point; 27-point in 3D);
+- damped 4-colour (8-colour in 3D) Gauss-Seidel (omega 0.9, the paper's), colours by the parity of
+  the grid indices;
+- V, W or F cycles (the paper: one F-cycle), a dense inverse or a GMRES polynomial on the coarsest grid.
 
 Coarsening stops before a grid would have k h > ``max_kh`` (2.5): with bilinear prolongation a
 coarser grid spoils the correction (the F-cycle diverged on MP1 at N = 128 with a 17^2 coarsest
@@ -47,14 +49,16 @@ def prolongation_1d(n, keep_boundary):
     return P, nc
 
 
-def _colours(n):
-    y, x = numpy.divmod(numpy.arange(n * n), n)
-    return (2 * (y % 2) + x % 2).astype(numpy.int32)
+def _colours(n, dim):
+    """2^dim colours by the parities of the grid indices: no two neighbours of a 9-point (27-point)
+    Galerkin stencil share one."""
+    index = numpy.indices((n,) * dim).reshape(dim, -1)
+    return sum((index[a] % 2) << a for a in range(dim)).astype(numpy.int32)
 
 
 class ShiftedLaplaceMG:
     def __init__(self, M, n, xp, kmax, keep_boundary=True, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5,
-                 dtype=numpy.complex128, coarse_solve="auto", degree=16):
+                 dtype=numpy.complex128, coarse_solve="auto", degree=16, dim=2):
         """M: the fine matrix as a CSR matrix of ``xp`` (or SciPy's, moved to the GPU). The
         Galerkin products run on ``xp`` in double; each level is then stored in ``dtype``
         (complex64 for mixed precision).
@@ -66,7 +70,7 @@ class ShiftedLaplaceMG:
         if coarse_solve not in ("auto", "direct", "polynomial"):
             raise ValueError(f"unknown coarse solve {coarse_solve!r} (auto, direct or polynomial)")
         self.xp, self.cycle_kind, self.pre, self.post = xp, cycle, pre, post
-        self.omega, self.max_kh = omega, max_kh
+        self.omega, self.max_kh, self.dim = omega, max_kh, dim
         self.dtype = numpy.dtype(dtype)
         sp = sparse.module(xp)
         A = sp.csr_matrix(M) if backend.is_gpu(xp) and not sp.issparse(M) else M.tocsr()
@@ -79,11 +83,13 @@ class ShiftedLaplaceMG:
             if nc < 3 or kmax * h_coarse > max_kh:
                 break
             P1 = sp.csr_matrix(P1)
-            P = sp.kron(P1, P1, format="csr")
+            P = P1
+            for _ in range(dim - 1):
+                P = sp.kron(P, P1, format="csr")
             R = P.T.tocsr()
             Ac = (R @ A @ P).tocsr()            # Galerkin, in double, on the level's device
             lev.P, lev.R = P.astype(self.dtype), R.astype(self.dtype)
-            lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n)), xp, omega)
+            lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n, dim)), xp, omega)
             A, n = Ac, nc
         if coarse_solve == "auto":
             coarse_solve = "direct" if A.shape[0] <= coarse.DENSE_LIMIT else "polynomial"
@@ -120,10 +126,10 @@ class ShiftedLaplaceMG:
         return u
 
     def describe(self):
-        sizes = " -> ".join(f"{lev.n}^2" for lev in self.levels)
+        sizes = " -> ".join(f"{lev.n}^{self.dim}" for lev in self.levels)
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
         return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), bilinear prolongation, "
-                f"Galerkin coarse matrices, 4-colour Gauss-Seidel omega {self.omega:g} ({self.pre}, {self.post})",
+                f"Galerkin coarse matrices, {2 ** self.dim}-colour Gauss-Seidel omega {self.omega:g} ({self.pre}, {self.post})",
                 f"coarsest grid: {self.coarse.describe()}"]
 
 

@@ -133,20 +133,55 @@ def sl_pc(da, A, options=None, k_field=None):
     return pc
 
 
-def test_one_application_equals_the_complex_cycle():
+@pytest.mark.parametrize("dim,N", [(2, 32), (3, 16)])
+def test_one_application_equals_the_complex_cycle(dim, N):
     from problems import helmholtz_system
-    N, k = 32, 20.0
-    da, A, b = helmholtz_system(N, k)
+    k = 0.625 * N
+    da, A, b = helmholtz_system(N, k, dim=dim)
     pc = sl_pc(da, A, {"pc_sl_k": k})
     rng = numpy.random.default_rng(1)
-    z = rng.standard_normal((N + 1) ** 2) + 1j * rng.standard_normal((N + 1) ** 2)
+    m = (N + 1) ** dim
+    z = rng.standard_normal(m) + 1j * rng.standard_normal(m)
     x = b.duplicate()
     x.setArray(to_petsc(z))
     y = b.duplicate()
     pc.apply(x, y)
-    ref = slmg.ShiftedLaplaceMG(helmholtz.operator(N + 1, k, shift=(1.0, 0.6)), N + 1, numpy, k).cycle(z)
+    M = helmholtz.operator(N + 1, k, shift=(1.0, 0.6), dim=dim)
+    ref = slmg.ShiftedLaplaceMG(M, N + 1, numpy, k, dim=dim).cycle(z)
     got = from_petsc(y.getArray())
     assert numpy.abs(got - ref).max() <= 1e-12 * numpy.abs(ref).max()
+
+
+def test_three_dimensions():
+    """Our 3D extension (7-point Helmholtz on the unit cube, absorbing faces, point source at the
+    centre, k h = 0.625): trilinear prolongation, 27-point Galerkin levels, 8-colour GS. The F-cycle
+    is convergent on M (measured 0.37 per cycle at N = 16), and Bi-CGSTAB needs 4 and 5 iterations
+    at N = 16 and 32 (k = 10, 20). The operator is complex symmetric with zero row sums at k = 0."""
+    A0 = helmholtz.operator(9, 0.0, dim=3)
+    assert abs(A0 - A0.T).max() == 0 and numpy.abs(A0.sum(axis=1)).max() < 1e-14
+    n, k = 17, 10.0
+    M = helmholtz.operator(n, k, shift=(1.0, 0.6), dim=3)
+    mg = slmg.ShiftedLaplaceMG(M, n, numpy, k, dim=3)
+    assert [lev.n for lev in mg.levels] == [17, 9, 5]
+    rows = [numpy.diff(lev.A.indptr).max() for lev in mg.levels]
+    assert rows == [7, 27, 27], rows                              # 7-point, then Galerkin 27-point
+    assert "8-colour" in mg.describe()[0]
+    f = numpy.random.default_rng(0).standard_normal(n ** 3) + 0j
+    u = numpy.zeros_like(f)
+    for _ in range(4):
+        u += mg.cycle(f - M @ u)
+    assert numpy.linalg.norm(f - M @ u) < 1e-2 * numpy.linalg.norm(f)         # measured 3.9e-3
+    for N, bound in ((16, 6), (32, 7)):
+        n, k = N + 1, 0.625 * N
+        A = helmholtz.operator(n, k, dim=3)
+        mg = slmg.ShiftedLaplaceMG(helmholtz.operator(n, k, shift=(1.0, 0.6), dim=3), n, numpy, k, dim=3)
+        P = scipy.sparse.linalg.LinearOperator(A.shape, mg.cycle, dtype=complex)
+        b = helmholtz.point_source(n, 3).astype(complex)
+        its = [0]
+        x, info = scipy.sparse.linalg.bicgstab(A, b, M=P, rtol=1e-3, maxiter=50,
+                                               callback=lambda _: its.__setitem__(0, its[0] + 1))
+        assert info == 0 and numpy.linalg.norm(b - A @ x) <= 1e-3 * numpy.linalg.norm(b)
+        assert its[0] <= bound, (N, its[0])
 
 
 @pytest.mark.parametrize("ksp_type,extra,bound", [("bcgs", {}, 20), ("gmres", {}, 30),
@@ -184,7 +219,7 @@ def test_heterogeneous_wavenumber_field():
     assert "max 30" in "\n".join(pc.getPythonContext().describe())
 
 
-@pytest.mark.parametrize("case,message", [("no_dm", "needs a 2D DMDA"), ("no_k", "needs the wavenumber"),
+@pytest.mark.parametrize("case,message", [("no_dm", "needs a 2D or 3D DMDA"), ("no_k", "needs the wavenumber"),
                                           ("dof", "has dof"), ("both", "choose one"),
                                           ("degree", "-pc_sl_coarse_degree")])
 def test_errors_name_the_fault(case, message):
