@@ -369,16 +369,17 @@ def test_helmholtz_operator_built_on_the_device(boundary):
 
 
 @pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
-def test_shifted_laplace_cupy_matches_numpy(coarse_solve):
+@pytest.mark.parametrize("dim,n", [(2, 33), (3, 17)])
+def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n):
     """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
-    NumPy, with either coarsest-grid solve."""
+    NumPy, with either coarsest-grid solve, in 2D and 3D."""
     from pcplugins import helmholtz, slmg
     cp = backend.cupy
-    n, k = 33, 20.0
-    M = helmholtz.operator(n, k, shift=(1.0, 0.6))
-    z = np.random.default_rng(2).standard_normal(n * n) + 1j
-    ref = slmg.ShiftedLaplaceMG(M, n, np, k, coarse_solve=coarse_solve).cycle(z)
-    got = slmg.ShiftedLaplaceMG(M, n, cp, k, coarse_solve=coarse_solve).cycle(cp.asarray(z))
+    k = 0.625 * (n - 1)
+    M = helmholtz.operator(n, k, shift=(1.0, 0.6), dim=dim)
+    z = np.random.default_rng(2).standard_normal(n ** dim) + 1j
+    ref = slmg.ShiftedLaplaceMG(M, n, np, k, coarse_solve=coarse_solve, dim=dim).cycle(z)
+    got = slmg.ShiftedLaplaceMG(M, n, cp, k, coarse_solve=coarse_solve, dim=dim).cycle(cp.asarray(z))
     assert np.allclose(cp.asnumpy(got), ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
 
 
