@@ -3,7 +3,7 @@
 boundary, Krylov preconditioned on the right and stopped at a true relative residual of 1e-3 (the
 paper's setting), every solver in the same run.
 
-    python benchmarks/shifted_laplace.py [-cases mp1:512,mp1:1024,mp2:1024] [-vec gpu|cpu]
+    python benchmarks/shifted_laplace.py [-cases mp1:512,mp1:1024,mp2:1024,mp1_3d:128] [-vec gpu|cpu]
                                          [-skip name,...] [-max_it 2000] [-out benchmarks/results/x.json]
 
 Solvers: Bi-CGSTAB, GMRES(100) and PETSc's IDR(4) (beta2 0.65) with pcplugins.ShiftedLaplace (one
@@ -54,16 +54,18 @@ CONFIGS = {
 
 
 def problem(case):
+    """(label, N, k, dim) of a case: mp1:N, mp2:N, or mp1_3d:N (MP1 on the unit cube, our extension)."""
     kind, N = case.split(":")
     N = int(N)
     if kind == "mp2":
-        k = wedge_wavenumber(N + 1)
-        return f"MP2 wedge N={N}", N, k, helmholtz_system(N, k, source="edge")
+        return f"MP2 wedge N={N}", N, wedge_wavenumber(N + 1), 2
     k = 0.625 * N
-    return f"MP1 N={N} k={k:g}", N, k, helmholtz_system(N, k)
+    if kind == "mp1_3d":
+        return f"MP1 3D N={N} k={k:g}", N, k, 3
+    return f"MP1 N={N} k={k:g}", N, k, 2
 
 
-def run(name, options, N, k, gpu, max_it):
+def run(name, options, N, k, dim, gpu, max_it):
     opts = PETSc.Options()
     if gpu:
         options = dict(options, mat_type="aijcusparse", vec_type="cuda")
@@ -72,16 +74,16 @@ def run(name, options, N, k, gpu, max_it):
     for key, v in options.items():
         opts[key] = v
     try:
-        return _run(name, options, N, k, gpu, max_it)
+        return _run(name, options, N, k, dim, gpu, max_it)
     finally:                      # a failed configuration must not leave its options to the next
         for key in options:
             opts.delValue(key)
 
 
-def _run(name, options, N, k, gpu, max_it):
+def _run(name, options, N, k, dim, gpu, max_it):
     source = "edge" if numpy.ndim(k) else "centre"
-    da, A, b = helmholtz_system(N, k, source=source)      # -mat_type: aijcusparse and CUDA Vecs on the GPU
-    Mda, M, _ = helmholtz_system(N, k, source=source, shift=(1.0, 0.6))
+    da, A, b = helmholtz_system(N, k, source=source, dim=dim)   # -mat_type: aijcusparse, CUDA Vecs on the GPU
+    Mda, M, _ = helmholtz_system(N, k, source=source, shift=(1.0, 0.6), dim=dim)
     if gpu:                       # the KSP's work vectors come from the DM: CUDA ones too
         da.setVecType("cuda")
     x = b.duplicate()
@@ -128,16 +130,14 @@ def main():
     out = opts.getString("out", "")
     results = []
     for case in cases:
-        label, N, k, system = problem(case)
-        for o in system:
-            o.destroy()
+        label, N, k, dim = problem(case)
         for name, conf in CONFIGS.items():
             if skip and any(s and s in name for s in skip.split(",")):
                 continue
             try:
-                run(name, conf, N, k, gpu, max_it)
+                run(name, conf, N, k, dim, gpu, max_it)
                 release(gpu)
-                r = dict(run(name, conf, N, k, gpu, max_it), case=label)
+                r = dict(run(name, conf, N, k, dim, gpu, max_it), case=label)
                 release(gpu)
             except Exception as e:
                 release(gpu)
