@@ -380,7 +380,11 @@ def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n):
     z = np.random.default_rng(2).standard_normal(n ** dim) + 1j
     ref = slmg.ShiftedLaplaceMG(M, n, np, k, coarse_solve=coarse_solve, dim=dim).cycle(z)
     got = slmg.ShiftedLaplaceMG(M, n, cp, k, coarse_solve=coarse_solve, dim=dim).cycle(cp.asarray(z))
-    assert np.allclose(cp.asnumpy(got), ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+    # the polynomial's roots come from Arnoldi on each device's own Galerkin matrix, equal only to
+    # rounding, and harmonic Ritz values amplify that: the two polynomials differ slightly
+    tol = 1e-10 if coarse_solve == "direct" else 1e-6
+    err = np.abs(cp.asnumpy(got) - ref).max() / np.abs(ref).max()
+    assert err <= tol, err
 
 
 @pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
