@@ -2,11 +2,13 @@
 over the systems) and cyclic reduction on the GPU (Goddeke and Strzodka, "Cyclic reduction
 tridiagonal solvers on GPUs applied to mixed precision multigrid", section 3).
 
-The cyclic-reduction kernel solves one system per thread block with the whole system in shared
-memory: forward reduction doubles the stride (log2 n steps, each eliminating every other remaining
-unknown in parallel), backward substitution halves it. Any n works (neighbours beyond the ends
-count as absent). The four coefficient arrays take 4 n words of dynamic shared memory; above 48 KB
-(n > 1536 in double) the kernel asks for the larger opt-in limit. In shared memory the unknowns
+The cyclic-reduction kernel solves one system per thread block: the first reduction step runs in
+registers as the coefficients arrive from global memory (each thread keeps the even equations it
+eliminated), the reduced system of the n/2 odd unknowns goes to shared memory, where forward
+reduction doubles the stride (log2 n steps, each eliminating every other remaining unknown in
+parallel) and backward substitution halves it. Any n works (neighbours beyond the ends count as
+absent). The reduced system takes 2 n words of dynamic shared memory; above 48 KB (n > 3072 in
+double) the kernel asks for the larger opt-in limit. In shared memory the unknowns
 are grouped by the step that eliminates them (the paper's even/odd split, applied at every level):
 the neighbours a stride-s step reads sit at consecutive addresses, so a warp spreads its accesses
 over the banks instead of the 2^k-way conflicts of strided addressing. No pivoting: the systems of
@@ -38,10 +40,10 @@ def thomas(lower, diag, upper, rhs, xp):
 
 _CR_SOURCE = r"""
 typedef VALUE T;
+#define PAIRS PAIRS_PER_THREAD
 
-// Shared-memory slot of unknown i: the unknowns sorted by the number of trailing ones of i + 1
-// (the reduction level at which i is eliminated), each level contiguous: stride-s steps then touch
-// consecutive slots instead of every s-th one.
+// Shared-memory slot of unknown i of the reduced system: the unknowns sorted by the number of
+// trailing ones of i + 1 (the reduction level at which i is eliminated), each level contiguous.
 __device__ __forceinline__ int slot(int i, const int* __restrict__ start)
 {
     const int j = i + 1;
@@ -49,39 +51,64 @@ __device__ __forceinline__ int slot(int i, const int* __restrict__ start)
     return start[level] + (j >> (level + 1));
 }
 
-extern "C" __global__ void cr_solve(const int n, const int levels, const T* __restrict__ lower,
-        const T* __restrict__ diag, const T* __restrict__ upper, const T* __restrict__ rhs,
-        T* __restrict__ x)
+extern "C" __global__ void cr_solve(const int n, const T* __restrict__ lower, const T* __restrict__ diag,
+        const T* __restrict__ upper, const T* __restrict__ rhs, T* __restrict__ x)
 {
+    // The first reduction step runs in registers: thread pair t holds the even equation 2t, which
+    // it eliminates from the odd equation 2t + 1 together with 2t + 2 (read from global memory);
+    // only the m = n/2 odd equations go to shared memory, where cyclic reduction solves them;
+    // the even unknowns follow from their registers at the end.
     extern __shared__ unsigned char smem[];
+    const int m = n / 2, pairs = (n + 1) / 2;
     T* a = (T*)smem;
-    T* b = a + n;
-    T* c = b + n;
-    T* d = c + n;
+    T* b = a + m;
+    T* c = b + m;
+    T* d = c + m;
     __shared__ int start[32];
-    if (threadIdx.x == 0) {             // level l holds the i with i + 1 = 2^l * odd, i < n
+    if (threadIdx.x == 0) {             // level l holds the i with i + 1 = 2^l * odd, i < m
         int s = 0;
         for (int l = 0; l < 32; ++l) {
             start[l] = s;
-            if (l < levels) s += (n + (1 << l)) >> (l + 1);
+            if (l < 31) s += (m + (1 << l)) >> (l + 1);
         }
     }
     __syncthreads();
     const size_t base = (size_t)blockIdx.x * n;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int k = slot(i, start);
-        a[k] = i > 0 ? lower[base + i] : T(0);
-        b[k] = diag[base + i];
-        c[k] = i < n - 1 ? upper[base + i] : T(0);
-        d[k] = rhs[base + i];
+    T ae[PAIRS], be[PAIRS], ce[PAIRS], de[PAIRS];
+#pragma unroll
+    for (int q = 0; q < PAIRS; ++q) {
+        const int t = threadIdx.x + q * blockDim.x;
+        if (t >= pairs) break;
+        const int e = 2 * t, o = e + 1;
+        ae[q] = e > 0 ? lower[base + e] : T(0);
+        be[q] = diag[base + e];
+        ce[q] = e < n - 1 ? upper[base + e] : T(0);
+        de[q] = rhs[base + e];
+        if (o < n) {
+            const T alpha = -lower[base + o] / be[q];
+            const T bo = diag[base + o], d_o = rhs[base + o], co = o < n - 1 ? upper[base + o] : T(0);
+            T a2 = T(0), b2 = T(1), c2 = T(0), d2 = T(0), gamma = T(0);
+            if (o + 1 < n) {
+                a2 = lower[base + o + 1];
+                b2 = diag[base + o + 1];
+                c2 = o + 1 < n - 1 ? upper[base + o + 1] : T(0);
+                d2 = rhs[base + o + 1];
+                gamma = -co / b2;
+            }
+            const int k = slot(t, start);
+            a[k] = alpha * ae[q];
+            b[k] = bo + alpha * ce[q] + gamma * a2;
+            c[k] = gamma * c2;
+            d[k] = d_o + alpha * de[q] + gamma * d2;
+        }
     }
     __syncthreads();
     int s = 1;
-    for (; 2 * s - 1 < n; s *= 2) {     // forward reduction: keep i = 2s(j + 1) - 1
-        for (int j = threadIdx.x; 2 * s * (j + 1) - 1 < n; j += blockDim.x) {
+    for (; 2 * s - 1 < m; s *= 2) {     // forward reduction: keep i = 2s(j + 1) - 1
+        for (int j = threadIdx.x; 2 * s * (j + 1) - 1 < m; j += blockDim.x) {
             const int i = 2 * s * (j + 1) - 1;
             const int k = slot(i, start), km = slot(i - s, start);
-            const bool up = i + s < n;
+            const bool up = i + s < m;
             const int kp = up ? slot(i + s, start) : k;
             const T alpha = -a[k] / b[km];
             const T gamma = up ? -c[k] / b[kp] : T(0);
@@ -93,17 +120,26 @@ extern "C" __global__ void cr_solve(const int n, const int levels, const T* __re
         __syncthreads();
     }
     for (; s >= 1; s /= 2) {            // backward substitution: i = s - 1 + 2 s j, x in d
-        for (int j = threadIdx.x; s - 1 + 2 * s * j < n; j += blockDim.x) {
+        for (int j = threadIdx.x; s - 1 + 2 * s * j < m; j += blockDim.x) {
             const int i = s - 1 + 2 * s * j;
             const int k = slot(i, start);
             T v = d[k];
             if (i - s >= 0) v -= a[k] * d[slot(i - s, start)];
-            if (i + s < n) v -= c[k] * d[slot(i + s, start)];
+            if (i + s < m) v -= c[k] * d[slot(i + s, start)];
             d[k] = v / b[k];
         }
         __syncthreads();
     }
-    for (int i = threadIdx.x; i < n; i += blockDim.x) x[base + i] = d[slot(i, start)];
+#pragma unroll
+    for (int q = 0; q < PAIRS; ++q) {   // the even unknowns, and every unknown out
+        const int t = threadIdx.x + q * blockDim.x;
+        if (t >= pairs) break;
+        const int e = 2 * t;
+        const T xo = e + 1 < n ? d[slot(t, start)] : T(0);
+        const T xm = t > 0 ? d[slot(t - 1, start)] : T(0);
+        x[base + e] = (de[q] - ae[q] * xm - ce[q] * xo) / be[q];
+        if (e + 1 < n) x[base + e + 1] = xo;
+    }
 }
 """
 
@@ -112,14 +148,15 @@ _STATIC_LIMIT = 48 * 1024
 
 
 @functools.lru_cache(maxsize=None)
-def _cr_kernel(ctype):
-    return backend.cupy.RawKernel(_CR_SOURCE.replace("VALUE", ctype), "cr_solve")
+def _cr_kernel(ctype, pairs_per_thread):
+    source = _CR_SOURCE.replace("VALUE", ctype).replace("PAIRS_PER_THREAD", str(pairs_per_thread))
+    return backend.cupy.RawKernel(source, "cr_solve")
 
 
 def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
-    float64, all of one shape). One thread block of ``threads`` (default: n/2 rounded up to a
-    power of two, at most 256) per system."""
+    float64, all of one shape). One thread block of ``threads`` (default 256, fewer for short
+    systems) per system, each thread holding one or more even equations in registers."""
     cp = backend.cupy
     dtype = numpy.dtype(diag.dtype)
     n = diag.shape[-1]
@@ -129,14 +166,15 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     batch = diag.size // n if n else 0
     if batch == 0:
         return out
-    levels = int(n).bit_length()
-    if threads is None:   # 256 beat 512 and 128 at n = 1025 in double on an H100 (benchmarks/tridiag.py)
-        threads = min(256, max(32, 1 << max(0, (n // 2 - 1).bit_length())))
-    shared = 4 * n * dtype.itemsize
-    kernel = _cr_kernel(_CTYPES[dtype])
+    pairs = (n + 1) // 2
+    if threads is None:
+        threads = min(256, 32 * ((pairs + 31) // 32))
+    per_thread = (pairs + threads - 1) // threads
+    shared = 4 * (n // 2) * dtype.itemsize
+    kernel = _cr_kernel(_CTYPES[dtype], per_thread)
     if shared > _STATIC_LIMIT:
         kernel.max_dynamic_shared_size_bytes = shared
-    kernel((batch,), (threads,), (numpy.int32(n), numpy.int32(levels), *arrays, out), shared_mem=shared)
+    kernel((batch,), (threads,), (numpy.int32(n), *arrays, out), shared_mem=shared)
     return out
 
 

@@ -58,11 +58,12 @@ def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
     assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 63, 64, 1025, 2049])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 63, 64, 1025, 2049, 4097])
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-def test_cyclic_reduction_matches_thomas(n, dtype, tol):
+@pytest.mark.parametrize("threads", [None, 32])
+def test_cyclic_reduction_matches_thomas(n, dtype, tol, threads):
     """The cyclic-reduction kernel against the Thomas twin (float64 on the host) on diagonally
-    dominant systems, batched over two axes; n = 2049 in double needs 64 KB of shared memory (the
+    dominant systems, batched over two axes; n = 4097 in double needs 64 KB of shared memory (the
     opt-in limit)."""
     from pcplugins import tridiag
     cp = backend.cupy
@@ -71,7 +72,7 @@ def test_cyclic_reduction_matches_thomas(n, dtype, tol):
     lo, up = rng.uniform(-1, 0, shape), rng.uniform(-1, 0, shape)
     dg, rhs = 2.2 + rng.random(shape), rng.standard_normal(shape)
     ref = tridiag.thomas(lo, dg, up, rhs, np)
-    got = tridiag.cyclic_reduction(*(cp.asarray(a, dtype=dtype) for a in (lo, dg, up, rhs)))
+    got = tridiag.cyclic_reduction(*(cp.asarray(a, dtype=dtype) for a in (lo, dg, up, rhs)), threads=threads)
     assert got.dtype == dtype and got.shape == shape
     assert np.abs(got.get() - ref).max() <= tol * np.abs(ref).max()
 
