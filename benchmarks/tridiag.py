@@ -86,7 +86,7 @@ def main():
                    "copy_s": t_copy, "copy_GBps": 2 * read / t_copy / 1e9}
             solvers = {"pcplugins cyclic reduction": lambda: tridiag.cyclic_reduction(lo, dg, up, rhs),
                        **{f"pcplugins cyclic reduction, {t} threads per system":
-                          (lambda t=t: tridiag.cyclic_reduction(lo, dg, up, rhs, threads=t)) for t in (128, 512, 1024)},
+                          (lambda t=t: tridiag.cyclic_reduction(lo, dg, up, rhs, threads=t)) for t in (256, 512, 1024)},
                        "CuPy Thomas (vectorised over systems)": lambda: tridiag.thomas(lo, dg, up, rhs, cp)}
             gtsv = cusparse_gtsv(lo, dg, up, rhs)
             if gtsv is not None:

@@ -155,7 +155,7 @@ def _cr_kernel(ctype, pairs_per_thread):
 
 def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
-    float64, all of one shape). One thread block of ``threads`` (default 256, fewer for short
+    float64, all of one shape). One thread block of ``threads`` (default 128, fewer for short
     systems) per system, each thread holding one or more even equations in registers."""
     cp = backend.cupy
     dtype = numpy.dtype(diag.dtype)
@@ -167,8 +167,8 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     if batch == 0:
         return out
     pairs = (n + 1) // 2
-    if threads is None:
-        threads = min(256, 32 * ((pairs + 31) // 32))
+    if threads is None:   # 128 beat 256, 512 and 1024 at n = 1025 on an H100 (benchmarks/tridiag.py)
+        threads = min(128, 32 * ((pairs + 31) // 32))
     per_thread = (pairs + threads - 1) // threads
     shared = 4 * (n // 2) * dtype.itemsize
     kernel = _cr_kernel(_CTYPES[dtype], per_thread)
