@@ -31,7 +31,7 @@ import scipy.sparse  # noqa: E402
 
 import meshes  # noqa: E402
 import pcplugins  # noqa: E402
-from gmg_poisson import release, synchronizer, timed_solve, write  # noqa: E402
+from gmg_poisson import options_in_database, release, synchronizer, timed_solve, write  # noqa: E402
 from pcplugins import backend, bridge  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
@@ -69,14 +69,16 @@ def problem(case, opts):
 
 
 def run(name, options, A, xy, gpu):
+    with options_in_database(options):
+        return _run(name, options, A, xy, gpu)
+
+
+def _run(name, options, A, xy, gpu):
     M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij")
     b, x = M.createVecs()
     b.setArray(numpy.random.default_rng(1).random(A.shape[0]))
     M.mult(b, x)          # the matrix is resident where it is used (PETSc uploads it on first use)
     x.set(0.0)
-    opts = PETSc.Options()
-    for k, v in options.items():
-        opts[k] = v
     ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
     ksp.setOperators(M)
     if options.get("pc_python_type") == "pcplugins.AMG":
@@ -100,8 +102,6 @@ def run(name, options, A, xy, gpu):
         ctx = pc.getPythonContext()
         res["view"] = ctx.describe()
         res["setup_phases_s"] = ctx.timings
-    for k in options:
-        opts.delValue(k)
     ksp.destroy()
     M.destroy()
     return res

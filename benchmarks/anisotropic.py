@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import meshes  # noqa: E402
-from gmg_poisson import release, timed_solve, write  # noqa: E402
+from gmg_poisson import options_in_database, release, timed_solve, write  # noqa: E402
 from pcplugins import backend, grid, stencil  # noqa: E402
 
 GRADED = {"A1": 0.75, "A2": 0.5, "A3": 0.25, "A4": 0.0625, "A5": 0.03125}
@@ -64,14 +64,8 @@ def system(name, level):
 
 
 def run(name, options, m, A, u0, gpu):
-    opts = PETSc.Options()
-    for k, v in options.items():
-        opts[k] = v
-    try:
+    with options_in_database(options):
         return _run(name, options, m, A, u0, gpu)
-    finally:                      # a failed configuration must not leave its options to the next
-        for k in options:
-            opts.delValue(k)
 
 
 def _run(name, options, m, A, u0, gpu):

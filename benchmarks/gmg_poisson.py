@@ -10,6 +10,7 @@ generic kernels; detected from the matrix), pcplugins.FFTPoisson, PETSc PCMG on 
 interior system. Each configuration runs twice on fresh KSPs; the second run is reported (the
 first compiles kernels). Results: JSON with device, versions and command.
 """
+import contextlib
 import json
 import os
 import platform
@@ -50,7 +51,6 @@ CONFIGS = {
 
 
 def run(name, options, n, dim, gpu):
-    opts = PETSc.Options()
     if gpu:
         options = dict(options, mat_type="aijcusparse", dm_mat_type="aijcusparse", dm_vec_type="cuda")
         if options.get("pc_type") == "mg":   # PETSc's default SOR smoother runs on the host
@@ -62,8 +62,11 @@ def run(name, options, n, dim, gpu):
             m //= 2
             levels += 1
         options = dict(options, pc_mg_levels=levels)
-    for k, v in options.items():
-        opts[k] = v
+    with options_in_database(options):
+        return _run(name, options, n, dim, gpu)
+
+
+def _run(name, options, n, dim, gpu):
     da, A, b = poisson_system(n, dim, "petsc", rhs="random", seed=1)
     da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
     x = b.duplicate()
@@ -88,11 +91,23 @@ def run(name, options, n, dim, gpu):
         if res["ranks"] > 1:
             res["ghost_updates_per_application"] = ctx.comm.exchanges / max(ctx.applications, 1)
             res["ms_per_ghost_update_rank0"] = 1e3 * ctx.comm.exchange_time / max(ctx.comm.exchanges, 1)
-    for k in options:
-        opts.delValue(k)
     ksp.destroy()
     A.destroy()
     return res
+
+
+@contextlib.contextmanager
+def options_in_database(options):
+    """``options`` in PETSc's options database for the block, removed afterwards even when it
+    raises: a failed configuration must not leave its options to the next one."""
+    opts = PETSc.Options()
+    for k, v in options.items():
+        opts[k] = v
+    try:
+        yield
+    finally:
+        for k in options:
+            opts.delValue(k)
 
 
 def synchronizer(gpu):

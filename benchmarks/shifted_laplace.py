@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import pcplugins  # noqa: E402
-from gmg_poisson import release, synchronizer, timed_solve, write  # noqa: E402
+from gmg_poisson import options_in_database, release, synchronizer, timed_solve, write  # noqa: E402
 from pcplugins import backend  # noqa: E402
 from problems import helmholtz_system, wedge_wavenumber  # noqa: E402
 
@@ -66,18 +66,12 @@ def problem(case):
 
 
 def run(name, options, N, k, dim, gpu, max_it):
-    opts = PETSc.Options()
     if gpu:
         options = dict(options, mat_type="aijcusparse", vec_type="cuda")
     if options.get("pc_python_type") and numpy.ndim(k) == 0:
         options = dict(options, pc_sl_k=k)
-    for key, v in options.items():
-        opts[key] = v
-    try:
+    with options_in_database(options):
         return _run(name, options, N, k, dim, gpu, max_it)
-    finally:                      # a failed configuration must not leave its options to the next
-        for key in options:
-            opts.delValue(key)
 
 
 def _run(name, options, N, k, dim, gpu, max_it):
