@@ -78,8 +78,6 @@ def _run(name, options, N, k, dim, gpu, max_it):
     source = "edge" if numpy.ndim(k) else "centre"
     da, A, b = helmholtz_system(N, k, source=source, dim=dim)   # -mat_type: aijcusparse, CUDA Vecs on the GPU
     Mda, M, _ = helmholtz_system(N, k, source=source, shift=(1.0, 0.6), dim=dim)
-    if gpu:                       # the KSP's work vectors come from the DM: CUDA ones too
-        da.setVecType("cuda")
     x = b.duplicate()
     ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
     ksp.setDM(da)

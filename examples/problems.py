@@ -173,6 +173,9 @@ def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centr
     A.setPreallocationCSR((iptr, jcol))
     A.setValuesCSR(iptr, jcol, H.data.astype(PETSc.ScalarType))
     A.assemble()
+    # the KSP's work vectors come from the DM: of the matrix's kind (CUDA with aijcusparse), or a
+    # KSP mixes host and CUDA Vecs (slow, and PETSc's PCMG broke down on it with complex scalars)
+    da.setVecType(A.getVecType())
     b, _ = A.createVecs()
     b.setArray(f.astype(PETSc.ScalarType))
     return da, A, b
