@@ -167,11 +167,14 @@ def _grid_positions(index, boxes, xp):
 def stencil_from_aij(M, box, dm, xp, dtype, mpi):
     """Offsets present in an assembled DMDA operator and their coefficient arrays on this rank's
     box. The index work runs in ``xp``: on the GPU for a 17M-row matrix it takes a fraction of a
-    second instead of the host's many seconds."""
+    second instead of the host's many seconds; on one rank an aijcusparse matrix is read from
+    PETSc's device CSR."""
     if not is_aij(M):
         raise error(f"pcplugins.GMG reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
-    indptr, cols, vals = (xp.asarray(a) for a in M.getValuesCSR())
+    # one rank's aijcusparse matrix is read on the device; getValuesCSR walks the host copy
+    csr = (_device_csr(M, xp) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse" else None)
+    indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
     d = box.dim
     nrows = box.size
     if mpi.min(int(bool(xp.all(xp.isfinite(vals))))) == 0:
