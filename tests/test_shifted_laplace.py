@@ -239,17 +239,18 @@ def test_errors_name_the_fault(case, message):
     assert message in str(cause), str(cause)
 
 
-@pytest.mark.parametrize("problem", ["mp1", "mp2"])
+@pytest.mark.parametrize("problem", ["mp1", "mp2", "mp1_3d"])
 def test_example_writes_the_solution(tmp_path, problem):
-    """examples/helmholtz_solve.py: MP1, and MP2 (the wedge, f = 10 Hz on 65^2, max k h = 0.65,
-    through pcplugins.set_wavenumber) converge and write a PNG."""
+    """examples/helmholtz_solve.py: MP1, MP2 (the wedge, f = 10 Hz on 65^2, max k h = 0.65,
+    through pcplugins.set_wavenumber) and MP1 in 3D (-dim 3, 17^3) converge and write a PNG."""
     import os
     import subprocess
     import sys
     here = os.path.dirname(__file__)
     png = tmp_path / "mp1.png"
     res = subprocess.run([sys.executable, os.path.join(here, "..", "examples", "helmholtz_solve.py"),
-                          "-problem", problem, "-N", "32" if problem == "mp1" else "64", "-f", "10",
+                          "-problem", problem[:3], "-N", {"mp1": "32", "mp2": "64", "mp1_3d": "16"}[problem],
+                          "-f", "10", "-dim", "3" if problem == "mp1_3d" else "2",
                           "-pc_type", "python", "-pc_python_type", "pcplugins.ShiftedLaplace", "-png", str(png)],
                          capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=os.path.join(here, "..")))
