@@ -6,6 +6,8 @@ Select them from the options database:
     -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG      (any AIJ matrix)
     -ksp_type bcgs -ksp_pc_side right -pc_type python -pc_python_type pcplugins.ShiftedLaplace -pc_sl_k K
 
+and a Krylov method PETSc's KSPIDR counts differently: -ksp_type python -ksp_python_type pcplugins.IDRS.
+
 Vertex coordinates for AMG's auxiliary grid: pcplugins.set_coordinates(pc, xyz); a wavenumber field
 for ShiftedLaplace: pcplugins.set_wavenumber(pc, k).
 
@@ -29,6 +31,9 @@ def __getattr__(name):
     if name == "ShiftedLaplace":
         from .shiftedlaplace import ShiftedLaplace
         return ShiftedLaplace
+    if name == "IDRS":
+        from .idrs import IDRS
+        return IDRS
     if name == "set_wavenumber":
         from .bridge import compose_wavenumber
         return compose_wavenumber

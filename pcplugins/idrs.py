@@ -1,0 +1,142 @@
+"""pcplugins.IDRS: IDR(s) with biorthogonalisation as a Python KSP (KSPPYTHON).
+
+    -ksp_type python -ksp_python_type pcplugins.IDRS -ksp_idrs_s 4
+
+The preconditioned IDR(s) of van Gijzen and Sonneveld ("Algorithm 913: An elegant IDR(s) variant
+that efficiently exploits biorthogonality properties", ACM TOMS 38 (2011)), as Knibbe, Oosterlee
+and Vuik print it (their Algorithm 1): preconditioned on the right, so the residual it monitors and
+tests is the true one, b - A x. One iteration is s + 1 matrix-vector products and s + 1
+preconditioner applications (the paper's counting; PETSc's own KSPIDR counts every product as an
+iteration). The s shadow vectors are fixed pseudo-random vectors, orthonormalised. Only PETSc Vec
+operations touch the vectors, so it runs wherever PETSc's vectors live (host or CUDA); the s x s
+systems are solved on the host. PETSc's monitors, tolerances and converged reasons apply.
+"""
+import numpy
+from petsc4py import PETSc
+
+from . import bridge
+from .bridge import Option
+
+OPTIONS = [Option("ksp_idrs_s", "int", 4, "Dimension s of the shadow space (IDR(s))")]
+TITLE = "pcplugins.IDRS"
+
+
+class IDRS:
+    def __init__(self):
+        self.s, self.vecs, self.products = 4, None, 0
+
+    # -- KSPPYTHON protocol ----------------------------------------------------------------------------
+    def setFromOptions(self, ksp):
+        s = bridge.read_options(ksp, OPTIONS, TITLE)["s"]
+        if s < 1:
+            raise bridge.error(f"option -ksp_idrs_s: must be >= 1, got {s}")
+        if s != self.s:
+            self.reset(ksp)
+        self.s = s
+
+    def setUp(self, ksp):
+        if self.vecs is None:
+            s = self.s
+            work = ksp.getWorkVecs(right=3 * s + 3, left=None)
+            self.vecs = {"r": work[0], "v": work[1], "t": work[2], "G": work[3:3 + s],
+                         "U": work[3 + s:3 + 2 * s], "Q": work[3 + 2 * s:]}
+            self._shadow_space(ksp)
+
+    def reset(self, ksp):
+        if self.vecs is not None:
+            for v in [self.vecs[k] for k in ("r", "v", "t")] + self.vecs["G"] + self.vecs["U"] + self.vecs["Q"]:
+                v.destroy()
+        self.vecs = None
+
+    def view(self, ksp, viewer=None):
+        bridge.view_lines(viewer, [f"{TITLE}: IDR(s) with biorthogonalisation, s = {self.s}, right "
+                                   f"preconditioning; an iteration is {self.s + 1} products "
+                                   f"({self.products} in the last solve)"])
+
+    def solve(self, ksp, b, x):
+        A, _ = ksp.getOperators()
+        pc = ksp.getPC()
+        s, V = self.s, self.vecs
+        r, v, t, G, U, Q = V["r"], V["v"], V["t"], V["G"], V["U"], V["Q"]
+        dtype = numpy.dtype(PETSc.ScalarType)
+        if ksp.getInitialGuessNonzero():
+            A.mult(x, r)
+            r.aypx(-1.0, b)
+        else:
+            x.set(0.0)
+            b.copy(r)
+        self.products = 0
+        for g, u in zip(G, U):
+            g.set(0.0)
+            u.set(0.0)
+        M = numpy.eye(s, dtype=dtype)
+        omega = 1.0
+        ksp.setIterationNumber(0)
+        while not self._converged(ksp, r):
+            f = numpy.array([r.dot(q) for q in Q], dtype=dtype)      # Q^H r (VecDot(x, y) = y^H x)
+            for k in range(s):
+                c = numpy.linalg.solve(M[k:, k:], f[k:])            # lower triangular s - k system
+                r.copy(v)
+                v.maxpy([-ci for ci in c], G[k:])
+                pc.apply(v, t)                                        # t = P^-1 v
+                t.scale(omega)
+                t.maxpy(list(c), U[k:])
+                t.copy(U[k])
+                A.mult(U[k], G[k])
+                self.products += 1
+                for i in range(k):
+                    alpha = G[k].dot(Q[i]) / M[i, i]
+                    G[k].axpy(-alpha, G[i])
+                    U[k].axpy(-alpha, U[i])
+                for i in range(k, s):
+                    M[i, k] = G[k].dot(Q[i])
+                if M[k, k] == 0:
+                    return self._breakdown(ksp)
+                beta = f[k] / M[k, k]
+                r.axpy(-beta, G[k])
+                x.axpy(beta, U[k])
+                if k + 1 < s:
+                    f[:k + 1] = 0.0
+                    f[k + 1:] -= beta * M[k + 1:, k]
+            pc.apply(r, v)
+            A.mult(v, t)
+            self.products += 1
+            tt = t.norm() ** 2
+            if tt == 0:
+                return self._breakdown(ksp)
+            omega = r.dot(t) / tt                                     # t^H r / t^H t
+            r.axpy(-omega, t)
+            x.axpy(omega, v)
+            ksp.setIterationNumber(ksp.getIterationNumber() + 1)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _converged(self, ksp, r):
+        its, rnorm = ksp.getIterationNumber(), r.norm()
+        ksp.setResidualNorm(rnorm)
+        ksp.logConvergenceHistory(rnorm)
+        ksp.monitor(its, rnorm)
+        reason = ksp.callConvergenceTest(its, rnorm)
+        if not reason and its >= ksp.getTolerances()[3]:          # PETSc's test leaves max_it to the KSP
+            reason = PETSc.KSP.ConvergedReason.DIVERGED_MAX_IT
+        if reason:
+            ksp.setConvergedReason(reason)
+        return reason
+
+    @staticmethod
+    def _breakdown(ksp):
+        ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
+
+    def _shadow_space(self, ksp):
+        """s orthonormal pseudo-random shadow vectors (a fixed seed per rank)."""
+        Q = self.vecs["Q"]
+        rng = numpy.random.default_rng(1234 + ksp.getComm().getRank())
+        dtype = numpy.dtype(PETSc.ScalarType)
+        for i, q in enumerate(Q):
+            n = q.getLocalSize()
+            z = rng.standard_normal(n)
+            if dtype.kind == "c":
+                z = z + 1j * rng.standard_normal(n)
+            q.setArray(z.astype(dtype))
+            for p in Q[:i]:                                            # modified Gram-Schmidt
+                q.axpy(-q.dot(p), p)
+            q.scale(1.0 / q.norm())
