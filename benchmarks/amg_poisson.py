@@ -31,7 +31,7 @@ import scipy.sparse  # noqa: E402
 
 import meshes  # noqa: E402
 import pcplugins  # noqa: E402
-from gmg_poisson import options_in_database, release, synchronizer, timed_solve, write  # noqa: E402
+from gmg_poisson import apply_ms, measure, options_in_database, skipped, timed_solve, write  # noqa: E402
 from pcplugins import backend, bridge  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
@@ -89,15 +89,8 @@ def _run(name, options, A, xy, gpu):
     ksp.setTolerances(rtol=1e-6, max_it=20000)
     ksp.setFromOptions()
     res = dict({"solver": name, "unknowns": A.shape[0], "options": options}, **timed_solve(ksp, M, b, x, gpu))
-    sync = synchronizer(gpu)
-    pc, y = ksp.getPC(), b.duplicate()
-    pc.apply(b, y)                        # one preconditioner application, once warm
-    sync()
-    t = time.perf_counter()
-    for _ in range(10):
-        pc.apply(b, y)
-    sync()
-    res["apply_ms"] = (time.perf_counter() - t) * 100
+    pc = ksp.getPC()
+    res["apply_ms"] = apply_ms(pc, b, gpu)
     if options.get("pc_python_type"):
         ctx = pc.getPythonContext()
         res["view"] = ctx.describe()
@@ -141,18 +134,14 @@ def main():
             results.append(r)
             PETSc.Sys.Print(f"  CSR read: {r['seconds']}", flush=True)
         for name, conf in CONFIGS.items():
-            if skip and any(s and s in name for s in skip.split(",")):
+            if skipped(name, skip):
                 continue
-            try:
-                run(name, conf, A, xy, gpu)
-                release(gpu)
-                r = dict(run(name, conf, A, xy, gpu), case=label)
-                release(gpu)
-            except Exception as e:
-                release(gpu)
-                results.append({"case": label, "solver": name, "error": str(e).splitlines()[-1]})
-                PETSc.Sys.Print(f"  {name:36s} FAILED: {results[-1]['error']}", flush=True)
+            r = measure(run, gpu, name, conf, A, xy, gpu)
+            if "error" in r:
+                results.append(dict(r, case=label, solver=name))
+                PETSc.Sys.Print(f"  {name:36s} FAILED: {r['error']}", flush=True)
                 continue
+            r["case"] = label
             results.append(r)
             write(out, results, gpu)
             PETSc.Sys.Print(f"  {name:36s} setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"

@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import meshes  # noqa: E402
-from gmg_poisson import options_in_database, release, timed_solve, write  # noqa: E402
+from gmg_poisson import measure, options_in_database, skipped, timed_solve, write  # noqa: E402
 from pcplugins import backend, grid, stencil  # noqa: E402
 
 GRADED = {"A1": 0.75, "A2": 0.5, "A3": 0.25, "A4": 0.0625, "A5": 0.03125}
@@ -107,21 +107,14 @@ def main():
         for mesh in names:
             m, A, u0, ratio = system(mesh, level)
             for name, conf in CONFIGS.items():
-                if skip and any(s and s in name for s in skip.split(",")):
+                if skipped(name, skip):
                     continue
-                try:
-                    run(name, conf, m, A, u0, gpu)
-                    release(gpu)
-                    r = dict(run(name, conf, m, A, u0, gpu), mesh=mesh, level=level, unknowns=m * m,
-                             smallest_over_largest_cell=ratio)
-                    release(gpu)
-                except Exception as e:
-                    release(gpu)
-                    cause = e.__cause__ or e.__context__ or e
-                    results.append({"mesh": mesh, "level": level, "solver": name,
-                                    "error": f"{type(cause).__name__}: {cause}"[:300]})
-                    PETSc.Sys.Print(f"{mesh} L{level} {name:58s} FAILED: {results[-1]['error']}", flush=True)
+                r = measure(run, gpu, name, conf, m, A, u0, gpu)
+                if "error" in r:
+                    results.append(dict(r, mesh=mesh, level=level, solver=name))
+                    PETSc.Sys.Print(f"{mesh} L{level} {name:58s} FAILED: {r['error']}", flush=True)
                     continue
+                r.update(mesh=mesh, level=level, unknowns=m * m, smallest_over_largest_cell=ratio)
                 results.append(r)
                 write(out, results, gpu)
                 PETSc.Sys.Print(f"{mesh} L{level} {name:58s} setup {r['setup_s'] * 1e3:8.1f} ms  solve "

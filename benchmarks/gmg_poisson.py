@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 
 import petsc4py
 
@@ -177,6 +178,42 @@ def fft_solve(n, dim):
             "total_s": times[len(times) // 2], "rel_residual": err}
 
 
+def apply_ms(pc, x, gpu, reps=10):
+    """Milliseconds per application of ``pc`` to ``x``: the mean of ``reps`` after a warm one."""
+    sync = synchronizer(gpu)
+    y = x.duplicate()
+    pc.apply(x, y)
+    sync()
+    t = time.perf_counter()
+    for _ in range(reps):
+        pc.apply(x, y)
+    sync()
+    y.destroy()
+    return (time.perf_counter() - t) * 1e3 / reps
+
+
+def skipped(name, skip):
+    """True when ``name`` contains one of the comma-separated words of -skip."""
+    return any(s and s in name for s in skip.split(","))
+
+
+def measure(run, gpu, *args):
+    """run(*args) twice on fresh objects and the second result (the first compiles kernels and
+    fills caches), GPU memory released around each. A failure comes back as {"error": ...} naming
+    its cause (a PETSc error wraps the Python one), its traceback on stderr, so that the other
+    configurations go on."""
+    try:
+        run(*args)
+        release(gpu)
+        return run(*args)
+    except Exception as e:
+        cause = e.__cause__ or e.__context__ or e
+        traceback.print_exception(cause, file=sys.stderr)
+        return {"error": f"{type(cause).__name__}: {cause}"[:300]}
+    finally:
+        release(gpu)
+
+
 def release(gpu):
     """Give CuPy's cached blocks back, so PETSc's own cudaMalloc calls find the memory."""
     import gc
@@ -199,17 +236,12 @@ def main():
     results = []
     for n in sizes:
         for name, conf in configs.items():
-            if skip and any(s and s in name for s in skip.split(",")):
+            if skipped(name, skip):
                 continue
-            try:
-                run(name, conf, n, dim, gpu)              # warm-up: kernel compilation, caches
-                release(gpu)
-                r = run(name, conf, n, dim, gpu)
-                release(gpu)
-            except Exception as e:                        # record it, go on with the others
-                release(gpu)
-                results.append({"solver": name, "n": n, "dim": dim, "error": str(e).splitlines()[-1]})
-                PETSc.Sys.Print(f"{n}^{dim} {name:40s} FAILED: {results[-1]['error']}", flush=True)
+            r = measure(run, gpu, name, conf, n, dim, gpu)
+            if "error" in r:                              # record it, go on with the others
+                results.append(dict(r, solver=name, n=n, dim=dim))
+                PETSc.Sys.Print(f"{n}^{dim} {name:40s} FAILED: {r['error']}", flush=True)
                 continue
             results.append(r)
             write(out, results, gpu)

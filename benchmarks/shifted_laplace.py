@@ -15,8 +15,6 @@ PETSc the system is in the real-equivalent form (dof 2); with complex scalars it
 """
 import os
 import sys
-import time
-import traceback
 
 import petsc4py
 
@@ -29,7 +27,7 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import pcplugins  # noqa: E402
-from gmg_poisson import options_in_database, release, synchronizer, timed_solve, write  # noqa: E402
+from gmg_poisson import apply_ms, measure, options_in_database, skipped, timed_solve, write  # noqa: E402
 from pcplugins import backend  # noqa: E402
 from problems import helmholtz_system, wedge_wavenumber  # noqa: E402
 
@@ -97,15 +95,7 @@ def _run(name, options, N, k, dim, gpu, max_it):
                **timed_solve(ksp, A, b, x, gpu))
     if options.get("pc_python_type"):
         pc = ksp.getPC()
-        y = b.duplicate()
-        sync = synchronizer(gpu)
-        pc.apply(b, y)
-        sync()
-        t = time.perf_counter()
-        for _ in range(10):
-            pc.apply(b, y)
-        sync()
-        res["apply_ms"] = (time.perf_counter() - t) * 100
+        res["apply_ms"] = apply_ms(pc, b, gpu)
         res["view"] = pc.getPythonContext().describe()
     ksp.destroy()
     for o in (A, M, Mda, da):
@@ -124,20 +114,14 @@ def main():
     for case in cases:
         label, N, k, dim = problem(case)
         for name, conf in CONFIGS.items():
-            if skip and any(s and s in name for s in skip.split(",")):
+            if skipped(name, skip):
                 continue
-            try:
-                run(name, conf, N, k, dim, gpu, max_it)
-                release(gpu)
-                r = dict(run(name, conf, N, k, dim, gpu, max_it), case=label)
-                release(gpu)
-            except Exception as e:
-                release(gpu)
-                cause = e.__cause__ or e.__context__ or e        # a PETSc error wraps the Python one
-                traceback.print_exception(cause, file=sys.stderr)
-                results.append({"case": label, "solver": name, "error": f"{type(cause).__name__}: {cause}"[:300]})
-                PETSc.Sys.Print(f"{label} {name:52s} FAILED: {results[-1]['error']}", flush=True)
+            r = measure(run, gpu, name, conf, N, k, dim, gpu, max_it)
+            if "error" in r:
+                results.append(dict(r, case=label, solver=name))
+                PETSc.Sys.Print(f"{label} {name:52s} FAILED: {r['error']}", flush=True)
                 continue
+            r["case"] = label
             results.append(r)
             write(out, results, gpu)
             apply = f"  PCApply {r['apply_ms']:.2f} ms" if "apply_ms" in r else ""
