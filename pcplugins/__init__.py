@@ -15,29 +15,20 @@ The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid, aggre
 slmg) works on NumPy or CuPy arrays and never imports PETSc; the preconditioner classes are loaded
 on first use.
 """
+import importlib
+
 __version__ = "0.1.0"
 
 
+# public name -> (module, attribute), imported on first use
+_EXPORTS = {"GMG": ("gmg", "GMG"), "FFTPoisson": ("fftpoisson", "FFTPoisson"), "AMG": ("amg", "AMG"),
+            "ShiftedLaplace": ("shiftedlaplace", "ShiftedLaplace"), "IDRS": ("idrs", "IDRS"),
+            "set_wavenumber": ("bridge", "compose_wavenumber"),
+            "set_coordinates": ("bridge", "compose_coordinates")}
+
+
 def __getattr__(name):
-    if name == "GMG":
-        from .gmg import GMG
-        return GMG
-    if name == "FFTPoisson":
-        from .fftpoisson import FFTPoisson
-        return FFTPoisson
-    if name == "AMG":
-        from .amg import AMG
-        return AMG
-    if name == "ShiftedLaplace":
-        from .shiftedlaplace import ShiftedLaplace
-        return ShiftedLaplace
-    if name == "IDRS":
-        from .idrs import IDRS
-        return IDRS
-    if name == "set_wavenumber":
-        from .bridge import compose_wavenumber
-        return compose_wavenumber
-    if name == "set_coordinates":
-        from .bridge import compose_coordinates
-        return compose_coordinates
-    raise AttributeError(f"module 'pcplugins' has no attribute {name!r}")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pcplugins' has no attribute {name!r}")
+    module, attr = _EXPORTS[name]
+    return getattr(importlib.import_module(f".{module}", __name__), attr)

@@ -43,10 +43,11 @@ class LineGS:
                                                     self.coefs[kd],
                                                     self.coefs[up] if up is not None else zero)]
             others = [b for b in range(box.dim) if b != a]
-            idx = [numpy.arange(box.shape[b]).reshape([-1 if c == b else 1 for c in range(box.dim)]) for b in others]
             if star and len(others) == 2:
                 # 3D star stencils: lines coloured by the parity of the sum of the other two
                 # indices (a checkerboard of lines): solve all lines, keep one colour by a mask
+                idx = [numpy.arange(box.shape[b]).reshape([-1 if c == b else 1 for c in range(box.dim)])
+                       for b in others]
                 colours = [xp.asarray(numpy.broadcast_to(sum(idx) % 2 == p, box.shape)) for p in (0, 1)]
                 self._plans.append((a, off, tri, colours))
                 continue

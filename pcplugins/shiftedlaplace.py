@@ -88,13 +88,13 @@ class ShiftedLaplace:
         v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, TITLE)
         self.values = v
         self.real_equivalent = not bridge.scalar_is_complex()
-        n, dim = bridge.square_dmda(pc, 2 if self.real_equivalent else 1, TITLE)
+        dof = 2 if self.real_equivalent else 1
+        n, dim = bridge.square_dmda(pc, dof, TITLE)
         points = n ** dim
         M = bridge.pc_matrix(pc)
-        if M.getSize()[0] != points * (2 if self.real_equivalent else 1):
+        if M.getSize()[0] != points * dof:
             raise bridge.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n}^{dim} DMDA "
-                               f"{'(dof 2) ' if self.real_equivalent else ''}needs "
-                               f"{points * (2 if self.real_equivalent else 1)}")
+                               f"{'(dof 2) ' if self.real_equivalent else ''}needs {points * dof}")
         k = bridge.composed_real_array(pc, "wavenumber", points)
         self.k_source = "the Vec \"wavenumber\" composed on the PC"
         if k is None:
@@ -137,7 +137,7 @@ class ShiftedLaplace:
         self._graphs = None
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
-            m = points * (2 if self.real_equivalent else 1)
+            m = points * dof
             dtype = numpy.float64 if self.real_equivalent else numpy.complex128
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
                                                buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))

@@ -279,32 +279,33 @@ def test_idrs_counts_near_the_paper(N, paper):
     assert paper - 2 <= its <= paper, its
 
 
+def mp1_bcgs(**options):
+    """Bi-CGSTAB to 1e-3 on MP1 (N = 64, k = 40) with the PC configured by ``options``: (iterations,
+    the PC's -ksp_view lines as one text)."""
+    from problems import helmholtz_system
+    da, A, b = helmholtz_system(64, 40.0)
+    ksp, x = petsc_solve(da, A, b, dict(SL, pc_sl_k=40.0, **options), "bcgs", rtol=1e-3, max_it=100)
+    assert ksp.getConvergedReason() > 0
+    return ksp.getIterationNumber(), "\n".join(ksp.getPC().getPythonContext().describe())
+
+
 def test_complex64_cycle_inside_double_krylov():
     """-pc_sl_precision single: the multigrid in complex64 inside bcgs in double (the paper's mixed
     precision): the same iteration count within one (N = 64: 16 both in the real-equivalent form)."""
-    from problems import helmholtz_system
-    da, A, b = helmholtz_system(64, 40.0)
     its = {}
     for prec in ("double", "single"):
-        ksp, x = petsc_solve(da, A, b, dict(SL, pc_sl_k=40.0, pc_sl_precision=prec), "bcgs", rtol=1e-3, max_it=100)
-        assert ksp.getConvergedReason() > 0
-        its[prec] = ksp.getIterationNumber()
+        its[prec], text = mp1_bcgs(pc_sl_precision=prec)
         if prec == "single":
-            assert "complex64" in "\n".join(ksp.getPC().getPythonContext().describe())
+            assert "complex64" in text
     assert abs(its["single"] - its["double"]) <= 1, its
 
 
 def test_polynomial_coarse_solve_through_petsc():
     """-pc_sl_coarse polynomial: the same Bi-CGSTAB count as the dense inverse, and -ksp_view says
     which coarse solve ran."""
-    from problems import helmholtz_system
-    da, A, b = helmholtz_system(64, 40.0)
     its = {}
     for solve in ("direct", "polynomial"):
-        ksp, x = petsc_solve(da, A, b, dict(SL, pc_sl_k=40.0, pc_sl_coarse=solve), "bcgs", rtol=1e-3, max_it=100)
-        assert ksp.getConvergedReason() > 0
-        its[solve] = ksp.getIterationNumber()
-        text = "\n".join(ksp.getPC().getPythonContext().describe())
+        its[solve], text = mp1_bcgs(pc_sl_coarse=solve)
         assert ("GMRES polynomial of degree 16" in text) == (solve == "polynomial"), text
     assert its["polynomial"] == its["direct"], its
 
