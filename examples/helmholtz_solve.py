@@ -3,8 +3,10 @@ by pcplugins.ShiftedLaplace: MP1, a point source in the centre of the unit squar
 boundaries and constant k; MP2, the three-layer wedge (k(x, y) = 2 pi f l / c(x, y), the source at
 the middle of one edge).
 
-    python examples/helmholtz_solve.py -problem mp1|mp2 -N 128 -ksp_type bcgs -ksp_pc_side right \\
-        -pc_type python -pc_python_type pcplugins.ShiftedLaplace [-png u.png] [-dim 3]
+    python examples/helmholtz_solve.py -problem mp1|mp2 -N 128 [-ksp_type bcgs] [-png u.png] [-dim 3]
+
+Bi-CGSTAB preconditioned on the right by pcplugins.ShiftedLaplace unless -ksp_type/-pc_type say
+otherwise; add -mat_type aijcusparse for the GPU (the DMDA's vectors follow the matrix).
 
 MP1: k = 0.625 N (the paper's k h = 0.625) unless -k is given, passed as -pc_sl_k; -dim 3 solves it
 on the unit cube (our extension). MP2: f = 30 Hz (-f), the wavenumber field passed with
@@ -65,6 +67,9 @@ def main():
     ksp.setType("bcgs")
     ksp.setPCSide(PETSc.PC.Side.RIGHT)
     ksp.setTolerances(rtol=1e-3)
+    if not opts.hasName("pc_type"):
+        ksp.getPC().setType("python")
+        ksp.getPC().setPythonType("pcplugins.ShiftedLaplace")
     ksp.setFromOptions()
     if problem == "mp2" and ksp.getPC().getType() == "python":
         pcplugins.set_wavenumber(ksp.getPC(), k.ravel())

@@ -388,20 +388,25 @@ def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n):
     assert err <= tol, err
 
 
+@pytest.mark.parametrize("krylov", ["bcgs", "idrs"])
 @pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
-def test_shifted_laplace_petsc_cuda_matches_host(coarse_solve):
+def test_shifted_laplace_petsc_cuda_matches_host(coarse_solve, krylov):
     """aijcusparse + CUDA Vecs: the PC reads and writes PETSc's device memory (DLPack with a real
     PETSc, the raw device pointer with complex scalars), replays its cycle as a CUDA graph and gives
-    the host run's result and Bi-CGSTAB iteration count (run with both builds:
-    PCPLUGINS_SCALAR=complex .gpu/setup.sh)."""
+    the host run's result and iteration count, under Bi-CGSTAB and pcplugins.IDRS (run with both
+    builds: PCPLUGINS_SCALAR=complex .gpu/setup.sh)."""
     from problems import helmholtz_system
     N, k = 32, 20.0
+    options = {"pc_sl_k": k, "ksp_pc_side": "right", "pc_sl_coarse": coarse_solve}
+    if krylov == "idrs":
+        options.update(ksp_python_type="pcplugins.IDRS", ksp_idrs_s=4)
     out = {}
     for mat_type in ("aij", "aijcusparse"):
         with petsc_options({"mat_type": mat_type}):
             da, A, b = helmholtz_system(N, k)
-        ksp, x = petsc_solve(da, A, b, {"pc_sl_k": k, "ksp_pc_side": "right", "pc_sl_coarse": coarse_solve},
-                             ksp_type="bcgs", pc="pcplugins.ShiftedLaplace", rtol=1e-6)
+        ksp, x = petsc_solve(da, A, b, options, ksp_type="python" if krylov == "idrs" else krylov,
+                             pc="pcplugins.ShiftedLaplace", rtol=1e-6)
+        assert ksp.getConvergedReason() > 0, (mat_type, ksp.getConvergedReason())
         pc, y = ksp.getPC(), b.duplicate()
         pc.apply(b, y)
         out[mat_type] = (ksp.getIterationNumber(), pc.getPythonContext().device, b.getType(),
