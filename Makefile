@@ -27,6 +27,7 @@ demo: $(VENV)/.pcplugins-setup
 test: setup
 	$(PY) -m pytest -q tests
 	$(PYC) -m pytest -q tests/test_shifted_laplace.py
+	$(PYC) -m pytest -q tests/test_mpi.py -k shifted_laplace
 
 bench: setup
 	$(PY) benchmarks/gmg_poisson.py

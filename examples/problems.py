@@ -94,19 +94,8 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
         bvals = numpy.prod([numpy.sin(numpy.pi * xi) for xi in x], axis=0).ravel()
     else:
         raise ValueError(rhs)
-    if comm.getSize() > 1:     # this rank's rows (natural indices), columns in PETSc's ordering
-        rng = [range(*r) for r in reversed(da.getRanges()[:dim])]
-        rows = numpy.ravel_multi_index(numpy.meshgrid(*rng, indexing="ij"), shape).ravel()
-        counts = indptr[rows + 1] - indptr[rows]
-        first = numpy.repeat(indptr[rows] - numpy.concatenate([[0], numpy.cumsum(counts)[:-1]]), counts)
-        take = first + numpy.arange(counts.sum())      # the entries of these rows, in order
-        cols = numpy.asarray(da.getAO().app2petsc(cols[take].astype(PETSc.IntType)))
-        vals = vals[take]
-        local_row = numpy.repeat(numpy.arange(len(rows)), counts)
-        order = numpy.lexsort((cols, local_row))
-        cols, vals = cols[order], vals[order]
-        indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(PETSc.IntType)
-        bvals = bvals[rows]
+    if comm.getSize() > 1:
+        indptr, cols, vals, bvals = owned_rows(da, indptr, cols, vals, bvals)
     A = PETSc.Mat().create(comm=comm)
     A.setSizes(((len(indptr) - 1, N), (len(indptr) - 1, N)))
     A.setType(PETSc.Mat.Type.AIJ)
@@ -118,6 +107,24 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
     b, _ = A.createVecs()
     b.setArray(bvals)
     return da, A, b
+
+
+def owned_rows(da, indptr, cols, vals, rhs, dof=1):
+    """This rank's rows of a CSR matrix in natural grid order (``dof`` unknowns per grid point,
+    interleaved), columns in PETSc's DMDA ordering, and those rows of the right-hand side."""
+    dim = da.getDim()
+    shape = tuple(da.getSizes()[:dim][::-1])
+    rng = [range(*r) for r in reversed(da.getRanges()[:dim])]
+    points = numpy.ravel_multi_index(numpy.meshgrid(*rng, indexing="ij"), shape).ravel()
+    rows = (points[:, None] * dof + numpy.arange(dof)).ravel()
+    counts = indptr[rows + 1] - indptr[rows]
+    first = numpy.repeat(indptr[rows] - numpy.concatenate([[0], numpy.cumsum(counts)[:-1]]), counts)
+    take = first + numpy.arange(counts.sum())      # the entries of these rows, in order
+    c = numpy.asarray(da.getAO().app2petsc(cols[take].astype(PETSc.IntType)))   # the AO maps unknowns
+    local_row = numpy.repeat(numpy.arange(len(rows)), counts)
+    order = numpy.lexsort((c, local_row))
+    indptr = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(PETSc.IntType)
+    return indptr, c[order], vals[take][order], rhs[rows]
 
 
 def natural_array(da, x):
@@ -141,16 +148,18 @@ def wedge_wavenumber(n, f=30.0):
     return 2 * numpy.pi * f * 1000.0 / c
 
 
-def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centre", dim=2):
+def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centre", dim=2, comm=None):
     """Knibbe, Oosterlee and Vuik's model problems on a DMDA: -Laplace u - k^2 u = delta on the unit
     square, (N + 1)^2 grid points with the first-order absorbing boundary (or N - 1 interior points
     per axis with ``boundary='dirichlet'``); k a number (MP1) or an array over the grid (MP2,
     ``wedge_wavenumber``); the unit point source at the centre (MP1) or at the middle of the first
     grid row (``source='edge'``, MP2). With complex scalars the DMDA has dof 1; with a real PETSc the
     real-equivalent form, dof 2, real and imaginary parts interleaved. ``dim=3``: the same on the
-    unit cube (our extension). Returns (da, A, b); A as AIJ (type from -mat_type)."""
+    unit cube (our extension). In parallel (``comm``, default COMM_WORLD) each rank assembles its
+    own rows. Returns (da, A, b); A as AIJ (type from -mat_type)."""
     import scipy.sparse
     from pcplugins import helmholtz
+    comm = comm or PETSc.COMM_WORLD
     n = N + 1 if boundary == "absorbing" else N - 1
     H = helmholtz.operator(n, k, shift, boundary, dim=dim)
     f = helmholtz.point_source(n, dim)
@@ -163,15 +172,17 @@ def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centr
         H = (scipy.sparse.kron(H.real, numpy.eye(2)) + scipy.sparse.kron(H.imag, [[0, -1], [1, 0]])).tocsr()
         f = numpy.stack([f, numpy.zeros_like(f)], 1).ravel()
     H.sort_indices()
-    da = PETSc.DMDA().create([n] * dim, dof=1 if complex_scalars else 2, stencil_width=1, comm=PETSc.COMM_SELF)
+    dof = 1 if complex_scalars else 2
+    da = PETSc.DMDA().create([n] * dim, dof=dof, stencil_width=1, comm=comm)
     da.setUp()
-    A = PETSc.Mat().create(comm=PETSc.COMM_SELF)
-    A.setSizes(H.shape)
+    indptr, cols, vals = H.indptr, H.indices, H.data
+    if comm.getSize() > 1:
+        indptr, cols, vals, f = owned_rows(da, indptr, cols, vals, f, dof)
+    A = PETSc.Mat().create(comm=comm)
+    A.setSizes(((len(indptr) - 1, H.shape[0]), (len(indptr) - 1, H.shape[0])))
     A.setType("aij")
     A.setFromOptions()
-    iptr, jcol = H.indptr.astype(PETSc.IntType), H.indices.astype(PETSc.IntType)
-    A.setPreallocationCSR((iptr, jcol))
-    A.setValuesCSR(iptr, jcol, H.data.astype(PETSc.ScalarType))
+    A.setPreallocationCSR((indptr.astype(PETSc.IntType), cols.astype(PETSc.IntType), vals.astype(PETSc.ScalarType)))
     A.assemble()
     # the KSP's work vectors come from the DM: of the matrix's kind (CUDA with aijcusparse), or a
     # KSP mixes host and CUDA Vecs (slow, and PETSc's PCMG broke down on it with complex scalars)

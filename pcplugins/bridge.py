@@ -96,21 +96,23 @@ def set_event_namespace(xp):
 
 # -- the grid from the DM ------------------------------------------------------------------------
 
-def dmda_box(pc):
-    """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x)."""
+def dmda_box(pc, dof=1, who="pcplugins.GMG"):
+    """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x); the DMDA must
+    have ``dof`` fields."""
     dm = pc.getDM()
     if dm is None or not dm.handle:
-        raise error("pcplugins.GMG needs a DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp; "
-                    "for operators without a grid use pcplugins.AMG")
+        raise error(f"{who} needs a DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp"
+                    + ("; for operators without a grid use pcplugins.AMG" if dof == 1 else ""))
     if dm.getType() != "da":
-        raise error(f"pcplugins.GMG needs a DMDA, but the DM attached to the PC is of type '{dm.getType()}'")
-    if dm.getDof() != 1:
-        raise error(f"pcplugins.GMG supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}")
+        raise error(f"{who} needs a DMDA, but the DM attached to the PC is of type '{dm.getType()}'")
+    if dm.getDof() != dof:
+        raise error(f"{who} supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}" if dof == 1
+                    else f"{who} needs a DMDA with dof {dof}, this one has dof {dm.getDof()}")
     dim = dm.getDim()
     if dim not in (2, 3):
-        raise error(f"pcplugins.GMG supports 2D and 3D DMDAs, this one is {dim}D")
+        raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")
     if any(b != PETSc.DM.BoundaryType.NONE for b in dm.getBoundaryType()[:dim]):
-        raise error("pcplugins.GMG does not support periodic or ghosted DMDA boundaries yet")
+        raise error(f"{who} does not support periodic or ghosted DMDA boundaries yet")
     sizes = dm.getSizes()[:dim][::-1]
     ranges = dm.getRanges()[:dim][::-1]
     return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges])
@@ -301,10 +303,14 @@ class DMDAComm(multigrid.Comm):
     below, the levels are replicated (``multigrid.Gathered``). ``exchange`` copies the owned
     values into the level's global Vec, runs DMGlobalToLocal and copies the ghosts back into the
     halo; with CUDA Vecs those copies stay on the GPU (PETSc moves the ghosts through MPI).
+    Complex levels under a real PETSc (pcplugins.ShiftedLaplace's real-equivalent form) travel
+    as dof-2 DMDAs, real and imaginary parts interleaved.
     """
 
-    def __init__(self, pc, dm, layer, xp, gather_size=0):
+    def __init__(self, pc, dm, layer, xp, gather_size=0, complex_levels=False, who="pcplugins.GMG"):
         self.gather_size = gather_size            # gather levels with at most this many points
+        self.who = who
+        self.pairs = complex_levels and not scalar_is_complex()   # complex values as (re, im) pairs
         self.mpi = Collective(pc)
         self.size = self.mpi.size
         self.pcomm = pc.getComm()
@@ -316,6 +322,7 @@ class DMDAComm(multigrid.Comm):
         gshape = tuple(dm.getSizes()[:self.dim][::-1])
         self._ranges = {-1: (gshape, ranges)}
         self._levels = {}
+        self._layer = layer
         self.distribute(-1, None)                 # the user's grid, for the boundary elimination
         if layer:
             ranges = [[(max(s, 1) - 1, min(e, m - 1) - 1) for s, e in r] for r, m in zip(ranges, gshape)]
@@ -326,7 +333,7 @@ class DMDAComm(multigrid.Comm):
     def distribute(self, level, box):
         if level > 0:
             pshape, pranges = self._ranges[level - 1]
-            ranges = [[(s // 2, e // 2) for s, e in r] if m != pm else r
+            ranges = [[box.coarse_range(s, e) for s, e in r] if m != pm else r
                       for r, m, pm in zip(pranges, box.global_shape, pshape)]
             self._ranges[level] = (box.global_shape, ranges)
         gshape, ranges = self._ranges[level]
@@ -334,10 +341,10 @@ class DMDAComm(multigrid.Comm):
             return False              # small coarse levels: one gather beats many tiny exchanges
         if any(e <= s for r in ranges for s, e in r):
             if level <= 0:
-                raise error("pcplugins.GMG: a rank owns no interior grid points; use fewer ranks "
-                            "or a larger grid")
+                raise error(f"{self.who}: a rank owns no {'interior ' if self._layer else ''}grid points; "
+                            "use fewer ranks or a larger grid")
             return False
-        da = PETSc.DMDA().create(dim=self.dim, dof=1, sizes=gshape[::-1],
+        da = PETSc.DMDA().create(dim=self.dim, dof=2 if self.pairs else 1, sizes=gshape[::-1],
                                  proc_sizes=[len(r) for r in ranges][::-1],
                                  ownership_ranges=[[e - s for s, e in r] for r in ranges][::-1],
                                  stencil_type=PETSc.DMDA.StencilType.BOX, stencil_width=1,
@@ -348,7 +355,7 @@ class DMDAComm(multigrid.Comm):
         own = [tuple(r) for r in da.getRanges()[:self.dim]][::-1]
         ghost = [tuple(r) for r in da.getGhostRanges()[:self.dim]][::-1]
         if box is not None and own != [(s, s + n) for s, n in zip(box.start, box.shape)]:
-            raise error(f"pcplugins.GMG: internal error, level {level} ownership {own} does not "
+            raise error(f"{self.who}: internal error, level {level} ownership {own} does not "
                         f"match the hierarchy's box {box}")
         sl = tuple(slice(gs - s + 1, ge - s + 1) for (s, _), (gs, ge) in zip(own, ghost))
         shape = tuple(e - s for s, e in own)
@@ -359,11 +366,20 @@ class DMDAComm(multigrid.Comm):
     def exchange(self, level, u):
         t = time.perf_counter()
         da, g, loc, shape, gh_shape, sl = self._levels[level]
-        with backend.vec_array(g, "w") as ga:
-            ga.reshape(shape)[...] = grid.interior(u)
-        da.globalToLocal(g, loc)
-        with backend.vec_array(loc, "r") as la:
-            u[sl] = la.reshape(gh_shape)
+        if self.pairs:
+            with backend.vec_array(g, "w") as ga:
+                ga = ga.reshape(shape + (2,))
+                ga[..., 0], ga[..., 1] = grid.interior(u).real, grid.interior(u).imag
+            da.globalToLocal(g, loc)
+            with backend.vec_array(loc, "r") as la:
+                la = la.reshape(gh_shape + (2,))
+                u[sl] = la[..., 0] + 1j * la[..., 1]
+        else:
+            with backend.vec_array(g, "w") as ga:
+                ga.reshape(shape)[...] = grid.interior(u)
+            da.globalToLocal(g, loc)
+            with backend.vec_array(loc, "r") as la:
+                u[sl] = la.reshape(gh_shape)
         self.exchanges += 1
         self.exchange_time += time.perf_counter() - t     # wall time: device copies are queued
         return u
@@ -425,7 +441,8 @@ def use_petsc_device(M):
     the node's GPUs, CuPy would start on device 0). Returns the device id."""
     x, _ = M.createVecs()
     if backend.vec_is_cuda(x):
-        dev = backend.cupy.from_dlpack(x.toDLPack("r")).device.id
+        with backend.vec_array(x, "r") as a:
+            dev = a.device.id
     else:                              # host vectors with -pc_gmg_device gpu: PETSc's rule
         dev = M.getComm().getRank() % backend.cupy.cuda.runtime.getDeviceCount()
     x.destroy()
@@ -549,8 +566,8 @@ def scalar_is_complex():
 
 
 def square_dmda(pc, dof, who):
-    """(n, dim) for the PC's DMDA, which must be 2D or 3D with n points along every axis, on one
-    rank, with ``dof`` fields."""
+    """(n, dim) for the PC's DMDA, which must be 2D or 3D with n points along every axis and
+    ``dof`` fields."""
     dm = pc.getDM()
     if dm is None or not dm.handle or dm.getType() != "da":
         raise error(f"{who} needs a 2D or 3D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
@@ -564,8 +581,6 @@ def square_dmda(pc, dof, who):
         form = ("complex scalars: one complex unknown per point (dof 1)" if dof == 1 else
                 "a real PETSc: the real-equivalent form, real and imaginary parts interleaved (dof 2)")
         raise error(f"{who}: with {form}; the DMDA has dof {dm.getDof()}")
-    if pc.getComm().getSize() > 1:
-        raise error(f"{who} runs on one rank")
     return sizes[0], dim
 
 
@@ -586,9 +601,9 @@ def composed_real_array(pc, name, n):
 
 
 def compose_wavenumber(pc, k):
-    """pcplugins.set_wavenumber: attach a wavenumber field k(x) (one value per grid point in DMDA
-    order, x fastest) to the PC, as a Vec composed under "wavenumber" (C codes can compose one
-    themselves)."""
+    """pcplugins.set_wavenumber: attach a wavenumber field k(x) (one value per grid point in natural
+    grid order, x fastest; the whole grid, on every rank) to the PC, as a sequential Vec composed
+    under "wavenumber" (C codes can compose one themselves)."""
     v = PETSc.Vec().createWithArray(numpy.ascontiguousarray(k, dtype=PETSc.ScalarType).ravel().copy(),
                                     comm=PETSc.COMM_SELF)
     pc.compose("wavenumber", v)

@@ -9,11 +9,14 @@ so the kernels need no boundary cases.
 Coarsening rule (vertex-centred, as in the papers): along an axis of m unknowns, coarse point k
 sits on fine point 2k+1, so the coarse axis has m // 2 points; m = 2^j - 1 gives the uniform
 hierarchy 2^j - 1 -> 2^(j-1) - 1, an even m leaves one coarse cell of width h at the far end (the
-Galerkin operators absorb it). An axis is coarsened while it has at least 3 points; axes that
+Galerkin operators absorb it). Grids whose end points are unknowns too (``keep_ends``: the
+absorbing boundary of pcplugins.ShiftedLaplace) put coarse point k on fine point 2k instead, so
+m = 2^j + 1 gives 2^(j-1) + 1 points and the ends stay on every level. An axis is coarsened while it has at least 3 points; axes that
 cannot be coarsened are kept (semi-coarsening), and coarsening stops when no axis can be
 coarsened, when the coarse grid has at most ``coarse_size`` unknowns, or at ``levels``.
-Under MPI a rank owning fine points [s, e) owns coarse points [s // 2, e // 2): coarse and fine
-partitions nest, and colours come from global indices, so iterates do not depend on the ranks.
+Under MPI a rank owning fine points [s, e) owns coarse points [s // 2, e // 2) (with
+``keep_ends`` [(s + 1) // 2, (e + 1) // 2)): coarse and fine partitions nest, and colours come
+from global indices, so iterates do not depend on the ranks.
 """
 import itertools
 import math
@@ -25,7 +28,8 @@ class Box:
     ``global_shape`` and ``start`` are global (array-axis order), ``shape`` local.
     """
 
-    def __init__(self, global_shape, start=None, shape=None):
+    def __init__(self, global_shape, start=None, shape=None, keep_ends=False):
+        self.keep_ends = keep_ends
         self.global_shape = tuple(int(m) for m in global_shape)
         self.start = tuple(start) if start is not None else (0,) * len(self.global_shape)
         self.shape = tuple(shape) if shape is not None else self.global_shape
@@ -50,20 +54,29 @@ class Box:
         """Which axes the coarsening rule allows to coarsen."""
         return tuple(m >= 3 for m in self.global_shape)
 
+    def coarse_range(self, s, e):
+        """The coarse points on fine points [s, e) of a coarsened axis."""
+        return ((s + 1) // 2, (e + 1) // 2) if self.keep_ends else (s // 2, e // 2)
+
     def coarsen(self, axes):
-        """The coarse box (coarse point k on fine point 2k+1 along each axis in ``axes``)."""
+        """The coarse box (coarse point k on fine point 2k+1, or 2k, along each axis in ``axes``)."""
         gs, st, sh = [], [], []
         for a in range(self.dim):
             m, s, n = self.global_shape[a], self.start[a], self.shape[a]
             if axes[a]:
-                gs.append(m // 2)
-                st.append(s // 2)
-                sh.append((s + n) // 2 - s // 2)
+                gs.append(self.coarse_range(0, m)[1])
+                lo, hi = self.coarse_range(s, s + n)
+                st.append(lo)
+                sh.append(hi - lo)
             else:
                 gs.append(m)
                 st.append(s)
                 sh.append(n)
-        return Box(gs, st, sh)
+        return Box(gs, st, sh, self.keep_ends)
+
+    def whole(self):
+        """The whole global grid as one rank's box (a replicated level)."""
+        return Box(self.global_shape, keep_ends=self.keep_ends)
 
     def __repr__(self):
         return f"Box(global={self.global_shape}, start={self.start}, shape={self.shape})"
@@ -98,10 +111,12 @@ def parity_lattice(box, parity):
     The grid index counts the eliminated boundary point as 0 (global index + 1), as the papers
     do: then parity (0, .., 0) holds the points shared with the coarse grid, and the natural
     colour order (0,0), (0,1), (1,0), (1,1) is the one that reproduces Feng et al.'s Table 5.
+    On grids that keep their ends the grid index is the global index (the same property).
     """
     lat = []
+    shift = 0 if box.keep_ends else 1
     for p, s, n in zip(parity, box.start, box.shape):
-        first = (p - s - 1) % 2
+        first = (p - s - shift) % 2
         lat.append((first, 2, max(0, (n - first + 1) // 2)))
     return tuple(lat)
 

@@ -154,7 +154,7 @@ class Multigrid:
             if replicated:
                 if not fine.replicated:
                     fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
-                cbox = grid.Box(cbox.global_shape)
+                cbox = cbox.whole()
                 if fine.replicated:
                     fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
             cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp

@@ -12,11 +12,13 @@ multigrid cycle on it (slmg.py). With a PETSc built for complex scalars the DMDA
 unknown per point; with a real PETSc the real-equivalent form, dof 2, real and imaginary parts
 interleaved (x = [Re u0, Im u0, Re u1, ...], the matrix in 2 x 2 blocks [[Re a, -Im a], [Im a, Re a]]):
 one application gives the same result in both. The wavenumber is -pc_sl_k, or a field k(x) through
-pcplugins.set_wavenumber(pc, k) (one value per grid point in DMDA order) for heterogeneous media.
+pcplugins.set_wavenumber(pc, k) (one value per grid point in natural grid order, the whole grid on
+every rank) for heterogeneous media. On one rank the levels are CSR matrices (slmg.ShiftedLaplaceMG);
+under MPI they are the stencil levels of the distributed DMDA (slmg.StencilMG, -pc_sl_hierarchy).
 """
 import numpy
 
-from . import backend, bridge, helmholtz, slmg
+from . import backend, bridge, grid, helmholtz, slmg, stencil
 from .bridge import Option
 
 OPTIONS = [
@@ -36,6 +38,12 @@ OPTIONS = [
            "polynomial on the device, or auto (direct up to 4096 unknowns, the polynomial beyond)",
            ("auto", "direct", "polynomial")),
     Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial"),
+    Option("pc_sl_hierarchy", "str", "auto",
+           "Levels: csr (assembled matrices, one rank, the GPU cycle as one CUDA graph), stencil (stencil "
+           "levels on the distributed DMDA, any number of ranks), auto (csr on one rank, stencil on several)",
+           ("auto", "csr", "stencil")),
+    Option("pc_sl_gather_size", "int", 32768,
+           "Stencil levels under MPI: gather levels with at most this many points onto every rank"),
     Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     Option("pc_sl_precision", "str", "double",
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
@@ -110,8 +118,18 @@ class ShiftedLaplace:
         for name in ("pre", "post"):
             if v[name] < 0:
                 raise bridge.error(f"option -pc_sl_{name}: must be >= 0, got {v[name]}")
+        if v["gather_size"] < 0:
+            raise bridge.error(f"option -pc_sl_gather_size: must be >= 0, got {v['gather_size']}")
         if v["coarse_degree"] < 1:
             raise bridge.error(f"option -pc_sl_coarse_degree: must be >= 1, got {v['coarse_degree']}")
+        size = pc.getComm().getSize()
+        hierarchy = v["hierarchy"] if v["hierarchy"] != "auto" else ("stencil" if size > 1 else "csr")
+        if hierarchy == "csr" and size > 1:
+            raise bridge.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
+        if hierarchy == "stencil" and v["coarse"] == "polynomial":
+            raise bridge.error("-pc_sl_coarse polynomial needs -pc_sl_hierarchy csr (the stencil levels "
+                               "solve their coarsest grid directly)")
+        self.hierarchy, self.ranks = hierarchy, size
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cuda" in (M.getVecType() or "") and backend.gpu_available() else "cpu"
@@ -120,24 +138,43 @@ class ShiftedLaplace:
         except RuntimeError as e:
             raise bridge.error(f"-pc_sl_device {v['device']}: {e}") from None
         self.device = device
+        if backend.is_gpu(self.xp) and size > 1:
+            bridge.use_petsc_device(M)
         bridge.set_event_namespace(self.xp)
         shift = (v["beta1"], v["beta2"])
-        t0 = bridge.clock()
-        Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
-        backend.synchronize(self.xp)
-        t1 = bridge.clock()
+        dtype = numpy.complex64 if v["precision"] == "single" else numpy.complex128
         self.n, self.dim, self.kmax = n, dim, float(k.max())
-        self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax, keep_boundary=v["boundary"] == "absorbing",
-                                        cycle=v["cycle"], omega=v["omega"], pre=v["pre"], post=v["post"],
-                                        max_kh=v["max_kh"], coarse_solve=v["coarse"], degree=v["coarse_degree"],
-                                        dtype=numpy.complex64 if v["precision"] == "single" else numpy.complex128,
-                                        dim=dim)
+        t0 = bridge.clock()
+        if hierarchy == "stencil":
+            dm, box = bridge.dmda_box(pc, dof, TITLE)
+            if v["boundary"] == "absorbing":  # the boundary nodes are unknowns: coarse points on them too
+                box = grid.Box(box.global_shape, box.start, box.shape, keep_ends=True)
+            if k.ndim:                    # the field is given on the whole grid: this rank's part
+                k = k.reshape((n,) * dim)[tuple(slice(s, s + m) for s, m in zip(box.start, box.shape))]
+            offsets, coefs = helmholtz.coefficients(box, self.xp.asarray(k), shift, v["boundary"], self.xp)
+            op = stencil.StencilOperator(box, offsets, coefs, self.xp, dtype)
+            comm = None
+            if size > 1:
+                comm = bridge.DMDAComm(pc, dm, False, self.xp, v["gather_size"], complex_levels=True, who=TITLE)
+                comm.distribute(0, box)
+            t1 = bridge.clock()
+            self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],
+                                     pre=v["pre"], post=v["post"], max_kh=v["max_kh"],
+                                     event=lambda name: bridge.event("SL" + name.capitalize()))
+        else:
+            Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
+            backend.synchronize(self.xp)
+            t1 = bridge.clock()
+            self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax,
+                                            keep_boundary=v["boundary"] == "absorbing", cycle=v["cycle"],
+                                            omega=v["omega"], pre=v["pre"], post=v["post"], max_kh=v["max_kh"],
+                                            coarse_solve=v["coarse"], degree=v["coarse_degree"], dtype=dtype, dim=dim)
         backend.synchronize(self.xp)
         self.timings = {"operator": t1 - t0, "hierarchy": bridge.clock() - t1}
         self._graphs = None
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
-            m = points * dof
+            m = points * dof              # one rank: the whole grid
             dtype = numpy.float64 if self.real_equivalent else numpy.complex128
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
                                                buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))
@@ -155,7 +192,8 @@ class ShiftedLaplace:
         return ([f"{TITLE}: M = -Laplace - ({v['beta1']:g} - {v['beta2']:g} i) k^2 on the {self.n}^{self.dim} "
                  f"DMDA grid, {v['boundary']} boundary, {form}",
                  f"wavenumber from {self.k_source} (max {self.kmax:g}, k h = {self.kmax * self._h():.3g}); "
-                 f"device {self.device}{graph}"] + self.mg.describe() +
+                 f"device {self.device}{graph}" + (f", {self.ranks} ranks" if self.ranks > 1 else "")]
+                + self.mg.describe() +
                 [f"setup: shifted operator {t['operator']:.3g} s, hierarchy (Galerkin, smoothers, coarse solve) "
                  f"{t['hierarchy']:.3g} s"])
 

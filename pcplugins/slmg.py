@@ -22,11 +22,17 @@ exact solve unchanged at N = 64, 128, 256 (degree 8 added up to two iterations) 
 on the GPU; the paper instead coarsens further and smooths on its coarsest grid, which diverged
 here (damped Gauss-Seidel on M is not convergent at k h = 2.5, and coarser grids spoiled the
 correction with bilinear and with collapsed-stencil matrix-dependent prolongation alike).
+
+``StencilMG`` runs the same method on multigrid.py's stencil levels instead, so it runs on any
+number of ranks (the levels of a distributed DMDA, a ghost update after each colour, the small
+levels gathered): the same coarsening (grids that keep their ends for the absorbing boundary),
+bilinear transfers, Galerkin coarse stencils (by probing), colours in the same order and a direct
+coarsest solve, so one application agrees with ShiftedLaplaceMG's to rounding.
 """
 import numpy
 import scipy.sparse
 
-from . import backend, coarse, smoothers, sparse
+from . import backend, coarse, grid, multigrid, smoothers, sparse
 
 
 def prolongation_1d(n, keep_boundary):
@@ -49,11 +55,13 @@ def prolongation_1d(n, keep_boundary):
     return P, nc
 
 
-def _colours(n, dim):
+def _colours(n, dim, keep_boundary):
     """2^dim colours by the parities of the grid indices: no two neighbours of a 9-point (27-point)
-    Galerkin stencil share one."""
-    index = numpy.indices((n,) * dim).reshape(dim, -1)
-    return sum((index[a] % 2) << a for a in range(dim)).astype(numpy.int32)
+    Galerkin stencil share one. Indexed and numbered as grid.colours does (the eliminated
+    Dirichlet boundary point is index 0; the x parity fastest), so the stencil levels smooth in
+    the same order."""
+    index = numpy.indices((n,) * dim).reshape(dim, -1) + (0 if keep_boundary else 1)
+    return sum((index[a] % 2) << (dim - 1 - a) for a in range(dim)).astype(numpy.int32)
 
 
 class ShiftedLaplaceMG:
@@ -89,7 +97,7 @@ class ShiftedLaplaceMG:
             R = P.T.tocsr()
             Ac = (R @ A @ P).tocsr()            # Galerkin, in double, on the level's device
             lev.P, lev.R = P.astype(self.dtype), R.astype(self.dtype)
-            lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n, dim)), xp, omega)
+            lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n, dim, keep_boundary)), xp, omega)
             A, n = Ac, nc
         if coarse_solve == "auto":
             coarse_solve = "direct" if A.shape[0] <= coarse.DENSE_LIMIT else "polynomial"
@@ -137,3 +145,31 @@ class _Level:
     def __init__(self, A, n):
         self.A, self.n = A, n
         self.P = self.R = self.smoother = None
+
+
+class StencilMG:
+    """ShiftedLaplaceMG's interface (``cycle`` on flat arrays, ``describe``) over a
+    multigrid.Multigrid on the stencil operator ``op`` of M (complex), distributed through
+    ``comm`` (multigrid.Comm). Coarsening stops as in ShiftedLaplaceMG, before k h > ``max_kh``
+    (h doubles per level; ``h`` is the finest level's)."""
+    on_device_only = False
+
+    def __init__(self, op, kmax, h, comm=None, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5, event=None):
+        possible = len(grid.hierarchy_boxes(op.box.whole(), None, 0)[0])
+        levels = 1
+        while levels < possible and kmax * h * 2 ** levels <= max_kh:
+            levels += 1
+        options = multigrid.Options(levels=levels, cycle=cycle, pre=pre, post=post, smoother="multicolor",
+                                    omega=omega, coarse_operator="galerkin", coarse_solve="direct", fused=False)
+        self.mg = multigrid.Multigrid(op, options, comm, event)
+        self.dtype, self.levels, self.omega = op.dtype, self.mg.levels, omega
+
+    def cycle(self, f):
+        """One cycle for M u = f (this rank's points, flat) from u = 0; a new flat array."""
+        u = self.mg.cycle(f.reshape(self.mg.fine_box.shape).astype(self.dtype, copy=False))
+        return grid.interior(u).ravel()
+
+    def describe(self):
+        prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
+        return ([f"stencil levels (multigrid.py) in {prec}, Galerkin coarse stencils, omega {self.omega:g}"]
+                + self.mg.describe())

@@ -176,24 +176,27 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
 
     ``coefs`` are arrays over the box; entries coupling outside the grid must already be zero.
     A coefficient counts as constant when it is the same (to ``tol``, relative) at every point
-    whose neighbour exists; ``tol=None`` keeps stored coefficients. With ``comm`` (multigrid.Comm)
-    the decisions are global, so every rank builds the same kind of operator.
+    whose neighbour exists; ``tol=None`` (and complex coefficients) keeps stored coefficients.
+    With ``comm`` (multigrid.Comm) the decisions are global, so every rank builds the same kind
+    of operator.
     """
     allmin = comm.allmin if comm is not None else (lambda x: x)
+    if numpy.dtype(dtype).kind == "c":
+        tol = None                       # complex coefficients stay stored
     keep_o, keep_c, consts = [], [], []
     for o, c in zip(offsets, coefs):
-        mask = inside_mask(box, o, xp).astype(bool)
-        vals = c[mask]
         nonzero = -allmin(-int(bool(xp.any(c != 0))))
-        lo = allmin(float(vals.min()) if vals.size else numpy.inf)
-        hi = -allmin(-float(vals.max()) if vals.size else numpy.inf)
         if any(o) and not nonzero:
             continue
         keep_o.append(o)
         keep_c.append(c)
         if tol is None:
             consts.append(None)
-        elif lo > hi:                    # no point of the grid has this neighbour
+            continue
+        vals = c[inside_mask(box, o, xp).astype(bool)]
+        lo = allmin(float(vals.min()) if vals.size else numpy.inf)
+        hi = -allmin(-float(vals.max()) if vals.size else numpy.inf)
+        if lo > hi:                      # no point of the grid has this neighbour
             consts.append(0.0)
         else:
             consts.append(lo if hi - lo <= tol * max(abs(lo), abs(hi)) else None)

@@ -1,6 +1,7 @@
 """Grid transfers between a fine level and the next coarser one.
 
-Coarse point k sits on fine point 2k+1 along each coarsened axis (grid.py). Both transfer pairs are
+Coarse point k sits on fine point 2k+1 (2k on grids that keep their ends) along each coarsened
+axis (grid.py). Both transfer pairs are
 given by the weight P[fine 2k+1+o, coarse k] of the prolongation for fine offsets o in {-1,0,1}^d;
 the restriction is the scaled adjoint R = P^T / 2^c (c coarsened axes), which is full weighting for
 the (bi/tri)linear P and reproduces the fine operator's scaling on the coarse grid.
@@ -53,7 +54,8 @@ class Transfer:
         ncoarse = sum(coarsened)
         self.rscale = 0.5 ** ncoarse
         # phase: local fine index of the first owned coarse point (0 or 1) along coarsened axes
-        self.phase = tuple((2 * cs + 1 - fs) if c else 0
+        first = 0 if fine.keep_ends else 1
+        self.phase = tuple((2 * cs + first - fs) if c else 0
                            for c, cs, fs in zip(coarsened, coarse.start, fine.start))
         self._restrict_terms = self._restriction_plan()
         self._prolong_plan = self._prolongation_plan()

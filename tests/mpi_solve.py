@@ -2,6 +2,10 @@
 natural ordering, the iteration count and the converged reason.
 
     mpiexec -n P python tests/mpi_solve.py OUT.npz n dim convention jump [PETSc options]
+
+Poisson (poisson_system) with CG and pcplugins.GMG, or with ``convention`` helmholtz MP1 on
+(n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned Bi-CGSTAB and
+pcplugins.ShiftedLaplace.
 """
 import sys
 
@@ -14,17 +18,22 @@ from petsc4py import PETSc  # noqa: E402
 import numpy  # noqa: E402
 
 from conftest import petsc_solve  # noqa: E402  (tests/, beside this script; adds examples/ to the path)
-from problems import natural_array, poisson_system  # noqa: E402
+from problems import helmholtz_system, natural_array, poisson_system  # noqa: E402
 
-da, A, b = poisson_system(n, dim, convention, jump=jump)
-# pcplugins.GMG unless the options choose the PC (-pc_type bjacobi with pcplugins.AMG blocks)
-gmg = "-pc_type" not in sys.argv
-ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if gmg else None, rtol=1e-8, max_it=200)
+# pcplugins.GMG / ShiftedLaplace unless the options choose the PC (bjacobi with pcplugins.AMG blocks)
+mg = "-pc_type" not in sys.argv
+if convention == "helmholtz":
+    da, A, b = helmholtz_system(n, jump, dim=dim)
+    ksp, x = petsc_solve(da, A, b, {"pc_sl_k": jump, "ksp_pc_side": "right"}, "bcgs",
+                         pc="pcplugins.ShiftedLaplace", rtol=1e-6, max_it=200)
+else:
+    da, A, b = poisson_system(n, dim, convention, jump=jump)
+    ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 u = natural_array(da, x)
 levels = replicated = 0
-if gmg:
+if mg:
     ctx = ksp.getPC().getPythonContext()
-    levels, replicated = len(ctx.mg.levels), sum(lev.replicated for lev in ctx.mg.levels)
+    levels, replicated = len(ctx.mg.levels), sum(getattr(lev, "replicated", False) for lev in ctx.mg.levels)
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
                 levels=levels, replicated=replicated)

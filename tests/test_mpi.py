@@ -1,7 +1,7 @@
-"""pcplugins.GMG under mpiexec with 1-4 ranks (tests/mpi_solve.py): the iterates do not depend on
-the number of ranks (global colours, nested partitions, a ghost update after each colour, the
-coarse levels gathered onto every rank once some rank would own no points). pcplugins.AMG runs in
-parallel as the block solver of PETSc's bjacobi."""
+"""pcplugins.GMG and pcplugins.ShiftedLaplace under mpiexec with 1-4 ranks (tests/mpi_solve.py):
+the iterates do not depend on the number of ranks (global colours, nested partitions, a ghost
+update after each colour, the coarse levels gathered onto every rank once some rank would own no
+points). pcplugins.AMG runs in parallel as the block solver of PETSc's bjacobi."""
 import os
 import shutil
 import subprocess
@@ -52,6 +52,36 @@ def test_converged_counts_match_serial(tmp_path):
     its = [int(run(tmp_path, P, problem, [])["its"]) for P in (1, 2, 3, 4)]
     assert all(abs(k - its[0]) <= 1 for k in its), its
     assert its[0] < 60
+
+
+# pcplugins.ShiftedLaplace, MP1 on (n + 1)^dim points with k = 0.625 n (tests/mpi_solve.py).
+# -pc_sl_hierarchy stencil on one rank: the levels MPI runs use (the default there), which give the
+# default CSR levels' preconditioner to rounding (test_shifted_laplace.py).
+STENCIL = ["-pc_sl_hierarchy", "stencil"]
+SL_CASES = [(32, 2, "helmholtz", 20.0), (16, 3, "helmholtz", 10.0)]
+
+
+@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d")
+def test_shifted_laplace_fixed_iterations_equal_serial(tmp_path, problem):
+    """Four Bi-CGSTAB iterations on 2-4 ranks give the serial solution to 1e-10 (measured 1e-15),
+    with the finer two of three levels distributed (-pc_sl_gather_size 0): global colours and a
+    ghost update after each colour. ``make test`` runs this in the complex build as well."""
+    fixed = STENCIL + ["-pc_sl_gather_size", "0", "-ksp_max_it", "4"]
+    ref = run(tmp_path, 1, problem, fixed)
+    for P in (2, 3, 4):
+        got = run(tmp_path, P, problem, fixed)
+        assert got["levels"] == ref["levels"] == 3 and got["replicated"] == 1 and got["its"] == 4
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+
+
+def test_shifted_laplace_converged_counts_match_serial(tmp_path):
+    """Bi-CGSTAB to 1e-6 on 33^2 (an odd grid: the ranks own unequal parts): the default levels on
+    2-4 ranks need the serial count within one (measured 18 on every count of ranks)."""
+    problem = SL_CASES[0]
+    its = [int(run(tmp_path, 1, problem, STENCIL)["its"])] + [int(run(tmp_path, P, problem, [])["its"])
+                                                              for P in (2, 3, 4)]
+    assert all(abs(k - its[0]) <= 1 for k in its), its
+    assert its[0] < 30
 
 
 def test_amg_as_bjacobi_blocks_bounded(tmp_path):
