@@ -422,3 +422,24 @@ def test_shifted_laplace_petsc_cuda_matches_host(coarse_solve, krylov):
     for i in (3, 4):
         ref = out["aij"][i]
         assert np.allclose(out["aijcusparse"][i], ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dim,N", [(2, 32), (3, 16)])
+def test_shifted_laplace_stencil_levels_on_cuda_vecs(dim, N):
+    """-pc_sl_hierarchy stencil (the levels MPI runs use) on CUDA Vecs: multigrid.py's CuPy kernels
+    on complex arrays give the host run's application and Bi-CGSTAB count (both builds)."""
+    from problems import helmholtz_system
+    k = 0.625 * N
+    out = {}
+    for mat_type in ("aij", "aijcusparse"):
+        with petsc_options({"mat_type": mat_type}):
+            da, A, b = helmholtz_system(N, k, dim=dim)
+        ksp, x = petsc_solve(da, A, b, {"pc_sl_k": k, "ksp_pc_side": "right", "pc_sl_hierarchy": "stencil"},
+                             ksp_type="bcgs", pc="pcplugins.ShiftedLaplace", rtol=1e-6)
+        pc, y = ksp.getPC(), b.duplicate()
+        pc.apply(b, y)
+        out[mat_type] = (ksp.getIterationNumber(), pc.getPythonContext().device, y.getArray().copy())
+    assert out["aij"][1] == "cpu" and out["aijcusparse"][1] == "gpu"
+    assert abs(out["aij"][0] - out["aijcusparse"][0]) <= 1
+    ref = out["aij"][2]
+    assert np.allclose(out["aijcusparse"][2], ref, rtol=0, atol=1e-12 * np.abs(ref).max())
