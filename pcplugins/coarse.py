@@ -58,6 +58,27 @@ class DirectSolve:
         return f"direct solve ({kind}), {self.n} unknowns"
 
 
+class PolynomialSolve:
+    """The coarsest stencil level (multigrid.py) by CSRPolynomialSolve on its assembled matrix:
+    pcplugins.ShiftedLaplace's stencil levels, whose coarsest grid (replicated on every rank under
+    MPI) is too large for the dense inverse."""
+    inv = None
+
+    def __init__(self, op, degree=16):
+        A = op.to_scipy()
+        self.n = A.shape[0]
+        self.poly = CSRPolynomialSolve(A.astype(numpy.complex128), sparse.module(op.xp).csr_matrix(A), op.xp, degree)
+
+    def solve(self, u, f):
+        """u (padded; interior overwritten) = p(A) f."""
+        ui = grid.interior(u)
+        ui[...] = self.poly.solve(f.reshape(-1)).reshape(ui.shape)
+        return u
+
+    def describe(self):
+        return self.poly.describe()
+
+
 class CSRDirectSolve:
     """The coarsest level of a CSR hierarchy (pcplugins.AMG, pcplugins.ShiftedLaplace): up to
     DENSE_LIMIT unknowns the dense inverse (``dense_inverse``, on the level's device), each solve

@@ -100,7 +100,8 @@ class Options:
     omega: float = None           # None: 1 for GS, 2/3 for Jacobi
     transfer: str = "linear"      # linear, paper
     coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
-    coarse_solve: str = "direct"   # direct, or smooth: pre+post sweeps (Feng et al., Remark 3.1)
+    coarse_solve: str = "direct"   # direct; smooth: pre+post sweeps (Feng et al., Remark 3.1);
+    coarse_degree: int = 16        # polynomial (complex levels): a GMRES polynomial of this degree
     fused: bool = True            # on the GPU, fused kernels where they apply (fused.py)
     gpu_levels: int = None        # hybrid cycle: levels from this index on live on the host (NumPy)
     fmg_interpolation: str = "cubic"  # FMG's solution transfer: cubic (where it applies) or linear
@@ -172,13 +173,16 @@ class Multigrid:
         self.host_levels = sum(lev.op.xp is numpy for lev in self.levels) if backend.is_gpu(self.xp) else 0
         if opt.fused and fused.supported(self.xp, self.dtype):
             self._use_fused_kernels()
-        if opt.coarse_solve not in ("direct", "smooth"):
-            raise ValueError(f"unknown coarse solve {opt.coarse_solve!r}; expected direct or smooth")
+        if opt.coarse_solve not in ("direct", "smooth", "polynomial"):
+            raise ValueError(f"unknown coarse solve {opt.coarse_solve!r}; expected direct, smooth or polynomial")
         for lev in self.levels[:-1]:
             lev.smoother = self._smoother(lev)
         last = self.levels[-1]
+        self.exact_coarse = opt.coarse_solve == "direct"
         if opt.coarse_solve == "direct":
             last.coarse_solve = coarse.DirectSolve(last.op)
+        elif opt.coarse_solve == "polynomial":
+            last.coarse_solve = coarse.PolynomialSolve(last.op, opt.coarse_degree)
         else:
             last.smoother = self._smoother(last)
 
@@ -305,8 +309,14 @@ class Multigrid:
         ex = self._exchange(lev)
         if l == len(self.levels) - 1:
             with ev("coarse"):
-                if lev.coarse_solve is not None:
+                if lev.coarse_solve is not None and (zero or self.exact_coarse):
                     lev.coarse_solve.solve(lev.u, lev.f)
+                    ex(lev.u)
+                elif lev.coarse_solve is not None:   # an inexact solve improves the guess: u += p(A)(f - A u)
+                    u0 = grid.interior(lev.u).copy()
+                    lev.residual()
+                    lev.coarse_solve.solve(lev.u, grid.interior(lev.r))
+                    grid.interior(lev.u)[...] += u0
                     ex(lev.u)
                 else:
                     lev.smoother.smooth(lev.u, lev.f, opt.pre, ex, zero_guess=zero)
@@ -319,7 +329,8 @@ class Multigrid:
             lev.residual()
             ex(lev.r)
             lev.transfer.restrict(nxt.f, lev.r)
-        inner = l + 1 < len(self.levels) - 1
+        # the second visit of a W/F-cycle: on the coarsest level only when its solve is inexact
+        inner = l + 1 < len(self.levels) - 1 or not self.exact_coarse
         if kind == "v":
             self._cycle(l + 1, "v", True)
         elif kind == "w":

@@ -126,9 +126,6 @@ class ShiftedLaplace:
         hierarchy = v["hierarchy"] if v["hierarchy"] != "auto" else ("stencil" if size > 1 else "csr")
         if hierarchy == "csr" and size > 1:
             raise bridge.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
-        if hierarchy == "stencil" and v["coarse"] == "polynomial":
-            raise bridge.error("-pc_sl_coarse polynomial needs -pc_sl_hierarchy csr (the stencil levels "
-                               "solve their coarsest grid directly)")
         self.hierarchy, self.ranks = hierarchy, size
         device = v["device"]
         if device == "auto":
@@ -159,8 +156,8 @@ class ShiftedLaplace:
                 comm.distribute(0, box)
             t1 = bridge.clock()
             self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],
-                                     pre=v["pre"], post=v["post"], max_kh=v["max_kh"],
-                                     event=lambda name: bridge.event("SL" + name.capitalize()))
+                                     pre=v["pre"], post=v["post"], max_kh=v["max_kh"], coarse_solve=v["coarse"],
+                                     degree=v["coarse_degree"], event=lambda name: bridge.event("SL" + name.capitalize()))
         else:
             Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
             backend.synchronize(self.xp)

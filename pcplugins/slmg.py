@@ -27,7 +27,8 @@ correction with bilinear and with collapsed-stencil matrix-dependent prolongatio
 number of ranks (the levels of a distributed DMDA, a ghost update after each colour, the small
 levels gathered): the same coarsening (grids that keep their ends for the absorbing boundary),
 bilinear transfers, Galerkin coarse stencils (by probing), colours in the same order and a direct
-coarsest solve, so one application agrees with ShiftedLaplaceMG's to rounding.
+coarsest solve (a dense inverse or the same polynomial), so one application agrees with
+ShiftedLaplaceMG's to rounding.
 """
 import numpy
 import scipy.sparse
@@ -151,16 +152,22 @@ class StencilMG:
     """ShiftedLaplaceMG's interface (``cycle`` on flat arrays, ``describe``) over a
     multigrid.Multigrid on the stencil operator ``op`` of M (complex), distributed through
     ``comm`` (multigrid.Comm). Coarsening stops as in ShiftedLaplaceMG, before k h > ``max_kh``
-    (h doubles per level; ``h`` is the finest level's)."""
+    (h doubles per level; ``h`` is the finest level's), and the coarsest solve is chosen the same
+    way (``coarse_solve`` 'auto': the dense inverse up to coarse.DENSE_LIMIT unknowns, else the
+    polynomial)."""
     on_device_only = False
 
-    def __init__(self, op, kmax, h, comm=None, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5, event=None):
-        possible = len(grid.hierarchy_boxes(op.box.whole(), None, 0)[0])
+    def __init__(self, op, kmax, h, comm=None, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5,
+                 coarse_solve="auto", degree=16, event=None):
+        boxes = grid.hierarchy_boxes(op.box.whole(), None, 0)[0]
         levels = 1
-        while levels < possible and kmax * h * 2 ** levels <= max_kh:
+        while levels < len(boxes) and kmax * h * 2 ** levels <= max_kh:
             levels += 1
+        if coarse_solve == "auto":
+            coarse_solve = "direct" if boxes[levels - 1].size <= coarse.DENSE_LIMIT else "polynomial"
         options = multigrid.Options(levels=levels, cycle=cycle, pre=pre, post=post, smoother="multicolor",
-                                    omega=omega, coarse_operator="galerkin", coarse_solve="direct", fused=False)
+                                    omega=omega, coarse_operator="galerkin", coarse_solve=coarse_solve,
+                                    coarse_degree=degree, fused=False)
         self.mg = multigrid.Multigrid(op, options, comm, event)
         self.dtype, self.levels, self.omega = op.dtype, self.mg.levels, omega
 
