@@ -14,9 +14,10 @@ DENSE_LIMIT = 4096
 
 
 def dense_inverse(A, xp):
-    """The inverse of the dense host matrix A, on ``xp``, in double: by LU, or the pseudo-inverse
-    (on the host) where LU fails, for a singular (pure Neumann) operator. An SVD costs 20 times as
-    much (25 s against 1.1 s for 1089 complex unknowns on one core)."""
+    """The inverse of the dense matrix A (on the host or on ``xp``'s device), on ``xp``, in double:
+    by LU, or the pseudo-inverse (on the host) where LU fails, for a singular (pure Neumann)
+    operator. An SVD costs 20 times as much (25 s against 1.1 s for 1089 complex unknowns on one
+    core)."""
     d = xp.asarray(A, dtype=numpy.result_type(A.dtype, numpy.float64))
     try:
         inv = xp.linalg.inv(d)
@@ -24,7 +25,7 @@ def dense_inverse(A, xp):
             return inv
     except numpy.linalg.LinAlgError:
         pass
-    return xp.asarray(numpy.linalg.pinv(A))
+    return xp.asarray(numpy.linalg.pinv(backend.to_host(A)))
 
 
 class DirectSolve:
@@ -89,13 +90,15 @@ class CSRDirectSolve:
         self.xp = xp
         self.n = A.shape[0]
         self.dtype = numpy.dtype(dtype or A.dtype)
-        host = A.get() if backend.array_module(A.data) is not numpy else A
         self.inv = self.lu = None
         if self.n <= DENSE_LIMIT:
-            self.inv = dense_inverse(host.toarray(), xp).astype(self.dtype)
+            # densified where A lives: a 4096^2 dense matrix built on the host and uploaded took
+            # most of a 2048^2 AMG setup
+            self.inv = dense_inverse(A.toarray(), xp).astype(self.dtype)
             self.out = xp.zeros(self.n, self.dtype)
         else:
             import scipy.sparse.linalg
+            host = A.get() if backend.array_module(A.data) is not numpy else A
             self.lu = scipy.sparse.linalg.splu(host.tocsc())
             self.lu_dtype = host.dtype
 

@@ -162,15 +162,44 @@ def _kernel_types(A, *vectors):
 
 
 def dot(a, b, xp):
-    """(a, b) as a 0-d array of ``xp`` (one reduction kernel on the GPU, no synchronisation)."""
+    """(a, b) of real vectors as a 0-d array of ``xp``, with no synchronisation. On the GPU two
+    kernels: per-block partial sums over the whole device, then their sum. (CuPy's ReductionKernel
+    gives a full reduction one thread block: a 1M-vector dot took 0.8 ms on an H100, and the
+    K-cycle's dots were most of its time.)"""
     if not backend.is_gpu(xp):
         return xp.asarray(numpy.dot(a, b))
-    return _dot_kernel()(a, b)
+    n = a.size
+    blocks = max(1, min(1024, (n + 255) // 256))
+    partial = xp.empty(blocks, a.dtype)
+    _dot_partial_kernel(numpy.dtype(a.dtype).name)((blocks,), (256,), (a, b, partial, numpy.int64(n)))
+    return _sum_kernel()(partial)
+
+
+_CTYPES = {"float64": "double", "float32": "float"}
 
 
 @functools.lru_cache(maxsize=None)
-def _dot_kernel():
-    return backend.cupy.ReductionKernel("T x, T y", "T z", "x * y", "a + b", "z = a", "0", "pcplugins_dot")
+def _dot_partial_kernel(dtype):
+    t = _CTYPES[dtype]
+    return backend.cupy.RawKernel(f"""
+extern "C" __global__ void pcplugins_dot_partial(const {t}* x, const {t}* y, {t}* partial, long long n) {{
+    __shared__ {t} s[256];
+    {t} acc = 0;
+    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x)
+        acc += x[i] * y[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {{
+        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }}
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}}""", "pcplugins_dot_partial")
+
+
+@functools.lru_cache(maxsize=None)
+def _sum_kernel():
+    return backend.cupy.ReductionKernel("T x", "T z", "x", "a + b", "z = a", "0", "pcplugins_sum")
 
 
 def axpy(y, alpha, x, xp):

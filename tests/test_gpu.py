@@ -443,3 +443,18 @@ def test_shifted_laplace_stencil_levels_on_cuda_vecs(dim, N):
     assert abs(out["aij"][0] - out["aijcusparse"][0]) <= 1
     ref = out["aij"][2]
     assert np.allclose(out["aijcusparse"][2], ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 100003, 3000000])
+def test_device_dot_matches_numpy(n, dtype):
+    """sparse.dot's two-stage device reduction (per-block partial sums, then their sum) against
+    NumPy, on sizes around the block size and beyond the 1024 blocks of the first stage."""
+    from pcplugins import sparse
+    rng = np.random.default_rng(n)
+    a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    got = sparse.dot(backend.cupy.asarray(a), backend.cupy.asarray(b), backend.cupy)
+    assert got.shape == () and got.dtype == dtype
+    ref = np.dot(a.astype(np.float64), b.astype(np.float64))
+    scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    assert abs(float(got) - ref) <= (1e-12 if dtype == np.float64 else 1e-5) * scale
