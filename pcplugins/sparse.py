@@ -171,16 +171,12 @@ def dot(a, b, xp):
     n = a.size
     blocks = max(1, min(1024, (n + 255) // 256))
     partial = xp.empty(blocks, a.dtype)
-    _dot_partial_kernel(numpy.dtype(a.dtype).name)((blocks,), (256,), (a, b, partial, numpy.int64(n)))
+    _dot_partial_kernel(_CTYPES[numpy.dtype(a.dtype)])((blocks,), (256,), (a, b, partial, numpy.int64(n)))
     return _sum_kernel()(partial)
 
 
-_CTYPES = {"float64": "double", "float32": "float"}
-
-
 @functools.lru_cache(maxsize=None)
-def _dot_partial_kernel(dtype):
-    t = _CTYPES[dtype]
+def _dot_partial_kernel(t):
     return backend.cupy.RawKernel(f"""
 extern "C" __global__ void pcplugins_dot_partial(const {t}* x, const {t}* y, {t}* partial, long long n) {{
     __shared__ {t} s[256];
