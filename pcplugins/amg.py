@@ -28,7 +28,7 @@ OPTIONS = [
     Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps"),
     Option("pc_amg_post", "int", 1, "Post-smoothing sweeps"),
     Option("pc_amg_coarse_size", "int", None,
-           "Stop coarsening at this many unknowns (default: 4096 on the GPU, 400 on the CPU)"),
+           "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)"),
     Option("pc_amg_max_levels", "int", 25, "Most levels"),
     Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
     Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),

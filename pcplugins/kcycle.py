@@ -28,7 +28,7 @@ class Options:
     smoother: str = "gs"           # gs | l1jacobi | chebyshev
     pre: int = 1
     post: int = 1
-    coarse_size: int = None       # default: 4096 on the GPU (one dense GEMV), 400 on the CPU
+    coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
 
@@ -70,7 +70,8 @@ class AggregationMG:
         self.xp, self.opts = xp, dataclasses.replace(opts or Options())
         o = self.opts
         if o.coarse_size is None:
-            o.coarse_size = 4096 if backend.is_gpu(xp) else 400
+            # 4096 cost 20 ms more setup (the dense inverse by LU) and saved 0.26 ms per cycle at 2048^2
+            o.coarse_size = 2048 if backend.is_gpu(xp) else 400
         if o.cycle not in ("k", "v", "w"):
             raise ValueError(f"unknown cycle {o.cycle!r}")
         self.method = o.aggregation
