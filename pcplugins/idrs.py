@@ -127,16 +127,33 @@ class IDRS:
         ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
 
     def _shadow_space(self, ksp):
-        """s orthonormal pseudo-random shadow vectors (a fixed seed per rank)."""
+        """s orthonormal pseudo-random shadow vectors, each a fixed function of the unknowns' index
+        (the natural grid index when the KSP has a DMDA), so the iterates do not depend on the
+        number of ranks."""
         Q = self.vecs["Q"]
-        rng = numpy.random.default_rng(1234 + ksp.getComm().getRank())
         dtype = numpy.dtype(PETSc.ScalarType)
+        dm = ksp.getPC().getDM()           # (KSPGetDM would attach an empty DMShell)
+        natural = dm.createNaturalVec() if dm is not None and dm.handle and dm.getType() == "da" else None
         for i, q in enumerate(Q):
-            n = q.getLocalSize()
-            z = rng.standard_normal(n)
+            v = natural if natural is not None else q
+            lo, hi = v.getOwnershipRange()
+            z = _hash(numpy.arange(lo, hi), 2 * i)
             if dtype.kind == "c":
-                z = z + 1j * rng.standard_normal(n)
-            q.setArray(z.astype(dtype))
+                z = z + 1j * _hash(numpy.arange(lo, hi), 2 * i + 1)
+            v.setArray(z.astype(dtype))
+            if natural is not None:
+                dm.naturalToGlobal(natural, q)
             for p in Q[:i]:                                            # modified Gram-Schmidt
                 q.axpy(-q.dot(p), p)
             q.scale(1.0 / q.norm())
+
+
+def _hash(index, k):
+    """A fixed pseudo-random function of the index (splitmix64) with values in [-0.5, 0.5), one
+    per ``k``."""
+    with numpy.errstate(over="ignore"):
+        z = index.astype(numpy.uint64) + numpy.uint64(k << 40) + numpy.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> numpy.uint64(30))) * numpy.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> numpy.uint64(27))) * numpy.uint64(0x94D049BB133111EB)
+        z ^= z >> numpy.uint64(31)
+    return (z >> numpy.uint64(11)) * 2.0 ** -53 - 0.5

@@ -309,9 +309,10 @@ def test_example_writes_the_solution(tmp_path, problem):
 def test_idrs_counts_near_the_paper(N, paper):
     """pcplugins.IDRS (IDR(4) with biorthogonalisation, the paper's Algorithm 1, as a Python KSP)
     with beta2 0.65 on MP1, true residual 1e-3, counting the paper's iterations (5 products each):
-    measured 5 and 8 with complex scalars (15 at N = 256; paper, Table 9: 6, 10, 17), 5 and 10 in
-    the real-equivalent form. PETSc's KSPIDR needs 22 and 40 products (complex) where ours needs 25
-    and 40."""
+    measured 5 and 8 with complex scalars (14 at N = 256; paper, Table 9: 6, 10, 17), 7 and 11 in
+    the real-equivalent form (21 at N = 256). The counts move by one or two with the (random)
+    shadow space: the band is two below the paper to the issue's max(1, 15%) above. PETSc's KSPIDR
+    needs 22 and 40 products (complex) where ours needs 25 and 40."""
     from problems import helmholtz_system
     da, A, b = helmholtz_system(N, 0.625 * N)
     ksp, x = petsc_solve(da, A, b, {"pc_sl_k": 0.625 * N, "pc_sl_beta2": 0.65, "ksp_python_type": "pcplugins.IDRS",
@@ -323,7 +324,7 @@ def test_idrs_counts_near_the_paper(N, paper):
     its = ksp.getIterationNumber()
     assert ksp.getConvergedReason() > 0 and r.norm() <= 1e-3 * b.norm()
     assert ksp.getPythonContext().products == 5 * its
-    assert paper - 2 <= its <= paper, its
+    assert paper - 2 <= its <= paper + max(1, int(0.15 * paper)), its
 
 
 def mp1_bcgs(**options):
