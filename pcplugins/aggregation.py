@@ -156,9 +156,10 @@ def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2):
 def colour_graph(A, xp, max_colours=None):
     """Colours of the graph of A + A^T (no two neighbours share one): Jones-Plassmann, each round
     giving the next colour to the unknowns whose hashed priority beats all uncoloured neighbours.
-    With ``max_colours``, where there are more than twice as many colours (an improper colour costs
-    CSRColourGS two kernels instead of one) they fold back (colour mod max_colours): neighbours may
-    then share a colour, which CSRColourGS's l1 diagonal keeps convergent."""
+    With ``max_colours``, where there are more than three times as many colours they fold back
+    (colour mod max_colours): neighbours may then share a colour, which CSRColourGS's l1 diagonal
+    keeps convergent, but an improper colour costs it two kernels and a scatter instead of one
+    (on an H100, folding 2D levels of 17-18 colours into 8 made the cycle slower)."""
     n = A.shape[0]
     r = sparse.rows_of(A, xp)
     c = A.indices.astype(numpy.int32)
@@ -177,4 +178,4 @@ def colour_graph(A, xp, max_colours=None):
         count = xp.bincount(rows[beaten], minlength=n)
         colour = xp.where(free & (count == 0), k, colour).astype(numpy.int32)
         k += 1
-    return colour % max_colours if max_colours is not None and k > 2 * max_colours else colour
+    return colour % max_colours if max_colours is not None and k > 3 * max_colours else colour
