@@ -111,3 +111,18 @@ def test_amg_as_bjacobi_blocks_bounded(tmp_path):
         got, exact = run(tmp_path, P, problem, amg), run(tmp_path, P, problem, lu)
         assert int(got["reason"]) > 0 and int(got["its"]) <= max(16, int(exact["its"]) + 12), (P, got["its"])
         assert np.linalg.norm(got["u"] - exact["u"]) <= 1e-6 * np.linalg.norm(exact["u"])
+
+
+def test_shifted_laplace_example_in_parallel(tmp_path):
+    """examples/helmholtz_solve.py under mpiexec: the same iterations and the same PNG (the real
+    part of the solution, gathered to rank 0) on 1 and 2 ranks."""
+    out = {}
+    for P in (1, 2):
+        png = tmp_path / f"mp1_{P}.png"
+        cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "..", "examples", "helmholtz_solve.py"),
+               "-N", "32", "-png", str(png)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+        assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
+        out[P] = (res.stdout.split("iterations")[0], png.read_bytes())
+    assert out[1] == out[2]
