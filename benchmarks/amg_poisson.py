@@ -31,7 +31,7 @@ import scipy.sparse  # noqa: E402
 
 import meshes  # noqa: E402
 import pcplugins  # noqa: E402
-from gmg_poisson import apply_ms, measure, options_in_database, skipped, timed_solve, write  # noqa: E402
+from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend, bridge  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
@@ -133,20 +133,10 @@ def main():
             r = {"case": label, "solver": "CSR read", "seconds": csr_read_times(A)}
             results.append(r)
             PETSc.Sys.Print(f"  CSR read: {r['seconds']}", flush=True)
-        for name, conf in CONFIGS.items():
-            if skipped(name, skip):
-                continue
-            r = measure(run, gpu, name, conf, A, xy, gpu)
-            if "error" in r:
-                results.append(dict(r, case=label, solver=name))
-                PETSc.Sys.Print(f"  {name:36s} FAILED: {r['error']}", flush=True)
-                continue
-            r["case"] = label
-            results.append(r)
-            write(out, results, gpu)
-            PETSc.Sys.Print(f"  {name:36s} setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
-                            f"  its {r['iterations']:5d}  true rel res {r['true_rel_residual']:.2e}"
-                            f"  PCApply {r['apply_ms']:.2f} ms", flush=True)
+        measure_configs(CONFIGS, skip, run, (A, xy, gpu), gpu, {"case": label}, (" ", 36), results, out,
+                        lambda r: f"setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
+                                  f"  its {r['iterations']:5d}  true rel res {r['true_rel_residual']:.2e}"
+                                  f"  PCApply {r['apply_ms']:.2f} ms")
     write(out, results, gpu)
 
 

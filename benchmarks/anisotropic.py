@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import meshes  # noqa: E402
-from gmg_poisson import measure, options_in_database, skipped, timed_solve, write  # noqa: E402
+from gmg_poisson import measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend, grid, stencil  # noqa: E402
 
 GRADED = {"A1": 0.75, "A2": 0.5, "A3": 0.25, "A4": 0.0625, "A5": 0.03125}
@@ -106,20 +106,11 @@ def main():
     for level in levels:
         for mesh in names:
             m, A, u0, ratio = system(mesh, level)
-            for name, conf in CONFIGS.items():
-                if skipped(name, skip):
-                    continue
-                r = measure(run, gpu, name, conf, m, A, u0, gpu)
-                if "error" in r:
-                    results.append(dict(r, mesh=mesh, level=level, solver=name))
-                    PETSc.Sys.Print(f"{mesh} L{level} {name:58s} FAILED: {r['error']}", flush=True)
-                    continue
-                r.update(mesh=mesh, level=level, unknowns=m * m, smallest_over_largest_cell=ratio)
-                results.append(r)
-                write(out, results, gpu)
-                PETSc.Sys.Print(f"{mesh} L{level} {name:58s} setup {r['setup_s'] * 1e3:8.1f} ms  solve "
-                                f"{r['solve_s'] * 1e3:8.1f} ms  its {r['iterations']:4d} (reason {r['reason']})  "
-                                f"res {r['true_rel_residual']:.1e}  err {r['algebraic_error']:.1e}", flush=True)
+            tags = dict(mesh=mesh, level=level, unknowns=m * m, smallest_over_largest_cell=ratio)
+            measure_configs(CONFIGS, skip, run, (m, A, u0, gpu), gpu, tags, (f"{mesh} L{level}", 58), results, out,
+                            lambda r: f"setup {r['setup_s'] * 1e3:8.1f} ms  solve {r['solve_s'] * 1e3:8.1f} ms  "
+                                      f"its {r['iterations']:4d} (reason {r['reason']})  "
+                                      f"res {r['true_rel_residual']:.1e}  err {r['algebraic_error']:.1e}")
     write(out, results, gpu)
 
 

@@ -214,6 +214,25 @@ def measure(run, gpu, *args):
         release(gpu)
 
 
+def measure_configs(configs, skip, run, args, gpu, tags, label, results, out, line):
+    """Every configuration of ``configs`` (name: options) not named in ``skip``:
+    measure(run, gpu, name, options, *args), tagged with ``tags``, appended to ``results`` (a
+    failure with its solver's name) and written to ``out``; one printed line each, ``label``, the
+    name padded to ``label``'s width and line(result) (or the failure)."""
+    prefix, width = label
+    for name, conf in configs.items():
+        if skipped(name, skip):
+            continue
+        r = dict(measure(run, gpu, name, conf, *args), **tags)
+        if "error" in r:                              # record it, go on with the others
+            results.append(dict(r, solver=name))
+            PETSc.Sys.Print(f"{prefix} {name:{width}s} FAILED: {r['error']}", flush=True)
+            continue
+        results.append(r)
+        write(out, results, gpu)
+        PETSc.Sys.Print(f"{prefix} {name:{width}s} {line(r)}", flush=True)
+
+
 def release(gpu):
     """Give CuPy's cached blocks back, so PETSc's own cudaMalloc calls find the memory."""
     import gc
@@ -235,18 +254,9 @@ def main():
                    dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=L) for L in range(0, 13)}
     results = []
     for n in sizes:
-        for name, conf in configs.items():
-            if skipped(name, skip):
-                continue
-            r = measure(run, gpu, name, conf, n, dim, gpu)
-            if "error" in r:                              # record it, go on with the others
-                results.append(dict(r, solver=name, n=n, dim=dim))
-                PETSc.Sys.Print(f"{n}^{dim} {name:40s} FAILED: {r['error']}", flush=True)
-                continue
-            results.append(r)
-            write(out, results, gpu)
-            PETSc.Sys.Print(f"{n}^{dim} {name:40s} setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
-                            f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}", flush=True)
+        measure_configs(configs, skip, run, (n, dim, gpu), gpu, {"n": n, "dim": dim}, (f"{n}^{dim}", 40), results,
+                        out, lambda r: f"setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
+                                       f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}")
         if gpu:
             r = fft_solve(n, dim)
             results.append(r)

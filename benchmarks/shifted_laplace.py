@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import pcplugins  # noqa: E402
-from gmg_poisson import apply_ms, measure, options_in_database, skipped, timed_solve, write  # noqa: E402
+from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend  # noqa: E402
 from problems import helmholtz_system, wedge_wavenumber  # noqa: E402
 
@@ -113,21 +113,11 @@ def main():
     results = []
     for case in cases:
         label, N, k, dim = problem(case)
-        for name, conf in CONFIGS.items():
-            if skipped(name, skip):
-                continue
-            r = measure(run, gpu, name, conf, N, k, dim, gpu, max_it)
-            if "error" in r:
-                results.append(dict(r, case=label, solver=name))
-                PETSc.Sys.Print(f"{label} {name:52s} FAILED: {r['error']}", flush=True)
-                continue
-            r["case"] = label
-            results.append(r)
-            write(out, results, gpu)
-            apply = f"  PCApply {r['apply_ms']:.2f} ms" if "apply_ms" in r else ""
-            PETSc.Sys.Print(f"{label} {name:52s} setup {r['setup_s']*1e3:8.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
-                            f"  its {r['iterations']:5d} (reason {r['reason']})  true rel res "
-                            f"{r['true_rel_residual']:.2e}{apply}", flush=True)
+        measure_configs(CONFIGS, skip, run, (N, k, dim, gpu, max_it), gpu, {"case": label}, (label, 52), results,
+                        out, lambda r: f"setup {r['setup_s']*1e3:8.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
+                                       f"  its {r['iterations']:5d} (reason {r['reason']})  true rel res "
+                                       f"{r['true_rel_residual']:.2e}"
+                                       + (f"  PCApply {r['apply_ms']:.2f} ms" if "apply_ms" in r else ""))
     write(out, results, gpu)
 
 
