@@ -366,19 +366,19 @@ class DMDAComm(multigrid.Comm):
     def exchange(self, level, u):
         t = time.perf_counter()
         da, g, loc, shape, gh_shape, sl = self._levels[level]
-        if self.pairs:
-            with backend.vec_array(g, "w") as ga:
+        with backend.vec_array(g, "w") as ga:
+            own = grid.interior(u)
+            if self.pairs:
                 ga = ga.reshape(shape + (2,))
-                ga[..., 0], ga[..., 1] = grid.interior(u).real, grid.interior(u).imag
-            da.globalToLocal(g, loc)
-            with backend.vec_array(loc, "r") as la:
+                ga[..., 0], ga[..., 1] = own.real, own.imag
+            else:
+                ga.reshape(shape)[...] = own
+        da.globalToLocal(g, loc)
+        with backend.vec_array(loc, "r") as la:
+            if self.pairs:
                 la = la.reshape(gh_shape + (2,))
                 u[sl] = la[..., 0] + 1j * la[..., 1]
-        else:
-            with backend.vec_array(g, "w") as ga:
-                ga.reshape(shape)[...] = grid.interior(u)
-            da.globalToLocal(g, loc)
-            with backend.vec_array(loc, "r") as la:
+            else:
                 u[sl] = la.reshape(gh_shape)
         self.exchanges += 1
         self.exchange_time += time.perf_counter() - t     # wall time: device copies are queued

@@ -56,6 +56,14 @@ def prolongation_1d(n, keep_boundary):
     return P, nc
 
 
+def _coarse_kind(coarse_solve, unknowns):
+    """The coarsest solve both hierarchies use: 'auto' is the dense inverse up to
+    coarse.DENSE_LIMIT unknowns and the GMRES polynomial beyond."""
+    if coarse_solve != "auto":
+        return coarse_solve
+    return "direct" if unknowns <= coarse.DENSE_LIMIT else "polynomial"
+
+
 def _colours(n, dim, keep_boundary):
     """2^dim colours by the parities of the grid indices: no two neighbours of a 9-point (27-point)
     Galerkin stencil share one. Indexed and numbered as grid.colours does (the eliminated
@@ -100,9 +108,7 @@ class ShiftedLaplaceMG:
             lev.P, lev.R = P.astype(self.dtype), R.astype(self.dtype)
             lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n, dim, keep_boundary)), xp, omega)
             A, n = Ac, nc
-        if coarse_solve == "auto":
-            coarse_solve = "direct" if A.shape[0] <= coarse.DENSE_LIMIT else "polynomial"
-        if coarse_solve == "direct":
+        if _coarse_kind(coarse_solve, A.shape[0]) == "direct":
             self.coarse = coarse.CSRDirectSolve(A, xp, self.dtype)
         else:
             self.coarse = coarse.CSRPolynomialSolve(A, self.levels[-1].A, xp, degree)
@@ -163,10 +169,9 @@ class StencilMG:
         levels = 1
         while levels < len(boxes) and kmax * h * 2 ** levels <= max_kh:
             levels += 1
-        if coarse_solve == "auto":
-            coarse_solve = "direct" if boxes[levels - 1].size <= coarse.DENSE_LIMIT else "polynomial"
         options = multigrid.Options(levels=levels, cycle=cycle, pre=pre, post=post, smoother="multicolor",
-                                    omega=omega, coarse_operator="galerkin", coarse_solve=coarse_solve,
+                                    omega=omega, coarse_operator="galerkin",
+                                    coarse_solve=_coarse_kind(coarse_solve, boxes[levels - 1].size),
                                     coarse_degree=degree, fused=False)
         self.mg = multigrid.Multigrid(op, options, comm, event)
         self.dtype, self.levels, self.omega = op.dtype, self.mg.levels, omega
