@@ -2,12 +2,13 @@
 PETSc GAMG (cg) and CG + Jacobi, side by side in one run, to a true relative residual of 1e-6
 (unpreconditioned norm for every solver), random right-hand side.
 
-    python benchmarks/amg_poisson.py [-cases 2d,3d,mesh] [-n2 2048] [-n3 129] [-mesh_n 1000]
-                                     [-vec gpu|cpu] [-skip name,...] [-out benchmarks/results/x.json]
+    [mpiexec -n P] python benchmarks/amg_poisson.py [-cases 2d,3d,mesh] [-n2 2048] [-n3 129]
+                         [-mesh_n 1000] [-vec gpu|cpu] [-skip name,...] [-out benchmarks/results/x.json]
 
 Cases: 2D 5-point Laplacian on an n2 x n2 grid, 3D 7-point on n3^3, P1 finite elements on a
 quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py). The matrix is given
-without a DM; pcplugins.AMG gets the vertex coordinates through pcplugins.set_coordinates.
+without a DM; pcplugins.AMG gets the vertex coordinates through pcplugins.set_coordinates. Under
+mpiexec each rank holds a block of consecutive rows (and their coordinates), one GPU per rank.
 Each solver runs twice on fresh KSPs; the second run is reported (the first compiles kernels).
 After the solve, one preconditioner application is timed (the mean of 10; for pcplugins.AMG on
 the GPU a CUDA graph replay).
@@ -74,21 +75,24 @@ def run(name, options, A, xy, gpu):
 
 
 def _run(name, options, A, xy, gpu):
-    M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij")
+    comm = PETSc.COMM_WORLD
+    M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij", comm)
+    lo, hi = M.getOwnershipRange()
     b, x = M.createVecs()
-    b.setArray(numpy.random.default_rng(1).random(A.shape[0]))
+    b.setArray(numpy.random.default_rng(1).random(A.shape[0])[lo:hi])
     M.mult(b, x)          # the matrix is resident where it is used (PETSc uploads it on first use)
     x.set(0.0)
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp = PETSc.KSP().create(comm=comm)
     ksp.setOperators(M)
     if options.get("pc_python_type") == "pcplugins.AMG":
         ksp.getPC().setType("python")
         ksp.getPC().setPythonType("pcplugins.AMG")
-        pcplugins.set_coordinates(ksp.getPC(), xy)
+        pcplugins.set_coordinates(ksp.getPC(), xy[lo:hi])
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-6, max_it=20000)
     ksp.setFromOptions()
-    res = dict({"solver": name, "unknowns": A.shape[0], "options": options}, **timed_solve(ksp, M, b, x, gpu))
+    res = dict({"solver": name, "unknowns": A.shape[0], "ranks": comm.getSize(), "options": options},
+               **timed_solve(ksp, M, b, x, gpu))
     pc = ksp.getPC()
     res["apply_ms"] = apply_ms(pc, b, gpu)
     if options.get("pc_python_type"):
@@ -129,7 +133,7 @@ def main():
         t = time.perf_counter()
         label, A, xy = problem(case, opts)
         PETSc.Sys.Print(f"{label}: built in {time.perf_counter() - t:.1f} s", flush=True)
-        if gpu and case == "2d":
+        if gpu and case == "2d" and PETSc.COMM_WORLD.getSize() == 1:
             r = {"case": label, "solver": "CSR read", "seconds": csr_read_times(A)}
             results.append(r)
             PETSc.Sys.Print(f"  CSR read: {r['seconds']}", flush=True)

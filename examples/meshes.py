@@ -74,18 +74,28 @@ def centroid_kappa(points, triangles, jump):
     return numpy.where(inside, 10.0 ** jump, 1.0)
 
 
-def petsc_matrix(A, mat_type=None):
-    """A SciPy CSR matrix as a PETSc AIJ matrix (type from -mat_type unless given)."""
+def petsc_matrix(A, mat_type=None, comm=None):
+    """A SciPy CSR matrix as a PETSc AIJ matrix (type from -mat_type unless given). With ``comm``
+    of several ranks each rank keeps its block of consecutive rows (``row_range``)."""
     from petsc4py import PETSc
-    M = PETSc.Mat().create(comm=PETSc.COMM_SELF)
-    M.setSizes(A.shape)
+    comm = comm or PETSc.COMM_SELF
+    lo, hi = row_range(A.shape[0], comm)
+    M = PETSc.Mat().create(comm=comm)
+    M.setSizes(((hi - lo, A.shape[0]), (hi - lo, A.shape[1])))
     M.setType(mat_type or "aij")
     if mat_type is None:
         M.setFromOptions()
-    M.setPreallocationCSR((A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType)))
-    M.setValuesCSR(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType), A.data)
+    B = A[lo:hi]
+    M.setPreallocationCSR((B.indptr.astype(PETSc.IntType), B.indices.astype(PETSc.IntType), B.data))
     M.assemble()
     return M
+
+
+def row_range(n, comm):
+    """This rank's rows [lo, hi) of n split as PETSc splits them (PETSC_DECIDE)."""
+    size, rank = comm.getSize(), comm.getRank()
+    lo = rank * (n // size) + min(rank, n % size)
+    return lo, lo + n // size + (rank < n % size)
 
 
 # -- Goddeke and Strzodka's meshes for the anisotropic (line/ADI) smoothers -------------------------

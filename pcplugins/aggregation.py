@@ -32,21 +32,28 @@ def depth(n, dim):
     return max(0, round(math.log2(max(n, 1)) / dim) - 1)
 
 
-def auxgrid(coords, xp, coarse_size, max_levels):
+def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     """Aggregates from vertex coordinates (n x dim array on ``xp``).
 
     Returns (aggs, sizes, colours): aggs[k] maps the unknowns of level k to those of level k+1,
     sizes[k] is the number of unknowns of level k, colours[k] the smoother colours of level k.
+    On several ranks (``comm``, distributed.py) ``coords`` are this rank's vertices: the grid
+    covers the global bounding box, its depth follows the global count, and an aggregate is the
+    vertices of one cell on one rank (so aggregates never cross ranks); sizes are this rank's.
     """
     n, dim = coords.shape
-    lo = coords.min(axis=0)
-    width = coords.max(axis=0) - lo
+    total = (lambda v: v) if comm is None else comm.allsum
+    lo, hi = coords.min(axis=0), coords.max(axis=0)
+    if comm is not None:
+        lo = xp.asarray([comm.allmin(float(v)) for v in lo])
+        hi = xp.asarray([comm.allmax(float(v)) for v in hi])
+    width = hi - lo
     width = xp.where(width > 0, width, 1.0)
-    L = depth(n, dim)
+    L = depth(total(n), dim)
     m = 2 ** L
     cell = xp.clip(xp.floor((coords - lo) / width * m).astype(numpy.int64), 0, m - 1)
     aggs, sizes, colours = [], [n], [_parity(cell, xp)]
-    while L > 0 and sizes[-1] > coarse_size and len(sizes) < max_levels:
+    while L > 0 and total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
         key = _linear(cell, m)
         keys, agg = xp.unique(key, return_inverse=True)
         aggs.append(agg.ravel().astype(numpy.int32))
@@ -134,17 +141,20 @@ def _row_max(values, A, xp):
     return xp.asarray(S.max(axis=1).toarray()).ravel()
 
 
-def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2):
+def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
     """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs) like ``auxgrid``
-    (without colours) and the Galerkin matrices it formed on the way (Acs[k] for level k+1)."""
+    (without colours) and the Galerkin matrices it formed on the way (Acs[k] for level k+1).
+    On several ranks (``comm``) A is the block of this rank's own rows and columns: each rank
+    matches its own unknowns, and the sizes compared are the global sums."""
+    total = (lambda v: v) if comm is None else comm.allsum
     aggs, sizes, Acs = [], [A.shape[0]], []
-    while sizes[-1] > coarse_size and len(sizes) < max_levels:
+    while total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
         agg, nc, Ak = None, sizes[-1], A
         for _ in range(passes):
             a, nc = pair_matching(Ak, xp, theta)
             agg = a if agg is None else a[agg]
             Ak = sparse.galerkin(Ak, a, nc, xp)
-        if nc > 0.9 * sizes[-1]:              # coarsening has stalled: stop here
+        if total(nc) > 0.9 * total(sizes[-1]):     # coarsening has stalled: stop here
             break
         aggs.append(agg)
         sizes.append(nc)

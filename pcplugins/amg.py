@@ -6,8 +6,10 @@ Follows Wang, Hu, Cohen, Xu, "A parallel auxiliary grid algebraic multigrid meth
 processing units": aggregates from an auxiliary quadtree/octree grid when vertex coordinates are
 known (pcplugins.set_coordinates, a Vec composed on the PC as "coordinates", or the PC's DMDA),
 double pairwise matching when not; Galerkin coarse matrices by summation over aggregates;
-colour Gauss-Seidel; the K-cycle. Any assembled scalar AIJ matrix on one rank, no DM needed;
-with an aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy).
+colour Gauss-Seidel; the K-cycle. Any assembled scalar AIJ matrix, no DM needed; with an
+aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy). On several ranks the
+hierarchy is distributed by rows (kcycle.py, distributed.py): aggregates within a rank, hybrid
+smoothers, global inner products, the coarsest level gathered.
 The K-cycle is nonlinear: use a flexible outer method (fcg, fgmres), or -pc_amg_cycle v with cg.
 """
 
@@ -96,13 +98,16 @@ class AMG:
         self.xp, self.device = xp, device
         bridge.set_event_namespace(xp)
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
-        A, self.matrix_source = bridge.aij_csr(pc, xp)
+        self.comm = bridge.CSRComm(pc)
+        if self.comm.size > 1 and v["smoother"] == "chebyshev":
+            raise bridge.error("-pc_amg_smoother chebyshev runs on one rank; on several ranks use gs or l1jacobi")
+        A, self.matrix_source = bridge.aij_csr(pc, xp, self.comm)
         self._check(A)
         backend.synchronize(xp)
         t1 = bridge.clock()
         coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
         if v["aggregation"] != "pairwise":
-            coords, source = bridge.amg_coordinates(pc, A.shape[0])
+            coords, source = bridge.amg_coordinates(pc, A.own.shape[0] if self.comm.size > 1 else A.shape[0])
             if coords is None and v["aggregation"] == "auxgrid":
                 raise bridge.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
                                    f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
@@ -112,14 +117,17 @@ class AMG:
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
                               smoother=v["smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"])
-        self.mg = kcycle.AggregationMG(A, xp, opts, coords)
+        try:
+            self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm)
+        except ValueError as e:
+            raise bridge.error(f"pcplugins.AMG: {e}") from None
         backend.synchronize(xp)
         t2 = bridge.clock()
         self.timings = {"matrix": t1 - t0, "hierarchy": t2 - t1}
         self.timings.update(self.mg.timings)
         self._bad = None
         self._graphs = None
-        if backend.is_gpu(xp) and v["graph"] and self.mg.coarse.inv is not None:
+        if backend.is_gpu(xp) and v["graph"] and self.mg.coarse.inv is not None and self.comm.size == 1:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             n = A.shape[0]
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
@@ -127,13 +135,18 @@ class AMG:
         self._run = self._graphs or self._cycle
 
     def _check(self, A):
-        xp = self.xp
-        if not bool(xp.isfinite(A.data).all()):
+        """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank."""
+        xp, comm = self.xp, self.comm
+        blocks, first = ((A.own, A.ghost), int(A.starts[comm.rank])) if comm.size > 1 else ((A,), 0)
+        if comm.max(int(not all(bool(xp.isfinite(B.data).all()) for B in blocks))):
             raise bridge.error("pcplugins.AMG: the matrix has NaN or Inf entries")
-        d = A.diagonal()
-        if not bool((d > 0).all()):
-            i = int(xp.argmax(d <= 0))
-            raise bridge.error(f"pcplugins.AMG needs a positive diagonal; row {i} has diagonal {float(d[i]):g}")
+        d = blocks[0].diagonal()
+        bad = xp.nonzero(d <= 0)[0]
+        row = first + int(bad[0]) if bad.size else -1
+        where = [r for r in comm.allgather((row, float(d[bad[0]]) if bad.size else 0.0)) if r[0] >= 0]
+        if where:
+            raise bridge.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal "
+                               f"{where[0][1]:g}")
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
@@ -145,6 +158,8 @@ class AMG:
         if backend.is_gpu(self.xp):
             dev += ", CUDA graph " + (self._graphs.note if self._graphs else "off")
         t = self.timings
+        if self.comm.size > 1:
+            dev += f", {self.comm.size} ranks, {self.comm.exchanges} ghost exchanges so far"
         return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"

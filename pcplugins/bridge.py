@@ -274,20 +274,69 @@ class Collective:
     so serial use needs no mpi4py)."""
 
     def __init__(self, pc):
-        self.size = pc.getComm().getSize()
+        self.size, self.rank = pc.getComm().getSize(), pc.getComm().getRank()
         self.mpi = pc.getComm().tompi4py() if self.size > 1 else None
 
     def min(self, x):
-        if self.mpi is None:
-            return x
-        from mpi4py import MPI
-        return self.mpi.allreduce(x, op=MPI.MIN)
+        return self._reduce(x, "MIN")
+
+    def max(self, x):
+        return self._reduce(x, "MAX")
 
     def sum(self, x):
         return x if self.mpi is None else self.mpi.allreduce(x)
 
+    def _reduce(self, x, op):
+        if self.mpi is None:
+            return x
+        from mpi4py import MPI
+        return self.mpi.allreduce(x, op=getattr(MPI, op))
+
     def allgather(self, x):
         return [x] if self.mpi is None else self.mpi.allgather(x)
+
+
+class CSRComm(Collective):
+    """The communicator of a distributed CSR hierarchy (distributed.py, pcplugins.AMG): host
+    collectives and ``halo``, an exchange of the ghost values of a row distribution."""
+    allsum, allmin, allmax = Collective.sum, Collective.min, Collective.max
+
+    def __init__(self, pc):
+        super().__init__(pc)
+        self.exchanges, self.exchange_time = 0, 0.0
+
+    def halo(self, ghosts, starts, xp):
+        return _Halo(self, ghosts, starts, xp)
+
+
+class _Halo:
+    """Values of the global unknowns ``ghosts`` (sorted) from their owners (rank r owns
+    [starts[r], starts[r+1])): set up once by an all-to-all of the requested indices, then one
+    MPI_Alltoallv per call of just those values, through the host (our MPICH is not GPU-aware)."""
+
+    def __init__(self, comm, ghosts, starts, xp):
+        self.comm, self.xp = comm, xp
+        mpi, size = comm.mpi, comm.size
+        owner = numpy.searchsorted(starts, ghosts, side="right") - 1
+        self.recv_counts = numpy.bincount(owner, minlength=size).astype(numpy.int64)
+        self.send_counts = numpy.asarray(mpi.alltoall(self.recv_counts.tolist()), numpy.int64)
+        self.recv_displs = numpy.concatenate([[0], numpy.cumsum(self.recv_counts)[:-1]])
+        self.send_displs = numpy.concatenate([[0], numpy.cumsum(self.send_counts)[:-1]])
+        wanted = numpy.empty(int(self.send_counts.sum()), numpy.int64)
+        mpi.Alltoallv([numpy.ascontiguousarray(ghosts, numpy.int64), (self.recv_counts, self.recv_displs)],
+                      [wanted, (self.send_counts, self.send_displs)])
+        self.send = xp.asarray(wanted - starts[comm.rank])
+        self.n = len(ghosts)
+
+    def __call__(self, x):
+        t = time.perf_counter()
+        out = numpy.empty(self.n, x.dtype)
+        self.comm.mpi.Alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])),
+                                 (self.send_counts, self.send_displs)],
+                                [out, (self.recv_counts, self.recv_displs)])
+        self.comm.exchanges += 1
+        self.comm.exchange_time += time.perf_counter() - t
+        return backend.to_namespace(out, self.xp)
 
 
 class DMDAComm(multigrid.Comm):
@@ -453,29 +502,41 @@ def use_petsc_device(M):
 
 # -- assembled matrices and coordinates (pcplugins.AMG) --------------------------------------------
 
-def aij_csr(pc, xp):
-    """The PC's operator as a CSR matrix on ``xp`` (sparse.csr) and where it was read from;
-    checked: square, AIJ, one rank, real. aijcusparse matrices are read on the device (``_device_csr``) when ``xp`` is
-    CuPy, without a trip through the host."""
-    from . import sparse
+def aij_csr(pc, xp, comm=None):
+    """The PC's operator on ``xp`` and where it was read from; checked: square, AIJ, real. On one
+    rank a CSR matrix (sparse.csr): aijcusparse matrices are read on the device (``_device_csr``)
+    when ``xp`` is CuPy, without a trip through the host. On several ranks (``comm``, a CSRComm)
+    this rank's rows as a distributed.Rows, read through MatGetValuesCSR on the host."""
+    from . import distributed, sparse
     M = pc_matrix(pc)
     m, n = M.getSize()
     if m != n:
         raise error(f"pcplugins.AMG: the operator must be square, it is {m} x {n}")
     if "aij" not in M.getType():
-        raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, aijcusparse), "
+        raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
                     f"the operator is of type '{M.getType()}'")
-    if M.getComm().getSize() > 1:
-        raise error("pcplugins.AMG runs on one rank: in parallel use it on each rank's block, "
-                    "-pc_type bjacobi -sub_pc_type python -sub_pc_python_type pcplugins.AMG")
-    csr = _device_csr(M, xp) if backend.is_gpu(xp) and "cusparse" in M.getType() else None
+    parallel = M.getComm().getSize() > 1
+    if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
+        raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
+                    f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
+    csr = None
+    if not parallel and backend.is_gpu(xp) and "cusparse" in M.getType():
+        csr = _device_csr(M, xp)
     source = "device CSR (MatSeqAIJGetCSRAndMemType, no host copy)"
     if csr is None:
         csr = M.getValuesCSR()
         source = "MatGetValuesCSR (host)"
     indptr, indices, data = csr
-    if backend.array_module(data).iscomplexobj(data):
+    iscomplex = backend.array_module(data).iscomplexobj(data)
+    if comm is not None:
+        iscomplex = comm.max(bool(iscomplex))
+    if iscomplex:
         raise error("pcplugins.AMG supports real matrices only")
+    if parallel:
+        if comm.min(len(indptr) - 1) == 0:
+            raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
+        return distributed.Rows.from_csr(indptr, indices, data.real, comm, xp), \
+            source + f", rows distributed over {comm.size} ranks"
     return sparse.csr(indptr, indices, data, n, xp), source
 
 
@@ -538,19 +599,22 @@ def amg_coordinates(pc, n):
     dm = pc.getDM()
     if dm is not None and dm.handle and dm.getType() == "da":
         dim = dm.getDim()
-        if dm.getDof() != 1 or math.prod(dm.getSizes()[:dim]) != n:
+        if dm.getDof() != 1 or math.prod(dm.getSizes()[:dim]) != pc_matrix(pc).getSize()[0]:
             return None, "the PC's DMDA does not match the matrix (dof or size)"
         cv = dm.getCoordinates()
-        if cv is not None and cv.handle and cv.getSize() == n * dim:
+        if cv is not None and cv.handle and cv.getLocalSize() == n * dim:
             return numpy.array(cv.getArray(readonly=True), dtype=numpy.float64).reshape(n, dim), \
                 "the coordinates of the PC's DMDA"
-        idx = numpy.indices(dm.getSizes()[:dim][::-1]).reshape(dim, -1)[::-1].T.astype(numpy.float64)
-        return idx, "the index grid of the PC's DMDA"
+        # this rank's points (x fastest), as the DMDA orders the matrix's rows
+        ranges = dm.getRanges()[:dim][::-1]
+        idx = numpy.indices([e - s for s, e in ranges]).reshape(dim, -1)[::-1].T
+        return (idx + [s for s, _ in ranges][::-1]).astype(numpy.float64), "the index grid of the PC's DMDA"
     return None, "no coordinates (none composed on the PC, no DMDA)"
 
 
 def compose_coordinates(pc, coords):
-    """Attach vertex coordinates (n x dim) to the PC for pcplugins.AMG."""
+    """Attach vertex coordinates (n x dim; under MPI those of this rank's rows) to the PC for
+    pcplugins.AMG."""
     c = numpy.ascontiguousarray(coords, dtype=numpy.float64)
     if c.ndim != 2 or c.shape[1] not in (2, 3):
         raise error(f"pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, got shape {c.shape}")

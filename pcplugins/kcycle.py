@@ -11,12 +11,17 @@ next level's cycle. That makes the preconditioner nonlinear (it changes from one
 the next): the outer Krylov method should be flexible (PETSc's ``fcg``, ``fgmres``).
 Everything here works on NumPy or CuPy arrays, and a cycle never waits for the host (the flexible
 CG's step lengths stay on the device), so on the GPU it is captured and replayed as a CUDA graph.
+
+On several ranks (``comm``, distributed.py) each level's matrix is distributed by rows: every rank
+aggregates its own unknowns, products exchange the ghost values, the smoothers are hybrid (their
+own rows by Gauss-Seidel or l1-Jacobi, other ranks' values fixed during a sweep), the flexible CG's
+inner products are global sums, and the coarsest matrix is gathered onto every rank.
 """
 import dataclasses
 import time
 
 
-from . import aggregation, backend, coarse, smoothers, sparse
+from . import aggregation, backend, coarse, distributed, smoothers, sparse
 
 
 
@@ -53,29 +58,48 @@ class _Clock:
 
 
 class Level:
+    """A level: ``A`` the CSR matrix of this rank's own rows and columns, ``rows`` the
+    distributed.Rows it belongs to on several ranks (None on one)."""
+
     def __init__(self, A, agg, nc, colours, opts, xp):
-        self.A, self.agg = A, agg
-        self.n = A.shape[0]
+        self.rows = A if isinstance(A, distributed.Rows) else None
+        self.A, self.agg = (A.own if self.rows else A), agg
+        self.n = self.A.shape[0]
         self.smoother = None
         if agg is not None:
+            A = self.A
             self.R = sparse.members(agg, nc, xp)
+            extra = self.rows.ghost_l1() if self.rows else None
             if opts.smoother == "gs":
                 if colours is None:
                     colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
-                self.smoother = smoothers.CSRColourGS(A, colours, xp)
+                self.smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra)
             elif opts.smoother == "l1jacobi":
-                self.smoother = smoothers.CSRL1Jacobi(A, xp)
+                self.smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra)
             else:
                 self.smoother = smoothers.CSRChebyshev(A, xp)
+            if self.rows:
+                self.smoother = smoothers.CSRHybrid(self.smoother, self.rows)
+
+    def spmv(self, x, xp):
+        return self.rows.spmv(x) if self.rows else sparse.spmv(self.A, x, xp)
+
+    def residual(self, f, x, xp):
+        return self.rows.residual(f, x) if self.rows else sparse.residual(self.A, f, x, xp)
 
 
 class AggregationMG:
     """The hierarchy, built from the finest CSR matrix ``A`` and, for the auxiliary grid, the
-    vertex coordinates (n x dim, or None)."""
+    vertex coordinates (n x dim, or None). On several ranks ``A`` is this rank's distributed.Rows,
+    ``coords`` this rank's vertices and ``comm`` the communicator."""
 
-    def __init__(self, A, xp, opts=None, coords=None):
+    def __init__(self, A, xp, opts=None, coords=None, comm=None):
         self.xp, self.opts = xp, dataclasses.replace(opts or Options())
+        self.comm = comm = comm or distributed.SerialComm()
         o = self.opts
+        parallel = isinstance(A, distributed.Rows)
+        if parallel and o.smoother == "chebyshev":
+            raise ValueError("the Chebyshev smoother runs on one rank; on several use gs or l1jacobi")
         if o.coarse_size is None:
             # 4096 cost 20 ms more setup (the dense inverse by LU) and saved 0.26 ms per cycle at 2048^2
             o.coarse_size = 2048 if backend.is_gpu(xp) else 400
@@ -88,18 +112,22 @@ class AggregationMG:
         if self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
-            aggs, sizes, colours = aggregation.auxgrid(coords, xp, o.coarse_size, o.max_levels)
+            aggs, sizes, colours = aggregation.auxgrid(coords, xp, o.coarse_size, o.max_levels,
+                                                       comm if parallel else None)
             mats = [A]
             for agg, nc in zip(aggs, sizes[1:]):
-                mats.append(sparse.galerkin(mats[-1], agg, nc, xp))
+                mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp))
         else:
-            aggs, sizes, Acs = aggregation.pairwise(A, xp, o.coarse_size, o.max_levels, o.theta)
-            mats, colours = [A] + Acs, [None] * len(sizes)
+            aggs, sizes, Acs = aggregation.pairwise(A.own if parallel else A, xp, o.coarse_size, o.max_levels,
+                                                    o.theta, comm=comm if parallel else None)
+            mats, colours = [A], [None] * len(sizes)
+            for agg, nc, Ac in zip(aggs, sizes[1:], Acs):
+                mats.append(mats[-1].galerkin(agg, nc, Ac) if parallel else Ac)
         self.timings = {"coarsening": clock()}
         self.levels = [Level(M, agg, nc, col, o, xp)
                        for M, agg, nc, col in zip(mats, aggs + [None], sizes[1:] + [None], colours)]
         self.timings["smoothers"] = clock()
-        self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
+        self.coarse = distributed.GatheredSolve(mats[-1], xp) if parallel else coarse.CSRDirectSolve(mats[-1], xp)
         self.timings["coarse"] = clock()
 
     # -- cycles ---------------------------------------------------------------------------------------
@@ -114,14 +142,14 @@ class AggregationMG:
         xp, lev, o = self.xp, self.levels[k], self.opts
         u = xp.zeros_like(f)
         lev.smoother.smooth(u, f, o.pre, zero_guess=True)
-        rc = sparse.spmv(lev.R, sparse.residual(lev.A, f, u, xp), xp)
+        rc = sparse.spmv(lev.R, lev.residual(f, u, xp), xp)
         last = k + 1 == len(self.levels) - 1
         if o.cycle == "k" and not last:
             ec = self._fcg(k + 1, rc, o.kcycle_its)
         else:
             ec = self._mg(k + 1, rc)
             if o.cycle == "w" and not last:
-                ec += self._mg(k + 1, sparse.residual(self.levels[k + 1].A, rc, ec, xp))
+                ec += self._mg(k + 1, self.levels[k + 1].residual(rc, ec, xp))
         sparse.prolong_add(u, ec, lev.agg)
         lev.smoother.smooth(u, f, o.post, reverse=True)
         return u
@@ -131,17 +159,17 @@ class AggregationMG:
         The step lengths stay on the device (0-d arrays): no host synchronisation, so the whole
         cycle can be captured as a CUDA graph. A direction with (p, p)_A = 0 (the coarse residual
         already zero) gets step length 0."""
-        xp, A = self.xp, self.levels[k].A
+        xp, lev = self.xp, self.levels[k]
         u = xp.zeros_like(f)
         r = f
         ps, aps, paps = [], [], []
         for i in range(its):
             p = self._mg(k, r)
             for pj, apj, papj in zip(ps, aps, paps):
-                sparse.axpy_ratio(p, sparse.dot(p, apj, xp), papj, pj, xp)
-            ap = sparse.spmv(A, p, xp)
-            pap = sparse.dot(p, ap, xp)
-            alpha = sparse.step_length(sparse.dot(r, p, xp), pap, xp)
+                sparse.axpy_ratio(p, self._dot(p, apj), papj, pj, xp)
+            ap = lev.spmv(p, xp)
+            pap = self._dot(p, ap)
+            alpha = sparse.step_length(self._dot(r, p), pap, xp)
             sparse.axpy(u, alpha, p, xp)
             if i + 1 < its:
                 r = sparse.xmay(r, alpha, ap, xp)
@@ -150,9 +178,19 @@ class AggregationMG:
                 paps.append(pap)
         return u
 
+    def _dot(self, a, b):
+        """(a, b), a 0-d array; a global sum on several ranks (which waits for the host)."""
+        d = sparse.dot(a, b, self.xp)
+        return d if self.comm.size == 1 else self.xp.asarray(self.comm.allsum(float(d)))
+
     # -- information ----------------------------------------------------------------------------------
+    def counts(self):
+        """(unknowns, stored entries) of each level, over all ranks."""
+        return [(self.comm.allsum(lev.n), lev.rows.nnz if lev.rows else lev.A.nnz) for lev in self.levels]
+
     def complexities(self):
-        return sparse.complexity([lev.A for lev in self.levels])
+        n, nnz = zip(*self.counts())
+        return sum(nnz) / nnz[0], sum(n) / n[0]
 
     def describe(self):
         o = self.opts
@@ -161,7 +199,7 @@ class AggregationMG:
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(self.levels)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
-        for k, lev in enumerate(self.levels):
+        for k, (lev, (n, nnz)) in enumerate(zip(self.levels, self.counts())):
             s = lev.smoother.describe() if lev.smoother else self.coarse.describe()
-            lines.append(f"  level {k}: {lev.n} unknowns, {lev.A.nnz} nonzeros, {s}")
+            lines.append(f"  level {k}: {n} unknowns, {nnz} nonzeros, {s}")
         return lines

@@ -160,13 +160,16 @@ class CSRColourGS:
     u_c += omega (f - A u)_c / D_c. D is the diagonal plus the absolute couplings to other unknowns
     of the same colour (the l1 idea of Baker, Falgout, Kolev, Yang 2011): with a proper colouring
     that is plain Gauss-Seidel; with the aux grid's aggregate colouring (vertices of one cell share
-    a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix."""
+    a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix.
+    ``extra``: more to add to D (CSRHybrid's couplings to other ranks)."""
 
-    def __init__(self, A, colours, xp, omega=1.0):
+    def __init__(self, A, colours, xp, omega=1.0, extra=None):
         self.A, self.xp, self.omega = A, xp, omega
         rows, cols = sparse.rows_of(A, xp), A.indices
         same = (colours[rows] == colours[cols]) & (rows != cols)
         D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
+        if extra is not None:
+            D = D + extra
         self.ncolours = int(colours.max()) + 1
         self.parts = []
         for c in range(self.ncolours):
@@ -191,10 +194,12 @@ class CSRColourGS:
 
 
 class CSRL1Jacobi:
-    """u += (f - A u) / l1, with l1 the row sums of |a_ij|: convergent for any SPD matrix."""
+    """u += (f - A u) / l1, with l1 the row sums of |a_ij|: convergent for any SPD matrix.
+    ``extra``: more to add to l1 (CSRHybrid's couplings to other ranks)."""
 
-    def __init__(self, A, xp):
-        self.A, self.xp, self.inv = A, xp, 1.0 / sparse.l1_norms(A, xp)
+    def __init__(self, A, xp, extra=None):
+        l1 = sparse.l1_norms(A, xp)
+        self.A, self.xp, self.inv = A, xp, 1.0 / (l1 if extra is None else l1 + extra)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
@@ -205,6 +210,29 @@ class CSRL1Jacobi:
 
     def describe(self):
         return "l1-Jacobi"
+
+
+class CSRHybrid:
+    """A CSR smoother of this rank's rows of a distributed matrix (distributed.Rows): the values
+    other ranks own are exchanged once per sweep and held fixed during it, so within a rank it is
+    ``inner`` (Gauss-Seidel or l1-Jacobi), across ranks Jacobi: the hybrid smoother of Baker,
+    Falgout, Kolev and Yang (2011). ``inner`` must be built with the row sums of |a_ij| over the
+    other ranks' columns in its diagonal (Rows.ghost_l1), their l1 smoothers, which stay
+    convergent for any SPD matrix whatever the number of ranks."""
+
+    def __init__(self, inner, A):
+        self.inner, self.A = inner, A
+
+    def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
+        A = self.A
+        for s in range(sweeps):
+            first = zero_guess and s == 0           # every rank starts from zero: no exchange
+            g = f if first else f - sparse.spmv(A.ghost, A.halo(u), A.xp)
+            self.inner.smooth(u, g, 1, reverse=reverse, zero_guess=first)
+        return u
+
+    def describe(self):
+        return f"hybrid {self.inner.describe()} (Jacobi across ranks, one exchange per sweep)"
 
 
 class CSRChebyshev:

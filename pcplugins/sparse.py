@@ -235,10 +235,3 @@ def xmay(x, alpha, y, xp):
 def elementwise(name, inputs, outputs, body):
     """A named CuPy ElementwiseKernel, compiled once per signature."""
     return backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name)
-
-
-def complexity(levels):
-    """Operator complexity (stored entries of all levels over the finest) and grid complexity."""
-    nnz = [A.nnz for A in levels]
-    n = [A.shape[0] for A in levels]
-    return sum(nnz) / nnz[0], sum(n) / n[0]

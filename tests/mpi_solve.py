@@ -16,9 +16,28 @@ petsc4py.init([sys.argv[0]] + sys.argv[6:])
 from petsc4py import PETSc  # noqa: E402
 
 import numpy  # noqa: E402
+import scipy.sparse  # noqa: E402
 
 from conftest import petsc_solve  # noqa: E402  (tests/, beside this script; adds examples/ to the path)
 from problems import helmholtz_system, natural_array, poisson_system  # noqa: E402
+
+def amg_galerkin_error(mg):
+    """The largest relative difference between a coarse matrix of pcplugins.AMG's hierarchy and
+    P^T A P formed here from the whole finer matrix and the whole aggregate map (gathered)."""
+    comm = mg.comm
+    worst = 0.0
+    for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
+        if fine.rows is None:                        # one rank: the serial hierarchy
+            A, Ac, agg = fine.A, nxt.A, fine.agg
+        else:
+            A, Ac = fine.rows.gathered(), nxt.rows.gathered()
+            agg = numpy.concatenate(comm.allgather(numpy.asarray(fine.agg.get() if hasattr(fine.agg, "get") else fine.agg)
+                                                   + nxt.rows.starts[comm.rank]))
+        P = scipy.sparse.csr_matrix((numpy.ones(len(agg)), (numpy.arange(len(agg)), agg)))
+        D = (P.T @ A @ P - Ac).tocsr()
+        worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
+    return worst
+
 
 # pcplugins.GMG / ShiftedLaplace unless the options choose the PC (bjacobi with pcplugins.AMG blocks)
 mg = "-pc_type" not in sys.argv
@@ -31,9 +50,14 @@ else:
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 u = natural_array(da, x)
 levels = replicated = 0
+galerkin_error = -1.0
+pc = ksp.getPC()
 if mg:
-    ctx = ksp.getPC().getPythonContext()
+    ctx = pc.getPythonContext()
     levels, replicated = len(ctx.mg.levels), sum(getattr(lev, "replicated", False) for lev in ctx.mg.levels)
+elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
+    galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
+    levels = len(pc.getPythonContext().mg.levels)
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
-                levels=levels, replicated=replicated)
+                levels=levels, replicated=replicated, galerkin_error=galerkin_error)

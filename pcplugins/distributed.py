@@ -1,0 +1,145 @@
+"""Matrices distributed by rows (pcplugins.AMG under MPI), on arrays only.
+
+Each rank holds its own rows of a level's matrix in two CSR blocks, as PETSc's MPIAIJ does: the
+square block of the columns it owns (``own``) and the block of the columns other ranks own
+(``ghost``, one column per entry of ``ghosts``, their sorted global indices). The values of
+those columns come through ``halo(x)``, an exchange the communicator builds.
+
+The communicator ``comm`` is the bridge's (mpi4py; ``SerialComm`` on one rank): ``size``,
+``rank``, ``allsum``, ``allmin``, ``allmax`` and ``allgather`` of host values, and
+``halo(ghosts, starts, xp)``, which returns a callable giving the values of the global unknowns
+``ghosts`` from every rank's owned values (``starts``: the first global row of each rank, and
+the total). Every rank must make the same sequence of these calls.
+
+Aggregates never cross ranks, so the piecewise-constant prolongation is local and the Galerkin
+product P^T A P needs one exchange at setup: the coarse index of each ghost column's aggregate.
+"""
+import numpy
+
+from . import backend, coarse, sparse
+
+
+class SerialComm:
+    size, rank = 1, 0
+
+    def allsum(self, x):
+        return x
+
+    allmin = allmax = allsum
+
+    def allgather(self, x):
+        return [x]
+
+    def halo(self, ghosts, starts, xp):
+        return lambda x: x[:0]              # one rank owns every column
+
+
+def starts_of(n, comm):
+    """The first global row of each rank's ``n`` local rows, and the total (size + 1 numbers)."""
+    return numpy.concatenate([[0], numpy.cumsum(comm.allgather(int(n)))]).astype(numpy.int64)
+
+
+class Rows:
+    """This rank's rows of a distributed square matrix: ``own`` (n x n CSR on ``xp``), ``ghost``
+    (n x len(ghosts) CSR), ``ghosts`` (sorted global column indices, host int64), ``starts``
+    (starts_of) and the exchange ``halo``."""
+
+    def __init__(self, own, ghost, ghosts, starts, comm, xp):
+        self.own, self.ghost, self.ghosts, self.starts = own, ghost, ghosts, starts
+        self.comm, self.xp = comm, xp
+        self.halo = comm.halo(ghosts, starts, xp)
+        self.shape = (starts[-1], starts[-1])        # the global matrix
+        self.nnz = comm.allsum(int(own.nnz) + int(ghost.nnz))
+
+    @classmethod
+    def from_csr(cls, indptr, indices, data, comm, xp):
+        """From this rank's rows with global column indices (host arrays; columns owned like rows)."""
+        indptr, indices = numpy.asarray(indptr, numpy.int64), numpy.asarray(indices, numpy.int64)
+        data = numpy.asarray(data)
+        n = len(indptr) - 1
+        starts = starts_of(n, comm)
+        lo, hi = starts[comm.rank], starts[comm.rank + 1]
+        rows = numpy.repeat(numpy.arange(n), numpy.diff(indptr))
+        mine = (indices >= lo) & (indices < hi)
+        ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
+        sp = sparse.module(xp)
+        to = backend.to_namespace
+
+        def block(sel, c, m):
+            A = sp.csr_matrix((to(data[sel].astype(numpy.float64), xp), (to(rows[sel], xp), to(c, xp))), shape=(n, m))
+            A.sum_duplicates()
+            A.sort_indices()
+            return A
+
+        return cls(block(mine, indices[mine] - lo, n), block(~mine, cols.ravel(), len(ghosts)), ghosts, starts, comm, xp)
+
+    @property
+    def n(self):
+        return self.own.shape[0]
+
+    def ghost_l1(self):
+        """Row sums of |a_ij| over the ghost columns (added to the smoothers' diagonals)."""
+        return sparse.l1_norms(self.ghost, self.xp) if self.ghost.shape[1] else self.xp.zeros(self.n)
+
+    def spmv(self, x):
+        # the exchange is collective: every rank calls it, ghost columns or not
+        return sparse.spmv(self.own, x, self.xp) + sparse.spmv(self.ghost, self.halo(x), self.xp)
+
+    def residual(self, f, x):
+        """f - A x."""
+        return sparse.residual(self.own, f - sparse.spmv(self.ghost, self.halo(x), self.xp), x, self.xp)
+
+    def galerkin(self, agg, nc, own_coarse=None):
+        """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them).
+        ``own_coarse``: its own block when already formed (aggregation.pairwise forms it)."""
+        xp, comm = self.xp, self.comm
+        starts = starts_of(nc, comm)
+        own = own_coarse if own_coarse is not None else sparse.galerkin(self.own, agg, nc, xp)
+        # the global coarse index of every ghost column's aggregate, from its owner
+        gagg = backend.to_host(self.halo(agg.astype(numpy.int64) + int(starts[comm.rank])))
+        ghost = _host_coo(self.ghost)
+        cols_global = gagg[ghost.col]
+        ghosts, cols = numpy.unique(cols_global, return_inverse=True)
+        rows = backend.to_host(agg)[ghost.row]
+        sp = sparse.module(xp)
+        to = backend.to_namespace
+        G = sp.csr_matrix((to(ghost.data, xp), (to(rows, xp), to(cols.ravel(), xp))), shape=(nc, len(ghosts)))
+        G.sum_duplicates()
+        G.sort_indices()
+        return Rows(own, G, ghosts, starts, comm, xp)
+
+    def gathered(self):
+        """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve)."""
+        lo = int(self.starts[self.comm.rank])
+        own, gh = _host_coo(self.own), _host_coo(self.ghost)
+        part = (numpy.concatenate([own.row, gh.row]) + lo,
+                numpy.concatenate([own.col + lo, self.ghosts[gh.col]]),
+                numpy.concatenate([own.data, gh.data]))
+        parts = self.comm.allgather(part)
+        r, c, v = (numpy.concatenate([p[i] for p in parts]) for i in range(3))
+        import scipy.sparse
+        N = int(self.starts[-1])
+        A = scipy.sparse.csr_matrix((v, (r, c)), shape=(N, N))
+        return sparse.module(self.xp).csr_matrix(A) if backend.is_gpu(self.xp) else A
+
+
+def _host_coo(A):
+    return (A.get() if backend.array_module(A.data) is not numpy else A).tocoo()
+
+
+class GatheredSolve:
+    """The coarsest level of a distributed hierarchy: the whole (small) matrix on every rank, a
+    direct solve of the gathered right-hand side, each rank keeping its own rows."""
+
+    def __init__(self, A, xp):
+        self.A, self.xp = A, xp
+        self.inner = coarse.CSRDirectSolve(A.gathered(), xp)
+        self.inv = None                   # no CUDA graph: the gather waits for the host
+        self.lo, self.hi = int(A.starts[A.comm.rank]), int(A.starts[A.comm.rank + 1])
+
+    def solve(self, f):
+        full = numpy.concatenate(self.A.comm.allgather(backend.to_host(f)))
+        return self.inner.solve(backend.to_namespace(full, self.xp))[self.lo:self.hi].copy()
+
+    def describe(self):
+        return self.inner.describe() + f", gathered onto each of {self.A.comm.size} ranks"
