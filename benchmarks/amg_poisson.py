@@ -111,7 +111,7 @@ def csr_read_times(A):
     M.mult(b, x)
     out = {}
     for label, f in (("getValuesCSR (host)", M.getValuesCSR),
-                     ("MatSeqAIJGetCSRAndMemType (device, copied)", lambda: bridge._device_csr(M, backend.cupy))):
+                     ("MatSeqAIJGetCSRAndMemType (device, copied)", lambda: bridge._device_csr(M.handle, M.getSize()[0], M))):
         f()
         backend.cupy.cuda.runtime.deviceSynchronize()
         t = time.perf_counter()

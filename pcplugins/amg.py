@@ -33,7 +33,11 @@ OPTIONS = [
            "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)"),
     Option("pc_amg_max_levels", "int", 25, "Most levels"),
     Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
-    Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
+    Option("pc_amg_gather_size", "int", 65536,
+           "MPI: gather the first coarse level with at most this many unknowns onto every rank "
+           "(a serial hierarchy continues there); 0: keep every level distributed"),
+    Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
+           "levels' part) as one captured CUDA graph"),
     Option("pc_amg_device", "str", "auto",
            "Where setup and cycle run (auto: the GPU when the matrix is aijcusparse)", ("auto", "cpu", "gpu")),
 ]
@@ -83,8 +87,9 @@ class AMG:
     def _setup(self, pc):
         v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
         self.values = v
-        for name in ("kcycle_its", "pre", "post", "coarse_size", "max_levels"):
-            if v[name] is not None and v[name] < (2 if name == "max_levels" else 0 if name in ("pre", "post") else 1):
+        for name in ("kcycle_its", "pre", "post", "coarse_size", "max_levels", "gather_size"):
+            if v[name] is not None and v[name] < (2 if name == "max_levels" else
+                                                  0 if name in ("pre", "post", "gather_size") else 1):
                 raise bridge.error(f"option -pc_amg_{name}: invalid value {v[name]}")
         t0 = bridge.clock()
         M = bridge.pc_matrix(pc)
@@ -116,7 +121,8 @@ class AMG:
         self.coord_source = source
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
                               smoother=v["smoother"], pre=v["pre"], post=v["post"],
-                              coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"])
+                              coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
+                              gather_size=v["gather_size"], graph=v["graph"])
         try:
             self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm)
         except ValueError as e:

@@ -175,7 +175,8 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi):
         raise error(f"pcplugins.GMG reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
     # one rank's aijcusparse matrix is read on the device; getValuesCSR walks the host copy
-    csr = (_device_csr(M, xp) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse" else None)
+    csr = (_device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse"
+           else None)
     indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
     d = box.dim
     nrows = box.size
@@ -519,9 +520,13 @@ def aij_csr(pc, xp, comm=None):
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
                     f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
-    csr = None
-    if not parallel and backend.is_gpu(xp) and "cusparse" in M.getType():
-        csr = _device_csr(M, xp)
+    device = backend.is_gpu(xp) and "cusparse" in M.getType()
+    if parallel:
+        rows = _mpiaij_rows(M, xp, comm)
+        if rows is not None:
+            return rows, f"PETSc's diagonal and off-diagonal blocks (MatMPIAIJGetSeqAIJ, host CSR), rows " \
+                         f"distributed over {comm.size} ranks"
+    csr = _device_csr(M.handle, M.getLocalSize()[0], M) if device and not parallel else None
     source = "device CSR (MatSeqAIJGetCSRAndMemType, no host copy)"
     if csr is None:
         csr = M.getValuesCSR()
@@ -543,39 +548,126 @@ def aij_csr(pc, xp, comm=None):
 _PETSC_LIB = None
 
 
-def _device_csr(M, xp):
-    """(indptr, indices, values) of a seqaijcusparse matrix as CuPy copies of PETSc's device CSR,
-    through MatSeqAIJGetCSRAndMemType (petsc4py has no binding for it). None when unavailable."""
+def _petsc_lib():
+    """libpetsc through ctypes, for the few functions petsc4py has no binding for (None when it
+    cannot be loaded)."""
     import ctypes
     global _PETSC_LIB
-    try:
-        if _PETSC_LIB is None:
+    if _PETSC_LIB is None:
+        try:
+            import glob
             import os
             import petsc4py
             cfg = petsc4py.get_config()
-            lib = os.path.join(cfg["PETSC_DIR"], cfg.get("PETSC_ARCH", "") or "", "lib", "libpetsc.so")
-            _PETSC_LIB = ctypes.CDLL(lib)
-            _PETSC_LIB.MatSeqAIJGetCSRAndMemType.argtypes = [ctypes.c_void_p] * 5
-        f = _PETSC_LIB.MatSeqAIJGetCSRAndMemType
-    except (OSError, AttributeError, KeyError):
+            base = os.path.join(cfg["PETSC_DIR"], cfg.get("PETSC_ARCH", "") or "", "lib", "libpetsc.so")
+            # pip's build installs libpetsc.so as a linker script naming libpetsc.so.X.Y
+            lib = ctypes.CDLL(max(glob.glob(base + ".*"), key=len, default=base))
+            lib.MatSeqAIJGetCSRAndMemType.argtypes = [ctypes.c_void_p] * 5
+            lib.MatMPIAIJGetSeqAIJ.argtypes = [ctypes.c_void_p] * 4
+            lib.MatGetSize.argtypes = [ctypes.c_void_p] * 3
+            for f in ("MatGetRowIJ", "MatRestoreRowIJ", "MatSeqAIJGetArrayRead", "MatSeqAIJRestoreArrayRead"):
+                getattr(lib, f)
+            _PETSC_LIB = lib
+        except (OSError, AttributeError, KeyError):
+            _PETSC_LIB = False
+    return _PETSC_LIB or None
+
+
+def _petsc_int():
+    import ctypes
+    return ctypes.c_int64 if numpy.dtype(PETSc.IntType).itemsize == 8 else ctypes.c_int32
+
+
+def _device_csr(handle, nrows, owner):
+    """(indptr, indices, values) of the seqaijcusparse matrix ``handle`` (``nrows`` rows) as CuPy
+    copies of PETSc's device CSR, through MatSeqAIJGetCSRAndMemType. None when unavailable.
+    ``owner``: the petsc4py object that keeps the matrix alive while it is read."""
+    import ctypes
+    lib = _petsc_lib()
+    if lib is None:
         return None
     ii, jj, aa = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     mtype = ctypes.c_int()
-    if f(ctypes.c_void_p(M.handle), ctypes.byref(ii), ctypes.byref(jj), ctypes.byref(aa), ctypes.byref(mtype)):
+    if lib.MatSeqAIJGetCSRAndMemType(ctypes.c_void_p(handle), ctypes.byref(ii), ctypes.byref(jj),
+                                     ctypes.byref(aa), ctypes.byref(mtype)):
         return None
     if mtype.value == 0:                          # PETSC_MEMTYPE_HOST: nothing on the device
         return None
     cupy = backend.cupy
-    n = M.getSize()[0]
-    nnz = M.getInfo()["nz_used"]
     it = numpy.dtype(PETSc.IntType)
     st = numpy.dtype(PETSc.ScalarType)
 
     def view(ptr, count, dtype):
-        mem = cupy.cuda.UnownedMemory(ptr.value, count * dtype.itemsize, M)
+        if count == 0:
+            return cupy.zeros(0, dtype)
+        mem = cupy.cuda.UnownedMemory(ptr.value, count * dtype.itemsize, owner)
         return cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(mem, 0)).copy()
 
-    return view(ii, n + 1, it), view(jj, int(nnz), it), view(aa, int(nnz), st)
+    indptr = view(ii, nrows + 1, it)
+    nnz = int(indptr[-1])
+    return indptr, view(jj, nnz, it), view(aa, nnz, st)
+
+
+def _mpiaij_rows(M, xp, comm):
+    """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from the host CSR of
+    PETSc's two blocks (MatMPIAIJGetSeqAIJ: the diagonal block, and the off-diagonal block whose
+    columns index the sorted global indices ``colmap``; MatGetRowIJ, MatSeqAIJGetArrayRead), copied
+    once to ``xp``. (The device CSR of the off-diagonal block is stored with compressed rows.)
+    None when unavailable; every rank then takes the other path."""
+    import ctypes
+    from . import distributed, sparse
+    lib = _petsc_lib()
+    pint = _petsc_int()
+    n = M.getLocalSize()[0]
+    Ad, Ao, colmap = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    ok = lib is not None and not lib.MatMPIAIJGetSeqAIJ(ctypes.c_void_p(M.handle), ctypes.byref(Ad),
+                                                        ctypes.byref(Ao), ctypes.byref(colmap))
+    m, nghost = pint(), pint()
+    ok = ok and not lib.MatGetSize(Ao, ctypes.byref(m), ctypes.byref(nghost))
+    blocks = [_host_csr(lib, B, n) for B in (Ad, Ao)] if ok else [None]
+    if comm.min(int(all(b is not None for b in blocks))) == 0:
+        return None
+    nghost = nghost.value
+    ghosts = numpy.zeros(0, numpy.int64)
+    if nghost:
+        ghosts = numpy.ctypeslib.as_array(ctypes.cast(colmap, ctypes.POINTER(pint)), shape=(nghost,))
+        ghosts = ghosts.astype(numpy.int64)
+    if comm.max(int(numpy.iscomplexobj(blocks[0][2]))):
+        raise error("pcplugins.AMG supports real matrices only")
+    if comm.min(n) == 0:
+        raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
+    sp = sparse.module(xp)
+    to = backend.to_namespace
+    own, ghost = (sp.csr_matrix((to(v.astype(numpy.float64), xp), to(j.astype(numpy.int32), xp),
+                                 to(i.astype(numpy.int32), xp)), shape=(n, cols))
+                  for (i, j, v), cols in zip(blocks, (n, nghost)))
+    return distributed.Rows(own, ghost, ghosts, distributed.starts_of(n, comm), comm, xp)
+
+
+def _host_csr(lib, B, n):
+    """Copies of the host CSR arrays of the seqaij matrix handle ``B`` (n rows), or None."""
+    import ctypes
+    pint = _petsc_int()
+    rows, ia, ja, done = pint(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+    aa = ctypes.c_void_p()
+    args = (B, pint(0), ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(rows), ctypes.byref(ia), ctypes.byref(ja),
+            ctypes.byref(done))
+    if lib.MatGetRowIJ(*args) or not done.value or rows.value != n:
+        return None
+    try:
+        i = numpy.ctypeslib.as_array(ctypes.cast(ia, ctypes.POINTER(pint)), shape=(n + 1,)).copy()
+        nnz = int(i[-1])
+        j = numpy.ctypeslib.as_array(ctypes.cast(ja, ctypes.POINTER(pint)), shape=(nnz,)).copy() if nnz else \
+            numpy.zeros(0, numpy.int64)
+        if lib.MatSeqAIJGetArrayRead(B, ctypes.byref(aa)):
+            return None
+        st = numpy.dtype(PETSc.ScalarType)
+        v = numpy.frombuffer((ctypes.c_char * (nnz * st.itemsize)).from_address(aa.value), st).copy() if nnz \
+            else numpy.zeros(0, st)
+        lib.MatSeqAIJRestoreArrayRead(B, ctypes.byref(aa))
+        return i, j, v
+    finally:
+        lib.MatRestoreRowIJ(*args)
 
 
 def amg_coordinates(pc, n):

@@ -128,13 +128,15 @@ def _host_coo(A):
 
 
 class GatheredSolve:
-    """The coarsest level of a distributed hierarchy: the whole (small) matrix on every rank, a
-    direct solve of the gathered right-hand side, each rank keeping its own rows."""
+    """The last level of a distributed hierarchy, gathered: its whole matrix on every rank, where
+    ``make(matrix)`` builds what solves it (by default a direct solve; kcycle.py passes a serial
+    hierarchy that continues the coarsening); each visit gathers the right-hand side (one
+    allgather) and keeps this rank's rows of the result."""
 
-    def __init__(self, A, xp):
+    def __init__(self, A, xp, make=None):
         self.A, self.xp = A, xp
-        self.inner = coarse.CSRDirectSolve(A.gathered(), xp)
-        self.inv = None                   # no CUDA graph: the gather waits for the host
+        self.inner = (make or (lambda M: coarse.CSRDirectSolve(M, xp)))(A.gathered())
+        self.inv = None                   # no CUDA graph around it: the gather waits for the host
         self.lo, self.hi = int(A.starts[A.comm.rank]), int(A.starts[A.comm.rank + 1])
 
     def solve(self, f):

@@ -43,6 +43,8 @@ class Options:
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
+    gather_size: int = 65536       # several ranks: gather the first level this small onto every rank
+    graph: bool = False            # on the GPU, capture the gathered levels' cycle as a CUDA graph
 
 
 class _Clock:
@@ -109,16 +111,18 @@ class AggregationMG:
         if self.method == "auto":
             self.method = "auxgrid" if coords is not None else "pairwise"
         clock = _Clock(xp)
+        # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
+        stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
         if self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
-            aggs, sizes, colours = aggregation.auxgrid(coords, xp, o.coarse_size, o.max_levels,
+            aggs, sizes, colours = aggregation.auxgrid(coords, xp, stop, o.max_levels,
                                                        comm if parallel else None)
             mats = [A]
             for agg, nc in zip(aggs, sizes[1:]):
                 mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp))
         else:
-            aggs, sizes, Acs = aggregation.pairwise(A.own if parallel else A, xp, o.coarse_size, o.max_levels,
+            aggs, sizes, Acs = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
                                                     o.theta, comm=comm if parallel else None)
             mats, colours = [A], [None] * len(sizes)
             for agg, nc, Ac in zip(aggs, sizes[1:], Acs):
@@ -127,7 +131,13 @@ class AggregationMG:
         self.levels = [Level(M, agg, nc, col, o, xp)
                        for M, agg, nc, col in zip(mats, aggs + [None], sizes[1:] + [None], colours)]
         self.timings["smoothers"] = clock()
-        self.coarse = distributed.GatheredSolve(mats[-1], xp) if parallel else coarse.CSRDirectSolve(mats[-1], xp)
+        if not parallel:
+            self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
+        elif mats[-1].shape[0] <= o.coarse_size:
+            self.coarse = distributed.GatheredSolve(mats[-1], xp)
+        else:
+            rest = dataclasses.replace(o, aggregation="pairwise", max_levels=max(2, o.max_levels - len(mats) + 1))
+            self.coarse = distributed.GatheredSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, len(mats) == 1))
         self.timings["coarse"] = clock()
 
     # -- cycles ---------------------------------------------------------------------------------------
@@ -178,6 +188,19 @@ class AggregationMG:
                 paps.append(pap)
         return u
 
+    def correction(self, f):
+        """What the cycle of a finer level gets from this hierarchy's finest level for the
+        restricted residual f: the K-cycle's flexible CG steps (V, W: one or two cycles)."""
+        o = self.opts
+        if len(self.levels) == 1:
+            return self.coarse.solve(f)
+        if o.cycle == "k":
+            return self._fcg(0, f, o.kcycle_its)
+        ec = self._mg(0, f)
+        if o.cycle == "w":
+            ec += self._mg(0, self.levels[0].residual(f, ec, self.xp))
+        return ec
+
     def _dot(self, a, b):
         """(a, b), a 0-d array; a global sum on several ranks (which waits for the host)."""
         d = sparse.dot(a, b, self.xp)
@@ -185,8 +208,10 @@ class AggregationMG:
 
     # -- information ----------------------------------------------------------------------------------
     def counts(self):
-        """(unknowns, stored entries) of each level, over all ranks."""
-        return [(self.comm.allsum(lev.n), lev.rows.nnz if lev.rows else lev.A.nnz) for lev in self.levels]
+        """(unknowns, stored entries) of each level, over all ranks, the replicated levels included."""
+        tail = getattr(getattr(self.coarse, "inner", None), "mg", None)
+        return ([(self.comm.allsum(lev.n), lev.rows.nnz if lev.rows else lev.A.nnz) for lev in self.levels]
+                + (tail.counts()[1:] if tail else []))
 
     def complexities(self):
         n, nnz = zip(*self.counts())
@@ -197,9 +222,41 @@ class AggregationMG:
         oc, gc = self.complexities()
         cyc = {"k": f"K-cycle ({o.kcycle_its} flexible CG steps per coarse level)",
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
-        lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(self.levels)} levels, "
+        lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(self.counts())} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
         for k, (lev, (n, nnz)) in enumerate(zip(self.levels, self.counts())):
             s = lev.smoother.describe() if lev.smoother else self.coarse.describe()
             lines.append(f"  level {k}: {n} unknowns, {nnz} nonzeros, {s}")
         return lines
+
+
+class _Replicated:
+    """The levels of a distributed hierarchy from the first with at most ``gather_size`` unknowns:
+    that level's matrix is gathered onto every rank (distributed.GatheredSolve), where a serial
+    hierarchy (pairwise aggregation) continues it and each rank runs the same coarse correction,
+    captured as a CUDA graph on the GPU. Coarse levels cost a few exchanges each per visit, and
+    the K-cycle visits level k 2^k times: one allgather replaces all of those below. ``whole``:
+    the gathered level is the finest (a small problem): one whole cycle."""
+
+    def __init__(self, M, xp, opts, whole):
+        self.mg = AggregationMG(M, xp, opts)
+        self.whole = whole
+        n = M.shape[0]
+        self.run = self._run
+        self.out = xp.zeros(n)
+        if backend.is_gpu(xp) and opts.graph and self.mg.coarse.inv is not None:
+            self.run = backend.CycleGraphs(self._run, backend.cupy.cuda.MemoryPool(),
+                                           buffers=(xp.zeros(n), xp.zeros(n)))
+
+    def _run(self, f, out):
+        out[...] = self.mg.cycle(f) if self.whole else self.mg.correction(f)
+
+    def solve(self, f):
+        self.run(f, self.out)
+        return self.out
+
+    def describe(self):
+        sizes = " -> ".join(str(lev.n) for lev in self.mg.levels)
+        graph = ", CUDA graph" if isinstance(self.run, backend.CycleGraphs) else ""
+        return f"replicated serial hierarchy (pairwise, {sizes} unknowns{graph})"
+

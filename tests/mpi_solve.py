@@ -21,6 +21,10 @@ import scipy.sparse  # noqa: E402
 from conftest import petsc_solve  # noqa: E402  (tests/, beside this script; adds examples/ to the path)
 from problems import helmholtz_system, natural_array, poisson_system  # noqa: E402
 
+def host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
 def amg_galerkin_error(mg):
     """The largest relative difference between a coarse matrix of pcplugins.AMG's hierarchy and
     P^T A P formed here from the whole finer matrix and the whole aggregate map (gathered)."""
@@ -31,8 +35,8 @@ def amg_galerkin_error(mg):
             A, Ac, agg = fine.A, nxt.A, fine.agg
         else:
             A, Ac = fine.rows.gathered(), nxt.rows.gathered()
-            agg = numpy.concatenate(comm.allgather(numpy.asarray(fine.agg.get() if hasattr(fine.agg, "get") else fine.agg)
-                                                   + nxt.rows.starts[comm.rank]))
+            agg = numpy.concatenate(comm.allgather(host(fine.agg) + nxt.rows.starts[comm.rank]))
+        A, Ac, agg = host(A), host(Ac), host(agg)
         P = scipy.sparse.csr_matrix((numpy.ones(len(agg)), (numpy.arange(len(agg)), agg)))
         D = (P.T @ A @ P - Ac).tocsr()
         worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
