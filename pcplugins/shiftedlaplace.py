@@ -33,6 +33,9 @@ OPTIONS = [
     Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps"),
     Option("pc_sl_post", "int", 1, "Post-smoothing sweeps"),
     Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this"),
+    Option("pc_sl_prolongation", "str", "auto",
+           "Prolongation (auto: dezeeuw on the one-rank CSR levels of a 2D absorbing problem, else bilinear)",
+           ("auto", "bilinear", "dezeeuw")),
     Option("pc_sl_coarse", "str", "auto",
            "Coarsest-grid solve: dense inverse (direct; a host sparse LU beyond 4096 unknowns), a GMRES "
            "polynomial on the device, or auto (direct up to 4096 unknowns, the polynomial beyond)",
@@ -127,6 +130,13 @@ class ShiftedLaplace:
         if hierarchy == "csr" and size > 1:
             raise bridge.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
         self.hierarchy, self.ranks = hierarchy, size
+        dezeeuw_fits = hierarchy == "csr" and dim == 2 and v["boundary"] == "absorbing"
+        prolongation = v["prolongation"]
+        if prolongation == "auto":
+            prolongation = "dezeeuw" if dezeeuw_fits else "bilinear"
+        if prolongation == "dezeeuw" and not dezeeuw_fits:
+            raise bridge.error(f"-pc_sl_prolongation dezeeuw needs the CSR levels (one rank), 2D and the absorbing "
+                               f"boundary; here: {hierarchy} levels, {dim}D, {v['boundary']}")
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cuda" in (M.getVecType() or "") and backend.gpu_available() else "cpu"
@@ -165,7 +175,8 @@ class ShiftedLaplace:
             self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax,
                                             keep_boundary=v["boundary"] == "absorbing", cycle=v["cycle"],
                                             omega=v["omega"], pre=v["pre"], post=v["post"], max_kh=v["max_kh"],
-                                            coarse_solve=v["coarse"], degree=v["coarse_degree"], dtype=dtype, dim=dim)
+                                            coarse_solve=v["coarse"], degree=v["coarse_degree"], dtype=dtype, dim=dim,
+                                            prolongation=prolongation)
         backend.synchronize(self.xp)
         self.timings = {"operator": t1 - t0, "hierarchy": bridge.clock() - t1}
         self._graphs = None

@@ -370,17 +370,18 @@ def test_helmholtz_operator_built_on_the_device(boundary):
 
 
 @pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
-@pytest.mark.parametrize("dim,n", [(2, 33), (3, 17)])
-def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n):
+@pytest.mark.parametrize("dim,n,prolongation", [(2, 33, "bilinear"), (2, 33, "dezeeuw"), (3, 17, "bilinear")])
+def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n, prolongation):
     """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
-    NumPy, with either coarsest-grid solve, in 2D and 3D."""
+    NumPy, with either coarsest-grid solve, in 2D (bilinear and de Zeeuw's prolongation) and 3D."""
     from pcplugins import helmholtz, slmg
     cp = backend.cupy
     k = 0.625 * (n - 1)
     M = helmholtz.operator(n, k, shift=(1.0, 0.6), dim=dim)
     z = np.random.default_rng(2).standard_normal(n ** dim) + 1j
-    ref = slmg.ShiftedLaplaceMG(M, n, np, k, coarse_solve=coarse_solve, dim=dim).cycle(z)
-    got = slmg.ShiftedLaplaceMG(M, n, cp, k, coarse_solve=coarse_solve, dim=dim).cycle(cp.asarray(z))
+    kw = dict(coarse_solve=coarse_solve, dim=dim, prolongation=prolongation)
+    ref = slmg.ShiftedLaplaceMG(M, n, np, k, **kw).cycle(z)
+    got = slmg.ShiftedLaplaceMG(M, n, cp, k, **kw).cycle(cp.asarray(z))
     # the polynomial's roots come from Arnoldi on each device's own Galerkin matrix, equal only to
     # rounding, and harmonic Ritz values amplify that: the two polynomials differ slightly
     tol = 1e-10 if coarse_solve == "direct" else 1e-6

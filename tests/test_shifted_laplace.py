@@ -78,6 +78,34 @@ def test_bicgstab_counts_near_the_paper(N, paper):
     assert abs(its - paper) <= max(2, 0.15 * paper), its
 
 
+def test_dezeeuw_prolongation():
+    """De Zeeuw's prolongation: bilinear for the Laplacian (k = 0, absorbing boundary: pure
+    Neumann rows); for the shifted Laplacian the weights of a node between two coarse nodes sum to
+    one and A P vanishes on the rows of the cell centres; the same nonzeros as bilinear."""
+    n = 17
+    P1, nc = slmg.prolongation_1d(n, True)
+    B = scipy.sparse.kron(P1, P1).tocsr()
+    assert abs(slmg.dezeeuw_prolongation(helmholtz.operator(n, 0.0), n) - B).max() < 1e-15
+    M = helmholtz.operator(n, 0.625 * (n - 1), shift=(1.0, 0.6))
+    P = slmg.dezeeuw_prolongation(M, n)
+    j, i = numpy.divmod(numpy.arange(n * n), n)
+    edge = (j % 2) != (i % 2)
+    assert numpy.allclose(numpy.asarray(P[edge].sum(axis=1)).ravel(), 1.0)
+    centre = (j % 2 == 1) & (i % 2 == 1)
+    assert abs((M @ P)[centre]).max() < 1e-13
+    assert P.nnz == B.nnz and abs(P - B).max() > 0.01
+
+
+@pytest.mark.parametrize("N,paper", [(64, 12), (128, 21), (256, 40)])
+def test_dezeeuw_bicgstab_counts(N, paper):
+    """The paper's matrix-dependent prolongation (with full-weighting restriction) on the same
+    levels: fewer Bi-CGSTAB iterations than bilinear and than the paper (measured 9, 18, 32 against
+    bilinear's 10, 20, 39); coarsening further still fails with it (25, 107 iterations at N = 64,
+    128 with a fourth level: damped Gauss-Seidel diverges at k h = 2.5 on those Galerkin levels)."""
+    its = bicgstab_its(N, prolongation="dezeeuw")
+    assert its <= min(bicgstab_its(N), paper) and its >= paper - 0.25 * paper - 1, its
+
+
 def test_harmonic_ritz_values_of_a_full_krylov_space_are_the_eigenvalues():
     """With as many Arnoldi steps as unknowns the roots are A's eigenvalues and the polynomial
     solve is exact."""
@@ -147,7 +175,8 @@ def test_one_application_equals_the_complex_cycle(dim, N):
     y = b.duplicate()
     pc.apply(x, y)
     M = helmholtz.operator(N + 1, k, shift=(1.0, 0.6), dim=dim)
-    ref = slmg.ShiftedLaplaceMG(M, N + 1, numpy, k, dim=dim).cycle(z)
+    prolongation = "dezeeuw" if dim == 2 else "bilinear"        # the PC's 'auto'
+    ref = slmg.ShiftedLaplaceMG(M, N + 1, numpy, k, dim=dim, prolongation=prolongation).cycle(z)
     got = from_petsc(y.getArray())
     assert numpy.abs(got - ref).max() <= 1e-12 * numpy.abs(ref).max()
 
@@ -226,7 +255,7 @@ def test_heterogeneous_wavenumber_field():
                                                           (2, 32, "absorbing", False, "polynomial")])
 def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, coarse):
     """-pc_sl_hierarchy stencil (multigrid.py's levels on the DMDA, the path MPI runs take) against
-    the default CSR levels: the same coarsening (the absorbing grid keeps its boundary nodes on
+    the CSR levels with bilinear prolongation: the same coarsening (the absorbing grid keeps its boundary nodes on
     every level), bilinear transfers, Galerkin matrices, colour order and coarse solve, so one
     application agrees to rounding (measured 1e-15) and Bi-CGSTAB needs the same iterations
     (within one). ``layers``: a two-layer wavenumber field through pcplugins.set_wavenumber.
@@ -240,7 +269,8 @@ def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, co
     da, A, b = helmholtz_system(N, field.reshape((n,) * dim) if layers else k, boundary, dim=dim)
     out = {}
     for hierarchy in ("csr", "stencil"):
-        options = {"pc_sl_hierarchy": hierarchy, "pc_sl_boundary": boundary, "pc_sl_coarse": coarse}
+        options = {"pc_sl_hierarchy": hierarchy, "pc_sl_boundary": boundary, "pc_sl_coarse": coarse,
+                   "pc_sl_prolongation": "bilinear"}
         if not layers:
             options["pc_sl_k"] = k
         pc = sl_pc(da, A, options, field)
@@ -308,11 +338,12 @@ def test_example_writes_the_solution(tmp_path, problem):
 @pytest.mark.parametrize("N,paper", [(64, 6), (128, 10)])
 def test_idrs_counts_near_the_paper(N, paper):
     """pcplugins.IDRS (IDR(4) with biorthogonalisation, the paper's Algorithm 1, as a Python KSP)
-    with beta2 0.65 on MP1, true residual 1e-3, counting the paper's iterations (5 products each):
-    measured 5 and 8 with complex scalars (14 at N = 256; paper, Table 9: 6, 10, 17), 7 and 11 in
-    the real-equivalent form (21 at N = 256). The counts move by one or two with the (random)
-    shadow space: the band is two below the paper to the issue's max(1, 15%) above. PETSc's KSPIDR
-    needs 22 and 40 products (complex) where ours needs 25 and 40."""
+    with beta2 0.65 on MP1, true residual 1e-3, counting the paper's iterations (5 products each),
+    de Zeeuw's prolongation (the PC's default here): measured 5, 9 in the real-equivalent form (16
+    at N = 256; paper, Table 9: 6, 10, 17) and 5, 7 with complex scalars (13 at N = 256); with
+    bilinear prolongation 7, 11, 21 and 5, 8, 14. The band is three below the paper to the issue's
+    max(1, 15%) above. PETSc's KSPIDR needed 22 and 40 products (complex, bilinear) where ours
+    needed 25 and 40."""
     from problems import helmholtz_system
     da, A, b = helmholtz_system(N, 0.625 * N)
     ksp, x = petsc_solve(da, A, b, {"pc_sl_k": 0.625 * N, "pc_sl_beta2": 0.65, "ksp_python_type": "pcplugins.IDRS",
@@ -324,7 +355,7 @@ def test_idrs_counts_near_the_paper(N, paper):
     its = ksp.getIterationNumber()
     assert ksp.getConvergedReason() > 0 and r.norm() <= 1e-3 * b.norm()
     assert ksp.getPythonContext().products == 5 * its
-    assert paper - 2 <= its <= paper + max(1, int(0.15 * paper)), its
+    assert paper - 3 <= its <= paper + max(1, int(0.15 * paper)), its
 
 
 def mp1_bcgs(**options):
@@ -361,9 +392,10 @@ def test_polynomial_coarse_solve_through_petsc():
 @pytest.mark.parametrize("N,paper", [(64, 12), (128, 21)])
 def test_petsc_bcgs_counts_near_the_paper_with_complex_scalars(N, paper):
     """With a PETSc built for complex scalars (`make test` runs this file with .venv-complex):
-    PETSc's bcgs, right-preconditioned by one F-cycle, to a true residual of 1e-3 on MP1: measured 11
-    and 21 (paper, Table 7: 12, 21). With a real PETSc the test is skipped (the real-equivalent form
-    needs 16 and 27)."""
+    PETSc's bcgs, right-preconditioned by one F-cycle (de Zeeuw's prolongation), to a true residual
+    of 1e-3 on MP1: measured 10 and 19 (33 at N = 256; paper, Table 7: 12, 21, 40; bilinear: 11, 21,
+    40). With a real PETSc the test is skipped (the real-equivalent form needs 12, 22, 37; bilinear
+    16, 27, 51)."""
     if not complex_scalars():
         pytest.skip("needs PETSc with complex scalars")
     from problems import helmholtz_system
