@@ -59,7 +59,7 @@ def prolongation_1d(n, keep_boundary):
     return P, nc
 
 
-def dezeeuw_prolongation(A, n):
+def dezeeuw_prolongation(A, n, xp=numpy):
     """De Zeeuw's matrix-dependent prolongation on the grid of n x n points (n odd, the boundary
     nodes unknowns, coarse node J at fine node 2J), from A's 9-point (or 5-point) stencils, in the
     complex form of Erlangga, Oosterlee and Vuik: |.| is the modulus.
@@ -69,54 +69,44 @@ def dezeeuw_prolongation(A, n):
     |a_nw|, |a_sw|) the strength of its west column (along y: its north and south rows). A node in
     the middle of a coarse cell makes its own row of A P vanish: its value is -(sum of its
     neighbours' a_j e_j) / a_c, the neighbours' e_j being the coarse values and the interpolated
-    edge values. For the constant-coefficient Laplacian it is bilinear interpolation. Returns a
-    SciPy CSR matrix (n^2 x nc^2, complex)."""
-    A = scipy.sparse.csr_matrix(A)
+    edge values. For the constant-coefficient Laplacian it is bilinear interpolation. A is a CSR
+    matrix of ``xp`` (SciPy or cupyx) with no duplicate entries; so is the result (n^2 x nc^2)."""
+    sp = sparse.module(xp)
     N = n * n
     nc = (n + 1) // 2
-    rows = numpy.repeat(numpy.arange(N), numpy.diff(A.indptr))
-    cols = A.indices
+    rows = sparse.rows_of(A, xp).astype(numpy.int64)
+    cols = A.indices.astype(numpy.int64)
     dy, dx = cols // n - rows // n, cols % n - rows % n
     near = (abs(dx) <= 1) & (abs(dy) <= 1)
-    S = numpy.zeros((3, 3, N), dtype=complex)        # S[dy + 1, dx + 1, row]
-    numpy.add.at(S, (dy[near] + 1, dx[near] + 1, rows[near]), A.data[near])
-    j, i = numpy.divmod(numpy.arange(N), n)
-    coarse = lambda jj, ii: (jj // 2) * nc + ii // 2         # noqa: E731 - fine node (2J, 2I)
+    S = xp.zeros((3, 3, N), dtype=A.dtype)          # S[dy + 1, dx + 1, row]
+    S[dy[near] + 1, dx[near] + 1, rows[near]] = A.data[near]
+    j, i = xp.divmod(xp.arange(N), n)
     r, c, v = [], [], []
 
-    def add(p, cols, vals):
-        r.append(p), c.append(cols), v.append(vals)
+    def add(p, jj, ii, w):                           # row p, coarse node at fine (jj, ii), weight w
+        r.append(p), c.append((jj // 2) * nc + ii // 2), v.append(w)
 
-    def weights(lo_sum, lo_a, lo_b, hi_sum, hi_a, hi_b):
-        d_lo = numpy.maximum.reduce([abs(lo_sum), abs(lo_a), abs(lo_b)])
-        d_hi = numpy.maximum.reduce([abs(hi_sum), abs(hi_a), abs(hi_b)])
-        return d_lo / (d_lo + d_hi), d_hi / (d_lo + d_hi)
+    def strength(s):                                 # s: a side's three coefficients
+        return xp.maximum(xp.maximum(abs(s[0] + s[1] + s[2]), abs(s[0])), abs(s[2]))
 
-    at = (j % 2 == 0) & (i % 2 == 0)                # coarse nodes: injection
-    add(numpy.nonzero(at)[0], coarse(j[at], i[at]), numpy.ones(int(at.sum())))
-    x_edge = (j % 2 == 0) & (i % 2 == 1)             # between west and east coarse nodes
-    p = numpy.nonzero(x_edge)[0]
-    col = lambda sx: (S[0, sx + 1, p], S[1, sx + 1, p], S[2, sx + 1, p])    # noqa: E731 - s, mid, n
-    (ws, wm, wn), (es, em, en) = col(-1), col(1)
-    w_w, w_e = weights(ws + wm + wn, ws, wn, es + em + en, es, en)
-    add(p, coarse(j[p], i[p] - 1), w_w)
-    add(p, coarse(j[p], i[p] + 1), w_e)
-    y_edge = (j % 2 == 1) & (i % 2 == 0)             # between south and north coarse nodes
-    p = numpy.nonzero(y_edge)[0]
-    row = lambda sy: (S[sy + 1, 0, p], S[sy + 1, 1, p], S[sy + 1, 2, p])    # noqa: E731 - w, mid, e
-    (sw, sm, se), (nw, nm, ne) = row(-1), row(1)
-    w_s, w_n = weights(sw + sm + se, sw, se, nw + nm + ne, nw, ne)
-    add(p, coarse(j[p] - 1, i[p]), w_s)
-    add(p, coarse(j[p] + 1, i[p]), w_n)
-    P = scipy.sparse.csr_matrix((numpy.concatenate(v), (numpy.concatenate(r), numpy.concatenate(c))),
-                                shape=(N, nc * nc))
+    p = xp.nonzero((j % 2 == 0) & (i % 2 == 0))[0]   # coarse nodes: injection
+    add(p, j[p], i[p], xp.ones(p.shape[0], A.dtype))
+    p = xp.nonzero((j % 2 == 0) & (i % 2 == 1))[0]   # between west and east coarse nodes
+    d_w, d_e = (strength([S[a, side, p] for a in range(3)]) for side in (0, 2))
+    add(p, j[p], i[p] - 1, d_w / (d_w + d_e))
+    add(p, j[p], i[p] + 1, d_e / (d_w + d_e))
+    p = xp.nonzero((j % 2 == 1) & (i % 2 == 0))[0]   # between south and north coarse nodes
+    d_s, d_n = (strength([S[side, a, p] for a in range(3)]) for side in (0, 2))
+    add(p, j[p] - 1, i[p], d_s / (d_s + d_n))
+    add(p, j[p] + 1, i[p], d_n / (d_s + d_n))
+    P = sp.coo_matrix((xp.concatenate(v).astype(A.dtype), (xp.concatenate(r), xp.concatenate(c))),
+                      shape=(N, nc * nc)).tocsr()
     # cell centres: (A P) vanishes on their rows; they couple only to non-centre nodes
     centre = (j % 2 == 1) & (i % 2 == 1)
-    Z = scipy.sparse.diags(centre.astype(float))
     D = A.diagonal()
-    off = A - scipy.sparse.diags(D)
-    P = P - Z @ scipy.sparse.diags(1.0 / numpy.where(centre, D, 1.0)) @ off @ P
-    return P.tocsr()
+    off = A - sp.diags(D)
+    scale = xp.where(centre, -1.0 / xp.where(centre, D, 1.0), 0.0).astype(A.dtype)
+    return (P + sp.diags(scale) @ (off @ P)).tocsr()
 
 
 def _coarse_kind(coarse_solve, unknowns):
@@ -173,7 +163,7 @@ class ShiftedLaplaceMG:
                 P = sp.kron(P, P1, format="csr")
             R = P.T.tocsr()                     # full weighting (up to a factor)
             if prolongation == "dezeeuw":
-                P = sp.csr_matrix(dezeeuw_prolongation(A.get() if backend.is_gpu(xp) else A, n))
+                P = dezeeuw_prolongation(A, n, xp)
             Ac = (R @ A @ P).tocsr()            # Galerkin, in double, on the level's device
             lev.P, lev.R = P.astype(self.dtype), R.astype(self.dtype)
             lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n, dim, keep_boundary)), xp, omega)
