@@ -54,9 +54,10 @@ def p1_poisson(points, triangles, kappa=None):
     cols = numpy.tile(t, (1, 3)).ravel()
     A = scipy.sparse.csr_matrix((K.ravel(), (rows, cols)), shape=(n, n))
     edges = numpy.sort(numpy.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]]]), axis=1)
-    e, count = numpy.unique(edges, axis=0, return_counts=True)
+    key, count = numpy.unique(edges[:, 0].astype(numpy.int64) * n + edges[:, 1], return_counts=True)
     boundary = numpy.zeros(n, dtype=bool)
-    boundary[e[count == 1].ravel()] = True             # vertices of edges with one triangle
+    once = key[count == 1]                             # edges of one triangle: the boundary
+    boundary[once // n] = boundary[once % n] = True
     used = numpy.zeros(n, dtype=bool)
     used[t.ravel()] = True
     inner = numpy.nonzero(~boundary & used)[0]
