@@ -294,7 +294,8 @@ def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, co
 @pytest.mark.parametrize("case,message", [("no_dm", "needs a 2D or 3D DMDA"), ("no_k", "needs the wavenumber"),
                                           ("dof", "has dof"), ("both", "choose one"),
                                           ("degree", "-pc_sl_coarse_degree"),
-                                          ("gather", "-pc_sl_gather_size")])
+                                          ("gather", "-pc_sl_gather_size"),
+                                          ("dezeeuw", "-pc_sl_prolongation dezeeuw needs")])
 def test_errors_name_the_fault(case, message):
     from petsc4py import PETSc
     from problems import helmholtz_system
@@ -307,6 +308,8 @@ def test_errors_name_the_fault(case, message):
         opts["pc_sl_coarse_degree"] = 0
     if case == "gather":
         opts["pc_sl_gather_size"] = -1
+    if case == "dezeeuw":      # de Zeeuw's prolongation is built for the CSR levels only
+        opts.update(pc_sl_prolongation="dezeeuw", pc_sl_hierarchy="stencil")
     field = numpy.full(17 * 17, 10.0) if case == "both" else None
     with pytest.raises(PETSc.Error) as e:
         sl_pc(None if case == "no_dm" else da, A, opts, field)
