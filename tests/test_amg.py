@@ -315,6 +315,7 @@ def test_amg_as_bjacobi_sub_pc():
     ("coords_dim", "block size"),
     ("no_coords", "needs vertex coordinates"),
     ("option", "-pc_amg_cycle"),
+    ("gather", "-pc_amg_gather_size"),
 ])
 def test_errors_name_the_fault(case, message):
     from petsc4py import PETSc
@@ -337,6 +338,8 @@ def test_errors_name_the_fault(case, message):
         opts = {"pc_amg_aggregation": "auxgrid"}
     if case == "option":
         opts = {"pc_amg_cycle": "x"}
+    if case == "gather":
+        opts = {"pc_amg_gather_size": -1}
     with petsc_options(opts):
         pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
         pc.setOperators(M)
