@@ -138,6 +138,18 @@ def test_distributed_amg_chebyshev_refused(tmp_path):
     assert res.returncode != 0 and "-pc_amg_smoother chebyshev runs on one rank" in res.stdout + res.stderr
 
 
+@pytest.mark.parametrize("case,message", [("negative", "needs a positive diagonal; row 39"),
+                                          ("nan", "NaN or Inf")])
+def test_distributed_amg_bad_matrix_stops_every_rank(case, message):
+    """A fault in one rank's rows (tests/mpi_bad_matrix.py): every rank raises the error naming it,
+    none hangs waiting for the others."""
+    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "mpi_bad_matrix.py"), case]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count(message) >= 3, out
+
+
 def test_amg_as_bjacobi_blocks_bounded(tmp_path):
     """fcg(1) + bjacobi (one block per rank, each block pcplugins.AMG, pairwise aggregation: the
     blocks have no coordinates) against the same with exact (LU) blocks, on 65^2 to rtol 1e-8.
