@@ -150,6 +150,22 @@ def test_distributed_amg_bad_matrix_stops_every_rank(case, message):
     assert res.returncode != 0 and out.count(message) >= 3, out
 
 
+def test_amg_example_in_parallel():
+    """examples/amg_solve.py (P1 elements on a quasi-uniform Delaunay mesh, coefficient jump 10^3,
+    fcg(1) + pcplugins.AMG to a true residual of 1e-8) on 1 and 2 ranks with every level
+    distributed: measured 19 iterations on both."""
+    its = []
+    for P in (1, 2):
+        cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "..", "examples", "amg_solve.py"),
+               "-n", "100", "-jump", "3", "-pc_amg_gather_size", "0"]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+        assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
+        assert float(res.stdout.split("residual ")[1].split(",")[0]) <= 1e-8, res.stdout
+        its.append(int(res.stdout.split(" iterations")[0].split()[-1]))
+    assert its[0] <= 22 and abs(its[1] - its[0]) <= 2, its
+
+
 def test_amg_as_bjacobi_blocks_bounded(tmp_path):
     """fcg(1) + bjacobi (one block per rank, each block pcplugins.AMG, pairwise aggregation: the
     blocks have no coordinates) against the same with exact (LU) blocks, on 65^2 to rtol 1e-8.

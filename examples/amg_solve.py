@@ -1,0 +1,63 @@
+"""pcplugins.AMG on an unstructured mesh: P1 finite elements for -div(kappa grad u) = 1 with
+homogeneous Dirichlet conditions on a Delaunay mesh of the unit square (or the unit disk), a
+flexible CG and pcplugins.AMG chosen from the options database, on one rank or under mpiexec (each
+rank assembles a block of consecutive rows and gives the PC the coordinates of its vertices, for
+the auxiliary-grid aggregation).
+
+    [mpiexec -n P] python examples/amg_solve.py [-mesh quasi|uniform|disk] [-n 200] [-jump 0]
+                                                [PETSc options, e.g. -mat_type aijcusparse -ksp_view]
+
+Defaults (any of them can be overridden): -ksp_type fcg -ksp_fcg_mmax 1 -ksp_norm_type
+unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8. ``-jump J``: kappa = 10^J on two rectangles.
+Prints the unknowns, the iterations, the true relative residual and the solve time.
+"""
+import os
+import sys
+import time
+
+import petsc4py
+
+petsc4py.init(sys.argv)
+from petsc4py import PETSc  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+import meshes  # noqa: E402
+import pcplugins  # noqa: E402
+
+DEFAULTS = {"ksp_type": "fcg", "ksp_fcg_mmax": 1, "ksp_norm_type": "unpreconditioned", "pc_type": "python",
+            "pc_python_type": "pcplugins.AMG", "ksp_rtol": 1e-8}
+
+
+def main():
+    opts = PETSc.Options()
+    for name, value in DEFAULTS.items():
+        if not opts.hasName(name):
+            opts[name] = value
+    kind, n, jump = opts.getString("mesh", "quasi"), opts.getInt("n", 200), opts.getReal("jump", 0.0)
+    points, triangles = meshes.mesh(kind, n)
+    kappa = meshes.centroid_kappa(points, triangles, jump) if jump else None
+    A, xy = meshes.p1_poisson(points, triangles, kappa)
+    comm = PETSc.COMM_WORLD
+    M = meshes.petsc_matrix(A, comm=comm)              # -mat_type from the options
+    lo, hi = M.getOwnershipRange()
+    b, x = M.createVecs()
+    b.set(1.0)
+    ksp = PETSc.KSP().create(comm=comm)
+    ksp.setOperators(M)
+    ksp.setFromOptions()
+    pc = ksp.getPC()
+    if pc.getType() == "python":
+        pcplugins.set_coordinates(pc, xy[lo:hi])       # this rank's vertices
+    t = time.perf_counter()
+    ksp.solve(b, x)
+    elapsed = time.perf_counter() - t
+    r = b.duplicate()
+    M.mult(x, r)
+    r.aypx(-1.0, b)
+    PETSc.Sys.Print(f"{kind} mesh, {A.shape[0]} unknowns, {comm.getSize()} rank(s): {ksp.getIterationNumber()} "
+                    f"iterations, reason {int(ksp.getConvergedReason())}, true relative residual "
+                    f"{r.norm() / b.norm():.2e}, {elapsed:.3f} s (setup + solve)")
+
+
+if __name__ == "__main__":
+    main()
