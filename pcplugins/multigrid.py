@@ -98,7 +98,7 @@ class Options:
     post: int = 1
     smoother: str = "redblack"    # redblack, multicolor, jacobi, chebyshev
     omega: float = None           # None: 1 for GS, 2/3 for Jacobi
-    transfer: str = "linear"      # linear, paper
+    transfer: str = "linear"      # linear, paper, dezeeuw (2D, grids that keep their ends)
     coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
     coarse_solve: str = "direct"   # direct; smooth: pre+post sweeps (Feng et al., Remark 3.1);
     coarse_degree: int = 16        # polynomial (complex levels): a GMRES polynomial of this degree
@@ -149,7 +149,7 @@ class Multigrid:
         weights = stencil.laplacian_weights(op) if opt.coarse_operator == "auto" else None
         for l, (cbox, ax) in enumerate(zip(boxes[1:], axes), start=1):
             fine = self.levels[-1]
-            fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
+            fine.transfer = self._transfer(fine, cbox, ax)
             replicated = fine.replicated or (self.comm.size > 1 and (
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
             if replicated:
@@ -157,7 +157,7 @@ class Multigrid:
                     fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
                 cbox = cbox.whole()
                 if fine.replicated:
-                    fine.transfer = transfer.Transfer(fine.box, cbox, ax, opt.transfer)
+                    fine.transfer = self._transfer(fine, cbox, ax)
             cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp
             if cxp is not fine.op.xp:
                 fine.transfer = Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)
@@ -191,6 +191,11 @@ class Multigrid:
         if lev.replicated:
             return lambda u: u
         return lambda u: self.comm.exchange(lev.index, u)
+
+    def _transfer(self, fine, cbox, ax):
+        if self.options.transfer == "dezeeuw":
+            return transfer.MatrixDependent(fine.box, cbox, ax, fine.op, self._exchange(fine))
+        return transfer.Transfer(fine.box, cbox, ax, self.options.transfer)
 
     def _galerkin(self, fine, cbox, cxp):
         T, op = fine.transfer, fine.op

@@ -34,7 +34,7 @@ OPTIONS = [
     Option("pc_sl_post", "int", 1, "Post-smoothing sweeps"),
     Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this"),
     Option("pc_sl_prolongation", "str", "auto",
-           "Prolongation (auto: dezeeuw on the one-rank CSR levels of a 2D absorbing problem, else bilinear)",
+           "Prolongation (auto: dezeeuw in 2D with the absorbing boundary, else bilinear)",
            ("auto", "bilinear", "dezeeuw")),
     Option("pc_sl_coarse", "str", "auto",
            "Coarsest-grid solve: dense inverse (direct; a host sparse LU beyond 4096 unknowns), a GMRES "
@@ -130,13 +130,13 @@ class ShiftedLaplace:
         if hierarchy == "csr" and size > 1:
             raise bridge.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
         self.hierarchy, self.ranks = hierarchy, size
-        dezeeuw_fits = hierarchy == "csr" and dim == 2 and v["boundary"] == "absorbing"
+        dezeeuw_fits = dim == 2 and v["boundary"] == "absorbing"
         prolongation = v["prolongation"]
         if prolongation == "auto":
             prolongation = "dezeeuw" if dezeeuw_fits else "bilinear"
         if prolongation == "dezeeuw" and not dezeeuw_fits:
-            raise bridge.error(f"-pc_sl_prolongation dezeeuw needs the CSR levels (one rank), 2D and the absorbing "
-                               f"boundary; here: {hierarchy} levels, {dim}D, {v['boundary']}")
+            raise bridge.error(f"-pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the boundary "
+                               f"nodes on every level); here: {dim}D, {v['boundary']}")
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cuda" in (M.getVecType() or "") and backend.gpu_available() else "cpu"
@@ -167,7 +167,8 @@ class ShiftedLaplace:
             t1 = bridge.clock()
             self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],
                                      pre=v["pre"], post=v["post"], max_kh=v["max_kh"], coarse_solve=v["coarse"],
-                                     degree=v["coarse_degree"], event=lambda name: bridge.event("SL" + name.capitalize()))
+                                     degree=v["coarse_degree"], event=lambda name: bridge.event("SL" + name.capitalize()),
+                                     prolongation=prolongation)
         else:
             Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
             backend.synchronize(self.xp)

@@ -29,9 +29,9 @@ iterations at N = 64, 128, against 9 and 18 with three levels).
 ``StencilMG`` runs the same method on multigrid.py's stencil levels instead, so it runs on any
 number of ranks (the levels of a distributed DMDA, a ghost update after each colour, the small
 levels gathered): the same coarsening (grids that keep their ends for the absorbing boundary),
-bilinear transfers, Galerkin coarse stencils (by probing), colours in the same order and a direct
-coarsest solve (a dense inverse or the same polynomial), so one application agrees with
-ShiftedLaplaceMG's with bilinear prolongation to rounding.
+the same prolongation (bilinear, or de Zeeuw's as transfer.MatrixDependent), Galerkin coarse
+stencils (by probing), colours in the same order and a direct coarsest solve (a dense inverse or
+the same polynomial), so one application agrees with ShiftedLaplaceMG's to rounding.
 """
 import numpy
 import scipy.sparse
@@ -225,7 +225,7 @@ class StencilMG:
     on_device_only = False
 
     def __init__(self, op, kmax, h, comm=None, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5,
-                 coarse_solve="auto", degree=16, event=None):
+                 coarse_solve="auto", degree=16, event=None, prolongation="bilinear"):
         boxes = grid.hierarchy_boxes(op.box.whole(), None, 0)[0]
         levels = 1
         while levels < len(boxes) and kmax * h * 2 ** levels <= max_kh:
@@ -233,9 +233,10 @@ class StencilMG:
         options = multigrid.Options(levels=levels, cycle=cycle, pre=pre, post=post, smoother="multicolor",
                                     omega=omega, coarse_operator="galerkin",
                                     coarse_solve=_coarse_kind(coarse_solve, boxes[levels - 1].size),
-                                    coarse_degree=degree, fused=False)
+                                    coarse_degree=degree, fused=False,
+                                    transfer="dezeeuw" if prolongation == "dezeeuw" else "linear")
         self.mg = multigrid.Multigrid(op, options, comm, event)
-        self.dtype, self.levels, self.omega = op.dtype, self.mg.levels, omega
+        self.dtype, self.levels, self.omega, self.prolongation = op.dtype, self.mg.levels, omega, prolongation
 
     def cycle(self, f):
         """One cycle for M u = f (this rank's points, flat) from u = 0; a new flat array."""
@@ -244,5 +245,7 @@ class StencilMG:
 
     def describe(self):
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
-        return ([f"stencil levels (multigrid.py) in {prec}, Galerkin coarse stencils, omega {self.omega:g}"]
+        pro = "de Zeeuw's matrix-dependent" if self.prolongation == "dezeeuw" else "bilinear"
+        return ([f"stencil levels (multigrid.py) in {prec}, {pro} prolongation, Galerkin coarse stencils, "
+                 f"omega {self.omega:g}"]
                 + self.mg.describe())

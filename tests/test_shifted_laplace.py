@@ -248,19 +248,22 @@ def test_heterogeneous_wavenumber_field():
     assert "max 30" in "\n".join(pc.getPythonContext().describe())
 
 
-@pytest.mark.parametrize("dim,N,boundary,layers,coarse", [(2, 32, "absorbing", False, "auto"),
-                                                          (2, 32, "dirichlet", False, "auto"),
-                                                          (3, 16, "absorbing", False, "auto"),
-                                                          (2, 32, "absorbing", True, "auto"),
-                                                          (2, 32, "absorbing", False, "polynomial")])
-def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, coarse):
+@pytest.mark.parametrize("dim,N,boundary,layers,coarse,prolongation", [
+    (2, 32, "absorbing", False, "auto", "bilinear"),
+    (2, 32, "absorbing", False, "auto", "auto"),
+    (2, 32, "dirichlet", False, "auto", "auto"),
+    (3, 16, "absorbing", False, "auto", "auto"),
+    (2, 32, "absorbing", True, "auto", "auto"),
+    (2, 32, "absorbing", False, "polynomial", "auto")])
+def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, coarse, prolongation):
     """-pc_sl_hierarchy stencil (multigrid.py's levels on the DMDA, the path MPI runs take) against
-    the CSR levels with bilinear prolongation: the same coarsening (the absorbing grid keeps its boundary nodes on
-    every level), bilinear transfers, Galerkin matrices, colour order and coarse solve, so one
-    application agrees to rounding (measured 1e-15) and Bi-CGSTAB needs the same iterations
-    (within one). ``layers``: a two-layer wavenumber field through pcplugins.set_wavenumber.
-    ``coarse`` polynomial: the coarsest grid's GMRES polynomial, an inexact solve, so the F-cycle's
-    second coarsest visit counts (measured 1e-14)."""
+    the CSR levels: the same coarsening (the absorbing grid keeps its boundary nodes on every
+    level), transfers (de Zeeuw's prolongation in 2D with the absorbing boundary, transfer.
+    MatrixDependent against slmg.dezeeuw_prolongation; else bilinear), Galerkin matrices, colour
+    order and coarse solve, so one application agrees to rounding (measured 1e-15) and Bi-CGSTAB
+    needs the same iterations (within one). ``layers``: a two-layer wavenumber field through
+    pcplugins.set_wavenumber. ``coarse`` polynomial: the coarsest grid's GMRES polynomial, an
+    inexact solve, so the F-cycle's second coarsest visit counts (measured 1e-14)."""
     from petsc4py import PETSc
     from problems import helmholtz_system
     k = 0.625 * N
@@ -270,7 +273,7 @@ def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, co
     out = {}
     for hierarchy in ("csr", "stencil"):
         options = {"pc_sl_hierarchy": hierarchy, "pc_sl_boundary": boundary, "pc_sl_coarse": coarse,
-                   "pc_sl_prolongation": "bilinear"}
+                   "pc_sl_prolongation": prolongation}
         if not layers:
             options["pc_sl_k"] = k
         pc = sl_pc(da, A, options, field)
@@ -308,8 +311,8 @@ def test_errors_name_the_fault(case, message):
         opts["pc_sl_coarse_degree"] = 0
     if case == "gather":
         opts["pc_sl_gather_size"] = -1
-    if case == "dezeeuw":      # de Zeeuw's prolongation is built for the CSR levels only
-        opts.update(pc_sl_prolongation="dezeeuw", pc_sl_hierarchy="stencil")
+    if case == "dezeeuw":      # de Zeeuw's prolongation needs the boundary nodes on every level
+        opts.update(pc_sl_prolongation="dezeeuw", pc_sl_boundary="dirichlet")
     field = numpy.full(17 * 17, 10.0) if case == "both" else None
     with pytest.raises(PETSc.Error) as e:
         sl_pc(None if case == "no_dm" else da, A, opts, field)
