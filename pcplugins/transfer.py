@@ -169,9 +169,9 @@ class MatrixDependent:
             g = fine.start[a] - 1 + numpy.arange(fine.shape[a] + 2)
             ok = (g % 2 == 0) & (g >= 0) & (g < fine.global_shape[a])
             ok &= (g // 2 - coarse.start[a] + 1 >= 0) & (g // 2 - coarse.start[a] + 1 < coarse.shape[a] + 2)
-            p = numpy.nonzero(ok)[0]
-            c0 = g[p[0]] // 2 - coarse.start[a] + 1 if p.size else 0
-            self._inject.append((slice(p[0], p[-1] + 1, 2), slice(c0, c0 + p.size)) if p.size else None)
+            p = numpy.nonzero(ok)[0].tolist()
+            c0 = int(g[p[0]] // 2 - coarse.start[a] + 1) if p else 0
+            self._inject.append((slice(p[0], p[-1] + 1, 2), slice(c0, c0 + len(p))) if p else None)
         coef = {o: (xp.full(fine.shape, c, dtype) if numpy.isscalar(c) else c)
                 for o, c in zip(op.offsets, op.coefs)}
         zero = xp.zeros(fine.shape, dtype)
