@@ -104,8 +104,6 @@ class AMG:
         bridge.set_event_namespace(xp)
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
         self.comm = bridge.CSRComm(pc)
-        if self.comm.size > 1 and v["smoother"] == "chebyshev":
-            raise bridge.error("-pc_amg_smoother chebyshev runs on one rank; on several ranks use gs or l1jacobi")
         A, self.matrix_source = bridge.aij_csr(pc, xp, self.comm)
         self._check(A)
         backend.synchronize(xp)

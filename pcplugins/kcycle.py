@@ -14,8 +14,9 @@ CG's step lengths stay on the device), so on the GPU it is captured and replayed
 
 On several ranks (``comm``, distributed.py) each level's matrix is distributed by rows: every rank
 aggregates its own unknowns, products exchange the ghost values, the smoothers are hybrid (their
-own rows by Gauss-Seidel or l1-Jacobi, other ranks' values fixed during a sweep), the flexible CG's
-inner products are global sums, and the coarsest matrix is gathered onto every rank.
+own rows by Gauss-Seidel or l1-Jacobi, other ranks' values fixed during a sweep; Chebyshev is the
+global polynomial), the flexible CG's inner products are global sums, and the coarsest matrix is
+gathered onto every rank.
 """
 import dataclasses
 import time
@@ -78,9 +79,9 @@ class Level:
                 self.smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra)
             elif opts.smoother == "l1jacobi":
                 self.smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra)
-            else:
-                self.smoother = smoothers.CSRChebyshev(A, xp)
-            if self.rows:
+            else:                          # a global polynomial: no hybrid form needed
+                self.smoother = smoothers.CSRChebyshev(A, xp, rows=self.rows)
+            if self.rows and opts.smoother != "chebyshev":
                 self.smoother = smoothers.CSRHybrid(self.smoother, self.rows)
 
     def spmv(self, x, xp):
@@ -100,8 +101,6 @@ class AggregationMG:
         self.comm = comm = comm or distributed.SerialComm()
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
-        if parallel and o.smoother == "chebyshev":
-            raise ValueError("the Chebyshev smoother runs on one rank; on several use gs or l1jacobi")
         if o.coarse_size is None:
             # 4096 cost 20 ms more setup (the dense inverse by LU) and saved 0.26 ms per cycle at 2048^2
             o.coarse_size = 2048 if backend.is_gpu(xp) else 400

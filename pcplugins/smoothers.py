@@ -237,19 +237,26 @@ class CSRHybrid:
 
 class CSRChebyshev:
     """Chebyshev polynomial in D^-1 A on [b/10, b], b = 1.1 lambda_max (as ``Chebyshev``);
-    lambda_max from power iterations in setup."""
+    lambda_max from power iterations in setup. ``rows``: the distributed.Rows A belongs to on
+    several ranks; the polynomial is then the global one (an exchange per product, global norms)."""
 
-    def __init__(self, A, xp, its=15):
-        self.A, self.xp = A, xp
+    def __init__(self, A, xp, its=15, rows=None):
+        self.A, self.xp, self.rows = A, xp, rows
         self.invd = 1.0 / A.diagonal()
-        v = xp.asarray(numpy.sin(numpy.arange(A.shape[0]) * 12.9898) + 1.5)
+        first = int(rows.starts[rows.comm.rank]) if rows else 0
+        v = xp.asarray(numpy.sin((first + numpy.arange(A.shape[0])) * 12.9898) + 1.5)
+        norm = (lambda x: float(xp.linalg.norm(x))) if rows is None else \
+            (lambda x: float(rows.comm.allsum(float(xp.vdot(x, x)))) ** 0.5)
         lam = 1.0
         for _ in range(its):
-            w = self.invd * (A @ v)
-            lam = float(xp.linalg.norm(w)) / float(xp.linalg.norm(v))
-            v = w / float(xp.linalg.norm(w))
+            w = self.invd * (rows.spmv(v) if rows else A @ v)
+            lam = norm(w) / norm(v)
+            v = w / norm(w)
         self.b = 1.1 * lam
         self.a = 0.1 * self.b
+
+    def _residual(self, f, u):
+        return self.rows.residual(f, u) if self.rows else sparse.residual(self.A, f, u, self.xp)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
@@ -257,13 +264,13 @@ class CSRChebyshev:
         theta, delta = (self.b + self.a) / 2, (self.b - self.a) / 2
         sigma = theta / delta
         rho = 1.0 / sigma
-        d = self.invd * sparse.residual(self.A, f, u, self.xp) / theta
+        d = self.invd * self._residual(f, u) / theta
         for k in range(sweeps):
             u += d
             if k == sweeps - 1:
                 break
             rho_new = 1.0 / (2.0 * sigma - rho)
-            d = rho_new * rho * d + 2.0 * rho_new / delta * self.invd * sparse.residual(self.A, f, u, self.xp)
+            d = rho_new * rho * d + 2.0 * rho_new / delta * self.invd * self._residual(f, u)
             rho = rho_new
         return u
 

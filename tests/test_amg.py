@@ -182,13 +182,15 @@ def _on_threads(size, work):
     return out
 
 
-@pytest.mark.parametrize("method,gather", [("auxgrid", 0), ("pairwise", 0), ("auxgrid", 200)])
-def test_distributed_hierarchy_on_thread_ranks(method, gather):
+@pytest.mark.parametrize("method,gather,smoother", [("auxgrid", 0, "gs"), ("pairwise", 0, "gs"),
+                                                    ("auxgrid", 200, "gs"), ("pairwise", 0, "chebyshev")])
+def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother):
     """kcycle.AggregationMG over distributed.Rows on 1-3 thread ranks (rows in consecutive blocks,
     Rows.from_csr), as a preconditioner of flexible CG on a 2D Laplacian with a coefficient jump:
     every coarse matrix is P^T A P of the gathered finer level and aggregates, and the iterations
     stay within two of one rank's. ``gather``: -pc_amg_gather_size (200: the levels from the
-    second on replicated). Measured: 10, 10, 10 (auxgrid), 10, 11, 11 (pairwise), 10, 10, 10 (gathered)."""
+    second on replicated). Measured: 10, 10, 10 (auxgrid), 10, 11, 11 (pairwise), 10, 10, 10 (gathered),
+    14, 14, 14 (pairwise, Chebyshev: the global polynomial)."""
     from pcplugins import distributed
     n = 31
     A = (lap2d(n) + scipy.sparse.diags(numpy.where(numpy.arange(n * n) % n < n // 2, 0.0, 3.0))).tocsr()
@@ -199,7 +201,7 @@ def test_distributed_hierarchy_on_thread_ranks(method, gather):
         lo, hi = (comm.rank * n * n) // comm.size, ((comm.rank + 1) * n * n) // comm.size
         B = A[lo:hi]
         rows = distributed.Rows.from_csr(B.indptr, B.indices, B.data, comm, numpy)
-        opts = kcycle.Options(aggregation=method, coarse_size=10, gather_size=gather)
+        opts = kcycle.Options(aggregation=method, coarse_size=10, gather_size=gather, smoother=smoother)
         mg = kcycle.AggregationMG(rows, numpy, opts, xy[lo:hi], comm)
         for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
             Af, Ac = fine.rows.gathered(), nxt.rows.gathered()
