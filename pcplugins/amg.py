@@ -47,6 +47,7 @@ class AMG:
     def __init__(self):
         self.mg, self.values, self.timings = None, None, {}
         self._bad = None
+        self.comm = None
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
     def setFromOptions(self, pc):
@@ -57,7 +58,12 @@ class AMG:
             self._setup(pc)
 
     def reset(self, pc):
+        self._free()
         self.mg = None
+
+    def _free(self):
+        if self.comm is not None:
+            self.comm.free()          # the previous hierarchy's neighbourhood communicators
 
     def apply(self, pc, x, y):
         with bridge.event("AMGApply"):
@@ -103,6 +109,7 @@ class AMG:
         self.xp, self.device = xp, device
         bridge.set_event_namespace(xp)
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
+        self._free()
         self.comm = bridge.CSRComm(pc)
         A, self.matrix_source = bridge.aij_csr(pc, xp, self.comm)
         self._check(A)

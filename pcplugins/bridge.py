@@ -299,42 +299,57 @@ class Collective:
 
 class CSRComm(Collective):
     """The communicator of a distributed CSR hierarchy (distributed.py, pcplugins.AMG): host
-    collectives and ``halo``, an exchange of the ghost values of a row distribution."""
+    collectives and ``halo``, an exchange of the ghost values of a row distribution. Each halo
+    holds a neighbourhood communicator; ``free`` releases them (collective: PCSetUp and PCReset
+    call it on every rank)."""
     allsum, allmin, allmax = Collective.sum, Collective.min, Collective.max
 
     def __init__(self, pc):
         super().__init__(pc)
         self.exchanges, self.exchange_time = 0, 0.0
+        self._graphs = []
 
     def halo(self, ghosts, starts, xp):
-        return _Halo(self, ghosts, starts, xp)
+        h = _Halo(self, ghosts, starts, xp)
+        self._graphs.append(h.graph)
+        return h
+
+    def free(self):
+        for g in self._graphs:
+            g.Free()
+        self._graphs = []
 
 
 class _Halo:
     """Values of the global unknowns ``ghosts`` (sorted) from their owners (rank r owns
-    [starts[r], starts[r+1])): set up once by an all-to-all of the requested indices, then one
-    MPI_Alltoallv per call of just those values, through the host (our MPICH is not GPU-aware)."""
+    [starts[r], starts[r+1])). Set up once: an all-to-all of the requested indices, and a
+    neighbourhood (distributed graph) communicator of the ranks this one receives from and sends
+    to; then one MPI_Neighbor_alltoallv per call of just those values, so a call costs in the
+    number of neighbours, not of ranks. Through the host (our MPICH is not GPU-aware)."""
 
     def __init__(self, comm, ghosts, starts, xp):
         self.comm, self.xp = comm, xp
         mpi, size = comm.mpi, comm.size
         owner = numpy.searchsorted(starts, ghosts, side="right") - 1
-        self.recv_counts = numpy.bincount(owner, minlength=size).astype(numpy.int64)
-        self.send_counts = numpy.asarray(mpi.alltoall(self.recv_counts.tolist()), numpy.int64)
-        self.recv_displs = numpy.concatenate([[0], numpy.cumsum(self.recv_counts)[:-1]])
-        self.send_displs = numpy.concatenate([[0], numpy.cumsum(self.send_counts)[:-1]])
-        wanted = numpy.empty(int(self.send_counts.sum()), numpy.int64)
-        mpi.Alltoallv([numpy.ascontiguousarray(ghosts, numpy.int64), (self.recv_counts, self.recv_displs)],
-                      [wanted, (self.send_counts, self.send_displs)])
+        recv_counts = numpy.bincount(owner, minlength=size).astype(numpy.int64)
+        send_counts = numpy.asarray(mpi.alltoall(recv_counts.tolist()), numpy.int64)
+        recv_displs = numpy.concatenate([[0], numpy.cumsum(recv_counts)[:-1]])
+        send_displs = numpy.concatenate([[0], numpy.cumsum(send_counts)[:-1]])
+        wanted = numpy.empty(int(send_counts.sum()), numpy.int64)
+        mpi.Alltoallv([numpy.ascontiguousarray(ghosts, numpy.int64), (recv_counts, recv_displs)],
+                      [wanted, (send_counts, send_displs)])
         self.send = xp.asarray(wanted - starts[comm.rank])
         self.n = len(ghosts)
+        sources, destinations = numpy.nonzero(recv_counts)[0], numpy.nonzero(send_counts)[0]
+        self.graph = mpi.Create_dist_graph_adjacent(sources.tolist(), destinations.tolist(), reorder=False)
+        self.recv = (recv_counts[sources], recv_displs[sources])
+        self.sent = (send_counts[destinations], send_displs[destinations])
 
     def __call__(self, x):
         t = time.perf_counter()
         out = numpy.empty(self.n, x.dtype)
-        self.comm.mpi.Alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])),
-                                 (self.send_counts, self.send_displs)],
-                                [out, (self.recv_counts, self.recv_displs)])
+        self.graph.Neighbor_alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])), self.sent],
+                                      [out, self.recv])
         self.comm.exchanges += 1
         self.comm.exchange_time += time.perf_counter() - t
         return backend.to_namespace(out, self.xp)
