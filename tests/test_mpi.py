@@ -136,13 +136,28 @@ def test_distributed_amg(tmp_path, problem, options):
 @pytest.mark.parametrize("case,message", [("negative", "needs a positive diagonal; row 39"),
                                           ("nan", "NaN or Inf")])
 def test_distributed_amg_bad_matrix_stops_every_rank(case, message):
-    """A fault in one rank's rows (tests/mpi_bad_matrix.py): every rank raises the error naming it,
+    """A fault in one rank's rows (tests/mpi_amg_cases.py): every rank raises the error naming it,
     none hangs waiting for the others."""
-    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "mpi_bad_matrix.py"), case]
+    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "mpi_amg_cases.py"), case]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
     out = res.stdout + res.stderr
     assert res.returncode != 0 and out.count(message) >= 3, out
+
+
+def test_distributed_amg_set_up_again_frees_its_communicators():
+    """tests/mpi_amg_cases.py resetup on 3 ranks: each new operator builds a new hierarchy and
+    frees the old one's neighbourhood communicators (the count stays at the levels' number), and
+    PCReset frees them all."""
+    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "mpi_amg_cases.py"), "resetup"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    counts = {line.split(", ")[-1] for line in lines if line.startswith("solve")}
+    assert len(counts) == 1 and counts != {"0 communicators"}, lines
+    assert all("reason 2" in line for line in lines if line.startswith("solve")), lines
+    assert lines[-1] == "after reset: 0 communicators", lines
 
 
 def test_amg_example_in_parallel():
