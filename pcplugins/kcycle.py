@@ -21,6 +21,8 @@ gathered onto every rank.
 import dataclasses
 import time
 
+import numpy
+
 
 from . import aggregation, backend, coarse, distributed, smoothers, sparse
 
@@ -135,8 +137,13 @@ class AggregationMG:
         elif mats[-1].shape[0] <= o.coarse_size:
             self.coarse = distributed.GatheredSolve(mats[-1], xp)
         else:
-            rest = dataclasses.replace(o, aggregation="pairwise", max_levels=max(2, o.max_levels - len(mats) + 1))
-            self.coarse = distributed.GatheredSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, len(mats) == 1))
+            whole = len(mats) == 1            # a small problem, gathered whole: the serial AMG, coordinates too
+            xyz = None
+            if whole and self.method == "auxgrid":
+                xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(coords))))
+            rest = dataclasses.replace(o, aggregation=self.method if whole else "pairwise",
+                                       max_levels=max(2, o.max_levels - len(mats) + 1))
+            self.coarse = distributed.GatheredSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz))
         self.timings["coarse"] = clock()
 
     # -- cycles ---------------------------------------------------------------------------------------
@@ -235,10 +242,11 @@ class _Replicated:
     hierarchy (pairwise aggregation) continues it and each rank runs the same coarse correction,
     captured as a CUDA graph on the GPU. Coarse levels cost a few exchanges each per visit, and
     the K-cycle visits level k 2^k times: one allgather replaces all of those below. ``whole``:
-    the gathered level is the finest (a small problem): one whole cycle."""
+    the gathered level is the finest (a small problem): one whole cycle, the serial AMG of the
+    gathered matrix (with the gathered coordinates ``xyz`` for the aux grid)."""
 
-    def __init__(self, M, xp, opts, whole):
-        self.mg = AggregationMG(M, xp, opts)
+    def __init__(self, M, xp, opts, whole, xyz=None):
+        self.mg = AggregationMG(M, xp, opts, xyz)
         self.whole = whole
         n = M.shape[0]
         self.run = self._run
@@ -257,5 +265,5 @@ class _Replicated:
     def describe(self):
         sizes = " -> ".join(str(lev.n) for lev in self.mg.levels)
         graph = ", CUDA graph" if isinstance(self.run, backend.CycleGraphs) else ""
-        return f"replicated serial hierarchy (pairwise, {sizes} unknowns{graph})"
+        return f"replicated serial hierarchy ({self.mg.method}, {sizes} unknowns{graph})"
 

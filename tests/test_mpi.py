@@ -160,14 +160,16 @@ def test_distributed_amg_set_up_again_frees_its_communicators():
     assert lines[-1] == "after reset: 0 communicators", lines
 
 
-def test_amg_example_in_parallel():
+@pytest.mark.parametrize("gather", ["0", "65536"])
+def test_amg_example_in_parallel(gather):
     """examples/amg_solve.py (P1 elements on a quasi-uniform Delaunay mesh, coefficient jump 10^3,
-    fcg(1) + pcplugins.AMG to a true residual of 1e-8) on 1 and 2 ranks with every level
-    distributed: measured 19 iterations on both."""
+    fcg(1) + pcplugins.AMG to a true residual of 1e-8) on 1 and 2 ranks, with every level
+    distributed (gather size 0) and, by default, the 9801 unknowns gathered whole onto every rank
+    (the serial aux-grid AMG with the gathered coordinates): measured 19 iterations each."""
     its = []
     for P in (1, 2):
         cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "..", "examples", "amg_solve.py"),
-               "-n", "100", "-jump", "3", "-pc_amg_gather_size", "0"]
+               "-n", "100", "-jump", "3", "-pc_amg_gather_size", gather]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                              env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
         assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
