@@ -36,7 +36,7 @@ the same polynomial), so one application agrees with ShiftedLaplaceMG's to round
 import numpy
 import scipy.sparse
 
-from . import backend, coarse, grid, multigrid, smoothers, sparse
+from . import backend, coarse, grid, multigrid, smoothers, sparse, transfer
 
 
 def prolongation_1d(n, keep_boundary):
@@ -66,7 +66,8 @@ def dezeeuw_prolongation(A, n, xp=numpy):
 
     A fine node between two coarse nodes along x takes the weights d_w / (d_w + d_e) and
     d_e / (d_w + d_e) from its west and east neighbours, with d_w = max(|a_nw + a_w + a_sw|,
-    |a_nw|, |a_sw|) the strength of its west column (along y: its north and south rows). A node in
+    |a_nw|, |a_sw|) the strength of its west column (along y: its north and south rows;
+    transfer.dezeeuw_weights, which the stencil levels' transfer.MatrixDependent uses too). A node in
     the middle of a coarse cell makes its own row of A P vanish: its value is -(sum of its
     neighbours' a_j e_j) / a_c, the neighbours' e_j being the coarse values and the interpolated
     edge values. For the constant-coefficient Laplacian it is bilinear interpolation. A is a CSR
@@ -86,19 +87,16 @@ def dezeeuw_prolongation(A, n, xp=numpy):
     def add(p, jj, ii, w):                           # row p, coarse node at fine (jj, ii), weight w
         r.append(p), c.append((jj // 2) * nc + ii // 2), v.append(w)
 
-    def strength(s):                                 # s: a side's three coefficients
-        return xp.maximum(xp.maximum(abs(s[0] + s[1] + s[2]), abs(s[0])), abs(s[2]))
-
     p = xp.nonzero((j % 2 == 0) & (i % 2 == 0))[0]   # coarse nodes: injection
     add(p, j[p], i[p], xp.ones(p.shape[0], A.dtype))
     p = xp.nonzero((j % 2 == 0) & (i % 2 == 1))[0]   # between west and east coarse nodes
-    d_w, d_e = (strength([S[a, side, p] for a in range(3)]) for side in (0, 2))
-    add(p, j[p], i[p] - 1, d_w / (d_w + d_e))
-    add(p, j[p], i[p] + 1, d_e / (d_w + d_e))
+    w_w, w_e = transfer.dezeeuw_weights(*([S[a, side, p] for a in range(3)] for side in (0, 2)), xp)
+    add(p, j[p], i[p] - 1, w_w)
+    add(p, j[p], i[p] + 1, w_e)
     p = xp.nonzero((j % 2 == 1) & (i % 2 == 0))[0]   # between south and north coarse nodes
-    d_s, d_n = (strength([S[side, a, p] for a in range(3)]) for side in (0, 2))
-    add(p, j[p] - 1, i[p], d_s / (d_s + d_n))
-    add(p, j[p] + 1, i[p], d_n / (d_s + d_n))
+    w_s, w_n = transfer.dezeeuw_weights(*([S[side, a, p] for a in range(3)] for side in (0, 2)), xp)
+    add(p, j[p] - 1, i[p], w_s)
+    add(p, j[p] + 1, i[p], w_n)
     P = sp.coo_matrix((xp.concatenate(v).astype(A.dtype), (xp.concatenate(r), xp.concatenate(c))),
                       shape=(N, nc * nc)).tocsr()
     # cell centres: (A P) vanishes on their rows; they couple only to non-centre nodes

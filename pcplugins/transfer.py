@@ -143,6 +143,23 @@ class Transfer:
         return fine_pad
 
 
+def dezeeuw_weights(low, high, xp, where=None):
+    """De Zeeuw's weights of a fine node between two coarse nodes, from its stencil's two sides
+    (``low``, ``high``: each the three coefficients along that side, e.g. a_sw, a_w, a_nw): the
+    strength d = max(|a + b + c|, |a|, |c|) of each side (|.| the modulus, Erlangga, Oosterlee and
+    Vuik's complex form), weights d_low / (d_low + d_high) and d_high / (d_low + d_high).
+    ``where``: compute them only there (zero elsewhere)."""
+    def strength(side):
+        a, m, b = side
+        return xp.maximum(xp.maximum(abs(a + m + b), abs(a)), abs(b))
+
+    d_lo, d_hi = strength(low), strength(high)
+    if where is None:
+        return d_lo / (d_lo + d_hi), d_hi / (d_lo + d_hi)
+    total = xp.where(where, d_lo + d_hi, 1.0)
+    return xp.where(where, d_lo / total, 0), xp.where(where, d_hi / total, 0)
+
+
 class MatrixDependent:
     """De Zeeuw's matrix-dependent prolongation from the fine level's stencil (2D, every axis
     coarsened, grids that keep their ends: coarse point k on fine point 2k), the formula of
@@ -180,14 +197,8 @@ class MatrixDependent:
         gx = (xp.arange(fine.shape[1]) + fine.start[1])[None, :]
         even_y, even_x = gy % 2 == 0, gx % 2 == 0
 
-        def strength(side):
-            a, m, b = side
-            return xp.maximum(xp.maximum(abs(a + m + b), abs(a)), abs(b))
-
         def pair(low, high, where):                  # the two weights on the points ``where``
-            d_lo, d_hi = strength(low), strength(high)
-            total = xp.where(where, d_lo + d_hi, 1.0)
-            return (xp.where(where, d_lo / total, 0).astype(dtype), xp.where(where, d_hi / total, 0).astype(dtype))
+            return (w.astype(dtype) for w in dezeeuw_weights(low, high, xp, where))
 
         x_edge, y_edge = even_y & ~even_x, ~even_y & even_x
         self.w_w, self.w_e = pair([get((dy, -1)) for dy in (-1, 0, 1)], [get((dy, 1)) for dy in (-1, 0, 1)], x_edge)
