@@ -159,13 +159,7 @@ class AggregationMG:
         u = xp.zeros_like(f)
         lev.smoother.smooth(u, f, o.pre, zero_guess=True)
         rc = sparse.spmv(lev.R, lev.residual(f, u, xp), xp)
-        last = k + 1 == len(self.levels) - 1
-        if o.cycle == "k" and not last:
-            ec = self._fcg(k + 1, rc, o.kcycle_its)
-        else:
-            ec = self._mg(k + 1, rc)
-            if o.cycle == "w" and not last:
-                ec += self._mg(k + 1, self.levels[k + 1].residual(rc, ec, xp))
+        ec = self._correction(k + 1, rc)
         sparse.prolong_add(u, ec, lev.agg)
         lev.smoother.smooth(u, f, o.post, reverse=True)
         return u
@@ -196,16 +190,20 @@ class AggregationMG:
 
     def correction(self, f):
         """What the cycle of a finer level gets from this hierarchy's finest level for the
-        restricted residual f: the K-cycle's flexible CG steps (V, W: one or two cycles)."""
+        restricted residual f (_Replicated: the levels a distributed hierarchy gathered)."""
+        return self._correction(0, f)
+
+    def _correction(self, k, f):
+        """Level k's correction for the residual f restricted from the level above: the K-cycle's
+        flexible CG steps, one V-cycle or a W-cycle's two; the direct solve on the coarsest."""
         o = self.opts
-        if len(self.levels) == 1:
-            return self.coarse.solve(f)
-        if o.cycle == "k":
-            return self._fcg(0, f, o.kcycle_its)
-        ec = self._mg(0, f)
-        if o.cycle == "w":
-            ec += self._mg(0, self.levels[0].residual(f, ec, self.xp))
-        return ec
+        last = k == len(self.levels) - 1
+        if o.cycle == "k" and not last:
+            return self._fcg(k, f, o.kcycle_its)
+        e = self._mg(k, f)
+        if o.cycle == "w" and not last:
+            e += self._mg(k, self.levels[k].residual(f, e, self.xp))
+        return e
 
     def _dot(self, a, b):
         """(a, b), a 0-d array; a global sum on several ranks (which waits for the host)."""
@@ -219,18 +217,20 @@ class AggregationMG:
         return ([(self.comm.allsum(lev.n), lev.rows.nnz if lev.rows else lev.A.nnz) for lev in self.levels]
                 + (tail.counts()[1:] if tail else []))
 
-    def complexities(self):
-        n, nnz = zip(*self.counts())
+    def complexities(self, counts=None):
+        """Operator and grid complexity (from ``counts()``, computed here unless given)."""
+        n, nnz = zip(*(counts or self.counts()))
         return sum(nnz) / nnz[0], sum(n) / n[0]
 
     def describe(self):
         o = self.opts
-        oc, gc = self.complexities()
+        counts = self.counts()                    # collective on several ranks: once
+        oc, gc = self.complexities(counts)
         cyc = {"k": f"K-cycle ({o.kcycle_its} flexible CG steps per coarse level)",
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
-        lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(self.counts())} levels, "
+        lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(counts)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
-        for k, (lev, (n, nnz)) in enumerate(zip(self.levels, self.counts())):
+        for k, (lev, (n, nnz)) in enumerate(zip(self.levels, counts)):
             s = lev.smoother.describe() if lev.smoother else self.coarse.describe()
             lines.append(f"  level {k}: {n} unknowns, {nnz} nonzeros, {s}")
         return lines
