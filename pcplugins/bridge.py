@@ -522,7 +522,8 @@ def aij_csr(pc, xp, comm=None):
     """The PC's operator on ``xp`` and where it was read from; checked: square, AIJ, real. On one
     rank a CSR matrix (sparse.csr): aijcusparse matrices are read on the device (``_device_csr``)
     when ``xp`` is CuPy, without a trip through the host. On several ranks (``comm``, a CSRComm)
-    this rank's rows as a distributed.Rows, read through MatGetValuesCSR on the host."""
+    this rank's rows as a distributed.Rows, from PETSc's two blocks (``_mpiaij_rows``), else
+    through MatGetValuesCSR."""
     from . import distributed, sparse
     M = pc_matrix(pc)
     m, n = M.getSize()
@@ -531,10 +532,14 @@ def aij_csr(pc, xp, comm=None):
     if "aij" not in M.getType():
         raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
                     f"the operator is of type '{M.getType()}'")
+    if scalar_is_complex():
+        raise error("pcplugins.AMG supports real matrices only")
     parallel = M.getComm().getSize() > 1
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
                     f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
+    if parallel and comm.min(M.getLocalSize()[0]) == 0:
+        raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
     device = backend.is_gpu(xp) and "cusparse" in M.getType()
     if parallel:
         rows = _mpiaij_rows(M, xp, comm)
@@ -547,15 +552,8 @@ def aij_csr(pc, xp, comm=None):
         csr = M.getValuesCSR()
         source = "MatGetValuesCSR (host)"
     indptr, indices, data = csr
-    iscomplex = backend.array_module(data).iscomplexobj(data)
-    if comm is not None:
-        iscomplex = comm.max(bool(iscomplex))
-    if iscomplex:
-        raise error("pcplugins.AMG supports real matrices only")
     if parallel:
-        if comm.min(len(indptr) - 1) == 0:
-            raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
-        return distributed.Rows.from_csr(indptr, indices, data.real, comm, xp), \
+        return distributed.Rows.from_csr(indptr, indices, data, comm, xp), \
             source + f", rows distributed over {comm.size} ranks"
     return sparse.csr(indptr, indices, data, n, xp), source
 
@@ -647,10 +645,6 @@ def _mpiaij_rows(M, xp, comm):
     if nghost:
         ghosts = numpy.ctypeslib.as_array(ctypes.cast(colmap, ctypes.POINTER(pint)), shape=(nghost,))
         ghosts = ghosts.astype(numpy.int64)
-    if comm.max(int(numpy.iscomplexobj(blocks[0][2]))):
-        raise error("pcplugins.AMG supports real matrices only")
-    if comm.min(n) == 0:
-        raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
     sp = sparse.module(xp)
     to = backend.to_namespace
     own, ghost = (sp.csr_matrix((to(v.astype(numpy.float64), xp), to(j.astype(numpy.int32), xp),

@@ -62,16 +62,10 @@ class Rows:
         rows = numpy.repeat(numpy.arange(n), numpy.diff(indptr))
         mine = (indices >= lo) & (indices < hi)
         ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
-        sp = sparse.module(xp)
-        to = backend.to_namespace
-
-        def block(sel, c, m):
-            A = sp.csr_matrix((to(data[sel].astype(numpy.float64), xp), (to(rows[sel], xp), to(c, xp))), shape=(n, m))
-            A.sum_duplicates()
-            A.sort_indices()
-            return A
-
-        return cls(block(mine, indices[mine] - lo, n), block(~mine, cols.ravel(), len(ghosts)), ghosts, starts, comm, xp)
+        data = data.astype(numpy.float64)
+        own = _csr(data[mine], rows[mine], indices[mine] - lo, (n, n), xp)
+        ghost = _csr(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
+        return cls(own, ghost, ghosts, starts, comm, xp)
 
     @property
     def n(self):
@@ -81,13 +75,17 @@ class Rows:
         """Row sums of |a_ij| over the ghost columns (added to the smoothers' diagonals)."""
         return sparse.l1_norms(self.ghost, self.xp) if self.ghost.shape[1] else self.xp.zeros(self.n)
 
+    def off_rank(self, x):
+        """The ghost block times the other ranks' values of x. The exchange is collective: every
+        rank calls it, ghost columns or not."""
+        return sparse.spmv(self.ghost, self.halo(x), self.xp)
+
     def spmv(self, x):
-        # the exchange is collective: every rank calls it, ghost columns or not
-        return sparse.spmv(self.own, x, self.xp) + sparse.spmv(self.ghost, self.halo(x), self.xp)
+        return sparse.spmv(self.own, x, self.xp) + self.off_rank(x)
 
     def residual(self, f, x):
         """f - A x."""
-        return sparse.residual(self.own, f - sparse.spmv(self.ghost, self.halo(x), self.xp), x, self.xp)
+        return sparse.residual(self.own, f - self.off_rank(x), x, self.xp)
 
     def galerkin(self, agg, nc, own_coarse=None):
         """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them).
@@ -101,11 +99,7 @@ class Rows:
         cols_global = gagg[ghost.col]
         ghosts, cols = numpy.unique(cols_global, return_inverse=True)
         rows = backend.to_host(agg)[ghost.row]
-        sp = sparse.module(xp)
-        to = backend.to_namespace
-        G = sp.csr_matrix((to(ghost.data, xp), (to(rows, xp), to(cols.ravel(), xp))), shape=(nc, len(ghosts)))
-        G.sum_duplicates()
-        G.sort_indices()
+        G = _csr(ghost.data, rows, cols.ravel(), (nc, len(ghosts)), xp)
         return Rows(own, G, ghosts, starts, comm, xp)
 
     def gathered(self):
@@ -121,6 +115,15 @@ class Rows:
         N = int(self.starts[-1])
         A = scipy.sparse.csr_matrix((v, (r, c)), shape=(N, N))
         return sparse.module(self.xp).csr_matrix(A) if backend.is_gpu(self.xp) else A
+
+
+def _csr(data, rows, cols, shape, xp):
+    """A CSR matrix of ``xp`` from host triplets, duplicates summed, indices sorted."""
+    to = backend.to_namespace
+    A = sparse.module(xp).csr_matrix((to(data, xp), (to(rows, xp), to(cols, xp))), shape=shape)
+    A.sum_duplicates()
+    A.sort_indices()
+    return A
 
 
 def _host_coo(A):

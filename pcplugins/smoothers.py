@@ -224,10 +224,9 @@ class CSRHybrid:
         self.inner, self.A = inner, A
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
-        A = self.A
         for s in range(sweeps):
             first = zero_guess and s == 0           # every rank starts from zero: no exchange
-            g = f if first else f - sparse.spmv(A.ghost, A.halo(u), A.xp)
+            g = f if first else f - self.A.off_rank(u)
             self.inner.smooth(u, g, 1, reverse=reverse, zero_guess=first)
         return u
 
