@@ -16,32 +16,9 @@ petsc4py.init([sys.argv[0]] + sys.argv[6:])
 from petsc4py import PETSc  # noqa: E402
 
 import numpy  # noqa: E402
-import scipy.sparse  # noqa: E402
 
-from conftest import petsc_solve  # noqa: E402  (tests/, beside this script; adds examples/ to the path)
+from conftest import amg_galerkin_error, petsc_solve  # noqa: E402  (tests/, beside this script; adds examples/ to the path)
 from problems import helmholtz_system, natural_array, poisson_system  # noqa: E402
-
-def host(a):
-    return a.get() if hasattr(a, "get") else a
-
-
-def amg_galerkin_error(mg):
-    """The largest relative difference between a coarse matrix of pcplugins.AMG's hierarchy and
-    P^T A P formed here from the whole finer matrix and the whole aggregate map (gathered)."""
-    comm = mg.comm
-    worst = 0.0
-    for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
-        if fine.rows is None:                        # one rank: the serial hierarchy
-            A, Ac, agg = fine.A, nxt.A, fine.agg
-        else:
-            A, Ac = fine.rows.gathered(), nxt.rows.gathered()
-            agg = numpy.concatenate(comm.allgather(host(fine.agg) + nxt.rows.starts[comm.rank]))
-        A, Ac, agg = host(A), host(Ac), host(agg)
-        P = scipy.sparse.csr_matrix((numpy.ones(len(agg)), (numpy.arange(len(agg)), agg)))
-        D = (P.T @ A @ P - Ac).tocsr()
-        worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
-    return worst
-
 
 # pcplugins.GMG / ShiftedLaplace unless the options choose the PC (bjacobi with pcplugins.AMG blocks)
 mg = "-pc_type" not in sys.argv
