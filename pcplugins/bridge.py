@@ -533,7 +533,8 @@ def aij_csr(pc, xp, comm=None):
         raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
                     f"the operator is of type '{M.getType()}'")
     if scalar_is_complex():
-        raise error("pcplugins.AMG supports real matrices only")
+        raise error("pcplugins.AMG supports real PETSc scalars only (this PETSc was configured with "
+                    "complex scalars)")
     parallel = M.getComm().getSize() > 1
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "

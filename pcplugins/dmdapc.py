@@ -46,6 +46,9 @@ class DMDAPC:
         v = self.values if self.values is not None else bridge.read_options(pc, self.OPTIONS, self.TITLE)
         self.values = v
         self.timings = {}
+        if bridge.scalar_is_complex():
+            raise bridge.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
+                               "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
         dm, box = bridge.dmda_box(pc)
         M = bridge.operator_matrix(pc, box)
         device = v["device"]

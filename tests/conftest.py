@@ -13,7 +13,15 @@ def _gpu():
     return backend.gpu_available()
 
 
+def complex_scalars():
+    from petsc4py import PETSc
+    import numpy
+    return numpy.dtype(PETSc.ScalarType).kind == "c"
+
+
 gpu = pytest.mark.skipif(not _gpu(), reason="needs CuPy and a CUDA GPU")
+# GMG, FFTPoisson and AMG refuse a PETSc built with complex scalars (tested in test_shifted_laplace)
+real_scalars = pytest.mark.skipif(complex_scalars(), reason="needs a PETSc with real scalars")
 
 
 @contextlib.contextmanager

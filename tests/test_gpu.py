@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import amg_solve, gpu, petsc_options, petsc_solve
+from conftest import amg_solve, gpu, petsc_options, petsc_solve, real_scalars
 from pcplugins import backend, fused, grid, kernels, multigrid, stencil, transfer
 
 pytestmark = gpu
@@ -87,6 +87,7 @@ def _petsc_solve(n, extra, jump=1.0):
     return x.getArray().copy(), ksp.getPC().getPythonContext()
 
 
+@real_scalars
 @pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"mat_type": "aijcusparse", "pc_gmg_graph": "0"},
                                      {"mat_type": "aijcusparse", "pc_gmg_fused": "0"},
                                      {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian"},
@@ -189,6 +190,7 @@ def test_single_precision_cycle_cuda_matches_host(smoother):
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
 
 
+@real_scalars
 @pytest.mark.parametrize("mixed", [{"pc_gmg_mixed_inner_cycles": "2"},
                                    {"pc_gmg_mixed_inner_cycles": "2", "pc_gmg_operator": "laplacian"},
                                    {"pc_gmg_mixed_inner_digits": "6"}])
@@ -202,6 +204,7 @@ def test_mixed_defect_correction_cuda_matches_host(mixed):
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
 
 
+@real_scalars
 @pytest.mark.parametrize("precision,tol", [("double", 1e-12), ("single", 1e-5)])
 def test_fft_poisson_cuda_matches_host(precision, tol):
     from problems import poisson_system
@@ -300,6 +303,7 @@ def test_amg_cupy_matches_numpy(method, smoother):
     assert np.allclose(out[np][2], out[cp][2], rtol=1e-10, atol=1e-12 * np.abs(out[np][2]).max())
 
 
+@real_scalars
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 def test_amg_petsc_cuda_matches_host(method):
     """aijcusparse + CUDA Vecs: the matrix is read on the device, setup and cycle run on CuPy,
@@ -349,6 +353,7 @@ def test_csr_row_kernels_match_twins(dtype, tol):
         assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol)
 
 
+@real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
     import meshes
     A, xy = meshes.p1_poisson(*meshes.mesh("uniform", 48))

@@ -10,12 +10,7 @@ import scipy.sparse.linalg
 
 from pcplugins import helmholtz, slmg
 
-from conftest import petsc_options, petsc_solve
-
-
-def complex_scalars():
-    from petsc4py import PETSc
-    return numpy.dtype(PETSc.ScalarType).kind == "c"
+from conftest import complex_scalars, petsc_options, petsc_solve
 
 
 def to_petsc(z):
@@ -318,6 +313,20 @@ def test_errors_name_the_fault(case, message):
         sl_pc(None if case == "no_dm" else da, A, opts, field)
     cause = e.value.__cause__ or e.value.__context__
     assert message in str(cause), str(cause)
+
+
+@pytest.mark.skipif(not complex_scalars(), reason="needs a PETSc with complex scalars")
+@pytest.mark.parametrize("pc", ["GMG", "FFTPoisson", "AMG"])
+def test_real_only_pcs_refuse_complex_scalars(pc):
+    """GMG, FFTPoisson and AMG are real; with a complex PETSc they stop at setup with a message
+    instead of casting the vectors (which silently dropped imaginary parts in single precision)."""
+    from petsc4py import PETSc
+    from problems import poisson_system
+    da, A, b = poisson_system(9, 2, "petsc")
+    with pytest.raises(PETSc.Error) as e:
+        petsc_solve(da, A, b, None, "fcg", pc=f"pcplugins.{pc}")
+    cause = e.value.__cause__ or e.value.__context__
+    assert f"pcplugins.{pc} supports real PETSc scalars only" in str(cause), str(cause)
 
 
 @pytest.mark.parametrize("problem", ["mp1", "mp2", "mp1_3d"])
