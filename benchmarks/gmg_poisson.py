@@ -1,10 +1,11 @@
 """GMG benchmark: 3D Poisson (7-point, PETSc DMDA convention), random right-hand side, CG to a true
 relative residual of 1e-8, every solver in the same run so every figure is a ratio side by side.
 
-    python benchmarks/gmg_poisson.py [-sizes 129,257] [-vec gpu|cpu] [-out benchmarks/results/x.json]
+    python benchmarks/gmg_poisson.py [-sizes 129,257,513x257x257] [-vec gpu|cpu] [-out benchmarks/results/x.json]
                                      [-skip name,...] [-dim 2|3] [-hybrid_sweep]
 
-Solvers: pcplugins.GMG (declared Laplacian: fused kernels, float32 cycle, hybrid CPU-GPU cycles,
+A size NxMxK is a box grid (DMDA x, y, z order) of square cells, for weak scaling: two ranks split
+513x257x257 into two 257^3 halves. Solvers: pcplugins.GMG (declared Laplacian: fused kernels, float32 cycle, hybrid CPU-GPU cycles,
 generic kernels; detected from the matrix), pcplugins.FFTPoisson, PETSc PCMG on the DMDA
 (Galerkin), PETSc GAMG, CG + Jacobi, and (GPU) a cuFFT sine-transform direct solve of the same
 interior system. Each configuration runs twice on fresh KSPs; the second run is reported (the
@@ -18,13 +19,15 @@ import sys
 import time
 import traceback
 
+import numpy
+
 import petsc4py
 
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from problems import poisson_system  # noqa: E402
+from problems import grid_sizes, poisson_system  # noqa: E402
 
 from pcplugins import backend  # noqa: E402
 
@@ -58,7 +61,7 @@ def run(name, options, n, dim, gpu):
             options = dict(options, mg_levels_pc_type="jacobi")
     if options.get("pc_type") == "mg":
         levels = 1
-        m = n - 1
+        m = min(grid_sizes(n, dim)) - 1
         while m % 2 == 0 and m > 4:
             m //= 2
             levels += 1
@@ -81,12 +84,13 @@ def _run(name, options, n, dim, gpu):
     ksp.setFromOptions()
     A.mult(b, x)          # the matrix is resident where it is used (PETSc uploads it on first use)
     x.set(0.0)
-    res = dict({"solver": name, "n": n, "dim": dim, "unknowns": n ** dim, "options": options},
+    sizes = grid_sizes(n, dim)
+    res = dict({"solver": name, "n": n, "dim": dim, "unknowns": int(numpy.prod(sizes)), "options": options},
                **timed_solve(ksp, A, b, x, gpu))
     if options.get("pc_type") == "python":
         ctx = ksp.getPC().getPythonContext()
         res["view"] = ctx.describe()
-        res["extra_values_per_unknown"] = ctx.mg.memory_values() / (n - 2) ** dim
+        res["extra_values_per_unknown"] = ctx.mg.memory_values() / numpy.prod([m - 2 for m in sizes])
         res["graph"] = ctx.graph_note
         res["ranks"] = PETSc.COMM_WORLD.getSize()
         if res["ranks"] > 1:
@@ -243,7 +247,8 @@ def release(gpu):
 
 def main():
     opts = PETSc.Options()
-    sizes = [int(s) for s in opts.getString("sizes", "129,257").split(",")]
+    sizes = [int(s) if s.isdigit() else tuple(map(int, s.split("x")))
+             for s in opts.getString("sizes", "129,257").split(",")]
     dim = opts.getInt("dim", 3)
     gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
     skip = opts.getString("skip", "")
@@ -254,10 +259,11 @@ def main():
                    dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=L) for L in range(0, 13)}
     results = []
     for n in sizes:
-        measure_configs(configs, skip, run, (n, dim, gpu), gpu, {"n": n, "dim": dim}, (f"{n}^{dim}", 40), results,
+        label = f"{n}^{dim}" if isinstance(n, int) else "x".join(map(str, n))
+        measure_configs(configs, skip, run, (n, dim, gpu), gpu, {"n": n, "dim": dim}, (label, 40), results,
                         out, lambda r: f"setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
                                        f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}")
-        if gpu:
+        if gpu and isinstance(n, int) and not skipped("cuFFT DST-I direct solve", skip):
             r = fft_solve(n, dim)
             results.append(r)
             PETSc.Sys.Print(f"{n}^{dim} {r['solver']:40s} total {r['total_s']*1e3:9.2f} ms  rel res {r['rel_residual']:.1e}")

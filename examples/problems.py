@@ -2,7 +2,9 @@
 
 poisson_system(n, dim, convention, jump, rhs, seed) -> (da, A, b): the cell-face finite-difference
 discretization of -div(kappa grad u) = f with homogeneous Dirichlet conditions, assembled as a PETSc
-AIJ matrix in one call (the matrix type comes from -mat_type, the vectors follow it).
+AIJ matrix in one call (the matrix type comes from -mat_type, the vectors follow it). ``n`` is the
+points per dimension, or a tuple of them in the DMDA's (x, y, z) order: square cells whose h is set
+by the shortest side, the domain longer along the others.
 
 convention 'interior': the n^d grid points are the unknowns (h = 1/(n+1)), boundary values
 eliminated, 1/h^2 scaling (Feng et al.). 'petsc': the grid includes the boundary (h = 1/(n-1)),
@@ -31,9 +33,15 @@ def kappa_field(shape, jump):
     return k
 
 
+def grid_sizes(n, dim):
+    """Points per dimension in the DMDA's (x, y, z) order, from an int or a tuple."""
+    return (n,) * dim if numpy.isscalar(n) else tuple(int(m) for m in n)
+
+
 def poisson_csr(n, dim, convention="interior", jump=0.0):
-    shape = (n,) * dim
-    N = n ** dim
+    shape = grid_sizes(n, dim)[::-1]        # natural ordering: x fastest
+    N = int(numpy.prod(shape))
+    n = min(shape)
     idx = numpy.arange(N).reshape(shape)
     kap = kappa_field(shape, jump)
     if convention == "interior":
@@ -83,16 +91,16 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
     in PETSc's DMDA ordering, and the right-hand side does not depend on the number of ranks."""
     comm = comm or PETSc.COMM_WORLD
     shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump)
-    da = PETSc.DMDA().create([n] * dim, dof=1, stencil_width=1, comm=comm, setup=False)
+    da = PETSc.DMDA().create(list(grid_sizes(n, dim)), dof=1, stencil_width=1, comm=comm, setup=False)
     da.setFromOptions()
     da.setUp()
-    N = n ** dim
+    N = int(numpy.prod(shape))
     if rhs == "random":
         bvals = numpy.random.default_rng(seed).standard_normal(N)
     elif rhs == "ones":
         bvals = numpy.ones(N)
     elif rhs == "sine":
-        x = numpy.meshgrid(*[numpy.arange(1, n + 1) / (n + 1)] * dim, indexing="ij")
+        x = numpy.meshgrid(*[numpy.arange(1, m + 1) / (m + 1) for m in shape], indexing="ij")
         bvals = numpy.prod([numpy.sin(numpy.pi * xi) for xi in x], axis=0).ravel()
     else:
         raise ValueError(rhs)
