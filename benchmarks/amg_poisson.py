@@ -39,6 +39,8 @@ AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"
 CONFIGS = {
     "pcplugins.AMG (auxgrid, K-cycle)": dict(AMG, pc_amg_aggregation="auxgrid"),
     "pcplugins.AMG (auxgrid, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_fcg_mmax=1),
+    "pcplugins.AMG (auxgrid, K-cycle, fcg mmax 1, CSR levels)": dict(AMG, pc_amg_aggregation="auxgrid",
+                                                                     ksp_fcg_mmax=1, pc_amg_storage="csr"),
     "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
     "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
     "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},

@@ -32,6 +32,9 @@ OPTIONS = [
     Option("pc_amg_coarse_size", "int", None,
            "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)"),
     Option("pc_amg_max_levels", "int", 25, "Most levels"),
+    Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (auto: ELL on "
+           "the aux grid's coarse levels whose rows have at most 9 (3D: 27) entries, CSR elsewhere; "
+           "ell: every serial level)", ("auto", "csr", "ell")),
     Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
     Option("pc_amg_gather_size", "int", 65536,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
@@ -127,7 +130,7 @@ class AMG:
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
                               smoother=v["smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
-                              gather_size=v["gather_size"], graph=v["graph"])
+                              gather_size=v["gather_size"], graph=v["graph"], storage=v["storage"])
         try:
             self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm)
         except ValueError as e:

@@ -48,6 +48,7 @@ class Options:
     theta: float = 0.25            # pairwise: strength of connection
     gather_size: int = 65536       # several ranks: gather the first level this small onto every rank
     graph: bool = False            # on the GPU, capture the gathered levels' cycle as a CUDA graph
+    storage: str = "auto"          # auto (ELL on the aux grid's coarse levels) | csr | ell (every serial level)
 
 
 class _Clock:
@@ -64,33 +65,39 @@ class _Clock:
 
 class Level:
     """A level: ``A`` the CSR matrix of this rank's own rows and columns, ``rows`` the
-    distributed.Rows it belongs to on several ranks (None on one)."""
+    distributed.Rows it belongs to on several ranks (None on one); ``ell``: the cycle's products
+    use ELL storage (``M``) instead of A (one level, serial)."""
 
-    def __init__(self, A, agg, nc, colours, opts, xp):
+    def __init__(self, A, agg, nc, colours, opts, xp, ell=False):
         self.rows = A if isinstance(A, distributed.Rows) else None
         self.A, self.agg = (A.own if self.rows else A), agg
         self.n = self.A.shape[0]
+        self.M = sparse.storage(self.A, xp, ell and agg is not None and not self.rows)
         self.smoother = None
         if agg is not None:
-            A = self.A
+            A, M = self.A, self.M
             self.R = sparse.members(agg, nc, xp)
             extra = self.rows.ghost_l1() if self.rows else None
             if opts.smoother == "gs":
                 if colours is None:
                     colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
-                self.smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra)
+                self.smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra, M=M)
             elif opts.smoother == "l1jacobi":
-                self.smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra)
+                self.smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra, M=M)
             else:                          # a global polynomial: no hybrid form needed
-                self.smoother = smoothers.CSRChebyshev(A, xp, rows=self.rows)
+                self.smoother = smoothers.CSRChebyshev(A, xp, rows=self.rows, M=M)
             if self.rows and opts.smoother != "chebyshev":
                 self.smoother = smoothers.CSRHybrid(self.smoother, self.rows)
 
+    @property
+    def storage(self):
+        return f"ELL (width {self.M.width})" if isinstance(self.M, sparse.ELL) else "CSR"
+
     def spmv(self, x, xp):
-        return self.rows.spmv(x) if self.rows else sparse.spmv(self.A, x, xp)
+        return self.rows.spmv(x) if self.rows else sparse.spmv(self.M, x, xp)
 
     def residual(self, f, x, xp):
-        return self.rows.residual(f, x) if self.rows else sparse.residual(self.A, f, x, xp)
+        return self.rows.residual(f, x) if self.rows else sparse.residual(self.M, f, x, xp)
 
 
 class AggregationMG:
@@ -108,6 +115,8 @@ class AggregationMG:
             o.coarse_size = 2048 if backend.is_gpu(xp) else 400
         if o.cycle not in ("k", "v", "w"):
             raise ValueError(f"unknown cycle {o.cycle!r}")
+        if o.storage not in ("auto", "csr", "ell"):
+            raise ValueError(f"unknown storage {o.storage!r}")
         self.method = o.aggregation
         if self.method == "auto":
             self.method = "auxgrid" if coords is not None else "pairwise"
@@ -129,8 +138,9 @@ class AggregationMG:
             for agg, nc, Ac in zip(aggs, sizes[1:], Acs):
                 mats.append(mats[-1].galerkin(agg, nc, Ac) if parallel else Ac)
         self.timings = {"coarsening": clock()}
-        self.levels = [Level(M, agg, nc, col, o, xp)
-                       for M, agg, nc, col in zip(mats, aggs + [None], sizes[1:] + [None], colours)]
+        ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
+        self.levels = [Level(M, agg, nc, col, o, xp, e)
+                       for M, agg, nc, col, e in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell)]
         self.timings["smoothers"] = clock()
         if not parallel:
             self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
@@ -145,6 +155,19 @@ class AggregationMG:
                                        max_levels=max(2, o.max_levels - len(mats) + 1))
             self.coarse = distributed.GatheredSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz))
         self.timings["coarse"] = clock()
+
+    def _ell(self, k, M, coords):
+        """Level k's products in ELL storage? Every serial level with -pc_amg_storage ell; with
+        auto the aux grid's coarse levels whose rows have at most 3^dim entries (an aggregate is a
+        cell coupled to its neighbour cells: 9 in 2D, 27 in 3D, unless long edges skip a cell)."""
+        o = self.opts
+        if isinstance(M, distributed.Rows) or o.storage == "csr":
+            return False
+        if o.storage == "ell":
+            return True
+        if self.method != "auxgrid" or k == 0 or M.shape[0] == 0:
+            return False
+        return int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
 
     # -- cycles ---------------------------------------------------------------------------------------
     def cycle(self, f):
@@ -232,7 +255,8 @@ class AggregationMG:
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
         for k, (lev, (n, nnz)) in enumerate(zip(self.levels, counts)):
             s = lev.smoother.describe() if lev.smoother else self.coarse.describe()
-            lines.append(f"  level {k}: {n} unknowns, {nnz} nonzeros, {s}")
+            store = f"{lev.storage}, " if lev.smoother else ""
+            lines.append(f"  level {k}: {n} unknowns, {nnz} nonzeros, {store}{s}")
         return lines
 
 

@@ -153,7 +153,9 @@ class Chebyshev:
 
 
 # -- on CSR matrices (pcplugins.AMG) -------------------------------------------------------------------
-# These work on 1-D arrays and a SciPy/cupyx CSR matrix A.
+# These work on 1-D arrays and a SciPy/cupyx CSR matrix A. ``M``: the same matrix as the sweeps
+# multiply by it (sparse.storage: ELL on the aux grid's coarse levels), A when not given; the
+# set-up analysis stays on the CSR matrix.
 
 class CSRColourGS:
     """Gauss-Seidel by colours: the unknowns of one colour are updated together,
@@ -163,7 +165,7 @@ class CSRColourGS:
     a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix.
     ``extra``: more to add to D (CSRHybrid's couplings to other ranks)."""
 
-    def __init__(self, A, colours, xp, omega=1.0, extra=None):
+    def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None):
         self.A, self.xp, self.omega = A, xp, omega
         rows, cols = sparse.rows_of(A, xp), A.indices
         same = (colours[rows] == colours[cols]) & (rows != cols)
@@ -175,7 +177,7 @@ class CSRColourGS:
         for c in range(self.ncolours):
             idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
             if idx.size:
-                self.parts.append((idx, A[idx], (omega / D[idx]).astype(A.dtype)))
+                self.parts.append((idx, (A if M is None else M)[idx], (omega / D[idx]).astype(A.dtype)))
         self.proper = not bool(same.any())
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
@@ -197,9 +199,9 @@ class CSRL1Jacobi:
     """u += (f - A u) / l1, with l1 the row sums of |a_ij|: convergent for any SPD matrix.
     ``extra``: more to add to l1 (CSRHybrid's couplings to other ranks)."""
 
-    def __init__(self, A, xp, extra=None):
+    def __init__(self, A, xp, extra=None, M=None):
         l1 = sparse.l1_norms(A, xp)
-        self.A, self.xp, self.inv = A, xp, 1.0 / (l1 if extra is None else l1 + extra)
+        self.A, self.xp, self.inv = A if M is None else M, xp, 1.0 / (l1 if extra is None else l1 + extra)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
@@ -239,8 +241,8 @@ class CSRChebyshev:
     lambda_max from power iterations in setup. ``rows``: the distributed.Rows A belongs to on
     several ranks; the polynomial is then the global one (an exchange per product, global norms)."""
 
-    def __init__(self, A, xp, its=15, rows=None):
-        self.A, self.xp, self.rows = A, xp, rows
+    def __init__(self, A, xp, its=15, rows=None, M=None):
+        self.A, self.xp, self.rows = A if M is None else M, xp, rows
         self.invd = 1.0 / A.diagonal()
         first = int(rows.starts[rows.comm.rank]) if rows else 0
         v = xp.asarray(numpy.sin((first + numpy.arange(A.shape[0])) * 12.9898) + 1.5)

@@ -1,7 +1,8 @@
-"""Sparse (CSR) matrices on NumPy or CuPy, and the aggregate transfers of unsmoothed aggregation.
+"""Sparse (CSR, ELL) matrices on NumPy or CuPy, and the aggregate transfers of unsmoothed aggregation.
 
 The CSR matrices are SciPy's (host) or cupyx's (GPU, cuSPARSE products), chosen by the array
-namespace. With aggregates ``agg`` (agg[i] = the coarse unknown of fine unknown i) the
+namespace. ``ELL`` is ELLPACK storage for rows of bounded length (the aux grid's coarse levels: at
+most 9 entries per row in 2D, 27 in 3D), used by the cycle's products only. With aggregates ``agg`` (agg[i] = the coarse unknown of fine unknown i) the
 piecewise-constant prolongation P (P[i, agg[i]] = 1) is never formed as a matrix:
 
 - restriction P^T r sums r over each aggregate (a row kernel over the aggregates' member lists),
@@ -30,6 +31,47 @@ def csr(indptr, indices, data, n, xp, dtype=numpy.float64):
     to = backend.to_namespace
     return module(xp).csr_matrix((to(data, xp).astype(dtype), to(indices, xp).astype(numpy.int32),
                                   to(indptr, xp).astype(numpy.int32)), shape=(n, n))
+
+
+class ELL:
+    """ELLPACK storage: every row padded to ``width`` entries (value 0, column the row itself),
+    stored entry-major ((width, n) arrays), so that on the GPU one thread per row reads the k-th
+    entries of consecutive rows from consecutive addresses, with no row pointers to follow. Only
+    the products (spmv, residual, relax_rows) take it; setup works on the CSR matrix."""
+
+    def __init__(self, indices, data, ncols, nnz):
+        self.indices, self.data, self.nnz = indices, data, nnz
+        self.shape = (indices.shape[1], ncols)
+        self.dtype = data.dtype
+
+    @classmethod
+    def from_csr(cls, A, xp):
+        n = A.shape[0]
+        counts = A.indptr[1:] - A.indptr[:-1]
+        width = int(counts.max()) if n else 0
+        rows = rows_of(A, xp)
+        pos = xp.arange(A.nnz, dtype=numpy.int32) - A.indptr[rows]       # the entry's place in its row
+        indices = xp.tile(xp.arange(n, dtype=numpy.int32) % A.shape[1], (width, 1))
+        data = xp.zeros((width, n), A.dtype)
+        indices[pos, rows] = A.indices
+        data[pos, rows] = A.data
+        return cls(indices, data, A.shape[1], int(A.nnz))
+
+    @property
+    def width(self):
+        return self.indices.shape[0]
+
+    def __getitem__(self, rows):
+        """The rows ``rows`` (an index array), as ELL."""
+        return ELL(self.indices[:, rows], self.data[:, rows], self.shape[1], -1)
+
+    def __matmul__(self, u):
+        return (self.data * u[self.indices]).sum(axis=0)
+
+
+def storage(A, xp, ell):
+    """A as the cycle multiplies by it: ELL when ``ell``, else A itself."""
+    return ELL.from_csr(A, xp) if ell else A
 
 
 def rows_of(A, xp):
@@ -100,6 +142,23 @@ extern "C" __global__ void csr_rows(const int m, const int mode, const int* __re
     if (mode & 8) out[i] = u[i] + s;
     else out[t] = s;
 }
+
+extern "C" __global__ void ell_rows(const int m, const int mode, const int* __restrict__ rows,
+        const int width, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* u,
+        const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    // csr_rows on ELL storage: entry k of row t at k * m + t
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (t >= m) return;
+    T s = T(0);
+    for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];
+    const int i = (mode & 1) ? rows[t] : t;
+    if (mode & 2) s = f[i] - s;
+    if (mode & 4) s *= scale[t];
+    if (mode & 8) out[i] = u[i] + s;
+    else out[t] = s;
+}
 """
 
 # the value types the row kernel is compiled for (CuPy's complex<T> for the complex ones)
@@ -108,21 +167,25 @@ _CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "fl
 
 
 @functools.lru_cache(maxsize=None)
-def _csr_kernel(ctype):
-    return backend.cupy.RawKernel(_CSR_SOURCE.replace("VALUE", ctype), "csr_rows")
+def _row_kernel(ctype, name):
+    return backend.cupy.RawKernel(_CSR_SOURCE.replace("VALUE", ctype), name)
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
+    """The row kernel of A's storage (csr_rows or ell_rows) in the mode the arguments ask for."""
     cp = backend.cupy
     m = A.shape[0]
     out = u if inplace else cp.empty(m, A.dtype)
     mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
         (_SCALE if scale is not None else 0) | (_INPLACE if inplace else 0)
-    dummy = A.indptr
-    _csr_kernel(_CTYPES[A.dtype])(((m + 255) // 256,), (256,),
-                                  (numpy.int32(m), numpy.int32(mode), rows if rows is not None else dummy,
-                                   A.indptr, A.indices, A.data, u, f if f is not None else u,
-                                   scale if scale is not None else u, out))
+    if isinstance(A, ELL):
+        name, matrix = "ell_rows", (numpy.int32(A.width), A.indices, A.data)
+    else:
+        name, matrix = "csr_rows", (A.indptr, A.indices, A.data)
+    _row_kernel(_CTYPES[A.dtype], name)(((m + 255) // 256,), (256,),
+                                        (numpy.int32(m), numpy.int32(mode), rows if rows is not None else A.indices,
+                                         *matrix, u, f if f is not None else u,
+                                         scale if scale is not None else u, out))
     return out
 
 
@@ -157,8 +220,8 @@ def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
 
 def _kernel_types(A, *vectors):
     """The row kernel's types: int32 indices, the vectors' values of the matrix's type."""
-    return (A.indices.dtype == numpy.int32 and A.indptr.dtype == numpy.int32 and A.dtype in _CTYPES
-            and all(v.dtype == A.dtype for v in vectors))
+    return (A.indices.dtype == numpy.int32 and (isinstance(A, ELL) or A.indptr.dtype == numpy.int32)
+            and A.dtype in _CTYPES and all(v.dtype == A.dtype for v in vectors))
 
 
 def dot(a, b, xp):

@@ -100,6 +100,45 @@ def test_colour_gs_with_a_proper_colouring_is_gauss_seidel():
     assert numpy.allclose(u[order], ref)
 
 
+def test_ell_products_equal_csr():
+    """sparse.ELL (rows of unequal length padded; a row subset as the colour sweeps take it): the
+    products equal the CSR ones."""
+    rng = numpy.random.default_rng(4)
+    A = (scipy.sparse.random(60, 60, density=0.08, random_state=3, format="csr")
+         + scipy.sparse.identity(60)).tocsr()
+    A.data[:] = rng.standard_normal(A.nnz)
+    E = sparse.ELL.from_csr(A, numpy)
+    lengths = numpy.diff(A.indptr)
+    assert E.width == lengths.max() > lengths.min() and E.nnz == A.nnz
+    u, f = rng.random(60), rng.random(60)
+    assert numpy.allclose(sparse.spmv(E, u, numpy), A @ u, rtol=1e-14, atol=1e-14)
+    assert numpy.allclose(sparse.residual(E, f, u, numpy), f - A @ u, rtol=1e-14, atol=1e-14)
+    rows = numpy.arange(1, 60, 4).astype(numpy.int32)
+    scale = rng.random(rows.size)
+    ref = sparse.relax_rows(u.copy(), f, A[rows], rows, scale, numpy)
+    assert numpy.allclose(sparse.relax_rows(u.copy(), f, E[rows], rows, scale, numpy), ref, rtol=1e-14)
+
+
+@pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
+def test_auxgrid_coarse_levels_in_ell(smoother):
+    """-pc_amg_storage auto: the aux grid's coarse levels of a P1 mesh (an aggregate couples to its
+    8 neighbour cells) are stored as ELL of width at most 9, the finest level as CSR; the cycle
+    equals the all-CSR cycle to rounding, and ``ell`` puts every level in ELL."""
+    A, xy = fe("quasi", 48)
+    f = numpy.random.default_rng(1).random(A.shape[0])
+    out = {}
+    for storage in ("auto", "csr", "ell"):
+        mg = kcycle.AggregationMG(A, numpy, kcycle.Options(aggregation="auxgrid", smoother=smoother,
+                                                           storage=storage, coarse_size=40), xy)
+        out[storage] = (mg.cycle(f), [lev.storage for lev in mg.levels[:-1]])
+    auto = out["auto"][1]
+    assert auto[0] == "CSR" and len(auto) >= 3
+    assert all(s.startswith("ELL (width ") and int(s[11:-1]) <= 9 for s in auto[1:]), auto
+    assert set(out["csr"][1]) == {"CSR"} and all(s.startswith("ELL") for s in out["ell"][1])
+    for storage in ("auto", "ell"):
+        assert numpy.allclose(out[storage][0], out["csr"][0], rtol=1e-10, atol=1e-12), storage
+
+
 def _fcg(A, b, M, rtol=1e-6):
     """Flexible CG (one direction kept), as PETSc's fcg with the unpreconditioned norm."""
     x, r = numpy.zeros_like(b), b.copy()
@@ -281,6 +320,7 @@ def test_3d_dmda_coordinates_and_view():
     text = "\n".join(ksp.getPC().getPythonContext().describe())
     assert "octree" in text or "quadtree/octree" in text
     assert "coordinates of the PC's DMDA" in text and "8-colour" in text
+    assert "level 1: " in text and "ELL (width " in text.split("level 1: ")[1].split("\n")[0], text
 
 
 def test_v_cycle_under_plain_cg_and_kcycle_under_cg():

@@ -324,9 +324,9 @@ def test_amg_petsc_cuda_matches_host(method):
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
                                        (np.complex64, 1e-5)])
 def test_csr_row_kernels_match_twins(dtype, tol):
-    """sparse.spmv / residual / relax_rows: the row kernel (compiled per value type) against the
-    SciPy expressions, with an improper colouring (same-colour neighbours) where the update order
-    would matter, and the kernel (not cuSPARSE) is what ran."""
+    """sparse.spmv / residual / relax_rows: the row kernels (CSR and ELL storage, compiled per value
+    type) against the SciPy expressions, with an improper colouring (same-colour neighbours) where
+    the update order would matter, and the kernel (not cuSPARSE) is what ran."""
     import scipy.sparse
     from pcplugins import sparse
     cp = backend.cupy
@@ -342,15 +342,17 @@ def test_csr_row_kernels_match_twins(dtype, tol):
     scale = rng.random(rows.size).astype(dtype)
     out = {}
     for xp in (np, cp):
-        Ax = sparse.csr(A.indptr, A.indices, A.data, 300, xp, dtype)
-        Ar = Ax[xp.asarray(rows)]
-        uu = xp.asarray(u)
-        assert xp is np or sparse._kernel_types(Ax, uu)
-        res = [sparse.spmv(Ax, uu, xp), sparse.residual(Ax, xp.asarray(f), uu, xp),
-               sparse.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
-        out[xp] = [backend.to_host(a) for a in res]
-    for a, b in zip(out[np], out[cp]):
-        assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol)
+        for ell in (False, True):
+            Ax = sparse.storage(sparse.csr(A.indptr, A.indices, A.data, 300, xp, dtype), xp, ell)
+            Ar = Ax[xp.asarray(rows)]
+            uu = xp.asarray(u)
+            assert xp is np or sparse._kernel_types(Ax, uu)
+            res = [sparse.spmv(Ax, uu, xp), sparse.residual(Ax, xp.asarray(f), uu, xp),
+                   sparse.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
+            out[xp, ell] = [backend.to_host(a) for a in res]
+    for key in [(np, True), (cp, False), (cp, True)]:
+        for a, b in zip(out[np, False], out[key]):
+            assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol), key
 
 
 @real_scalars
