@@ -366,11 +366,8 @@ class DMDAComm(multigrid.Comm):
     in the finer level's: a rank owning fine points [s, e) along an axis owns coarse points
     [s // 2, e // 2) (grid.py). A level stays distributed while every rank owns points of it;
     below, the levels are replicated (``multigrid.Gathered``). ``exchange`` copies the owned
-    surface (the outer layer of the rank's box, all that other ranks read) into the level's global
-    Vec and scatters just the ghost points from there into a Vec of the halo's values (a
-    VecScatter from the DMDA's global vector), which it copies into the halo: work in the surface,
-    not the volume (DMGlobalToLocal copies every owned value twice more). With CUDA Vecs the copies
-    stay on the GPU and PETSc moves the ghosts through MPI.
+    values into the level's global Vec, runs DMGlobalToLocal and copies the ghosts back into the
+    halo; with CUDA Vecs those copies stay on the GPU (PETSc moves the ghosts through MPI).
     Complex levels under a real PETSc (pcplugins.ShiftedLaplace's real-equivalent form) travel
     as dof-2 DMDAs, real and imaginary parts interleaved.
     """
@@ -425,64 +422,29 @@ class DMDAComm(multigrid.Comm):
         if box is not None and own != [(s, s + n) for s, n in zip(box.start, box.shape)]:
             raise error(f"{self.who}: internal error, level {level} ownership {own} does not "
                         f"match the hierarchy's box {box}")
-        self._levels[level] = (da,) + self._halo_scatter(da, ranges, own, ghost)
-        return True
-
-    def _halo_scatter(self, da, ranges, own, ghost):
-        """What ``exchange`` needs on a level: the global Vec, the Vec of the halo's values, the
-        VecScatter between them, and index arrays (per axis, for the padded array u): the owned
-        surface in u and in this rank's part of the global Vec, the ghost points in u. A ghost
-        point's global index follows PETSc's DMDA numbering: ranks in turn (x fastest over the
-        process grid), each rank's box in natural order."""
-        dof = 2 if self.pairs else 1
-        start = numpy.array([s for s, _ in own])
+        sl = tuple(slice(gs - s + 1, ge - s + 1) for (s, _), (gs, ge) in zip(own, ghost))
         shape = tuple(e - s for s, e in own)
-        surface = numpy.ones(shape, dtype=bool)
-        surface[tuple(slice(1, -1) for _ in shape)] = False
-        surf = numpy.nonzero(surface)
-        gstart = numpy.array([s for s, _ in ghost])
-        halo = numpy.ones(tuple(e - s for s, e in ghost), dtype=bool)
-        halo[tuple(slice(s - g, e - g) for (s, e), g in zip(own, gstart))] = False
-        pts = numpy.stack(numpy.nonzero(halo), 1) + gstart          # global coordinates
-        starts = [numpy.array([s for s, _ in r]) for r in ranges]
-        proc = [numpy.searchsorted(st, pts[:, a], side="right") - 1 for a, st in enumerate(starts)]
-        nproc = tuple(len(r) for r in ranges)
-        sizes = numpy.prod(numpy.stack(numpy.meshgrid(*[[e - s for s, e in r] for r in ranges],
-                                                      indexing="ij")), axis=0).ravel()
-        offset = numpy.concatenate([[0], numpy.cumsum(sizes)[:-1]])
-        owner = numpy.ravel_multi_index(tuple(proc), nproc)
-        local = numpy.zeros(len(pts), dtype=numpy.int64)
-        for a, r in enumerate(ranges):                               # natural order in the owner's box
-            local = local * numpy.array([e - s for s, e in r])[proc[a]] + (pts[:, a] - starts[a][proc[a]])
-        index = offset[owner] + local
-        if dof > 1:
-            index = (index[:, None] * dof + numpy.arange(dof)).ravel()
-        g = da.createGlobalVec()
-        h = PETSc.Vec().create(comm=PETSc.COMM_SELF)
-        h.setSizes(len(index))
-        h.setType(PETSc.Vec.Type.CUDA if self.gpu else PETSc.Vec.Type.STANDARD)
-        h.setUp()
-        ix = PETSc.IS().createGeneral(index.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
-        scatter = PETSc.Scatter().create(g, ix, h, None)
-        ix.destroy()
-        xp = self.xp
-        to_u = lambda c: tuple(xp.asarray(x + 1) for x in c)   # noqa: E731  (the padded array's index)
-        flat = xp.asarray(numpy.ravel_multi_index(surf, shape))
-        return g, h, scatter, to_u(surf), flat, to_u(tuple((pts - start).T))
+        gh_shape = tuple(ge - gs for gs, ge in ghost)
+        self._levels[level] = (da, da.createGlobalVec(), da.createLocalVec(), shape, gh_shape, sl)
+        return True
 
     def exchange(self, level, u):
         t = time.perf_counter()
-        _, g, h, scatter, surf_u, surf_g, ghost_u = self._levels[level]
+        da, g, loc, shape, gh_shape, sl = self._levels[level]
         with backend.vec_array(g, "w") as ga:
-            own = u[surf_u]
+            own = grid.interior(u)
             if self.pairs:
-                ga = ga.reshape(-1, 2)
-                ga[surf_g, 0], ga[surf_g, 1] = own.real, own.imag
+                ga = ga.reshape(shape + (2,))
+                ga[..., 0], ga[..., 1] = own.real, own.imag
             else:
-                ga[surf_g] = own
-        scatter.scatter(g, h, PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
-        with backend.vec_array(h, "r") as ha:
-            u[ghost_u] = ha[0::2] + 1j * ha[1::2] if self.pairs else ha
+                ga.reshape(shape)[...] = own
+        da.globalToLocal(g, loc)
+        with backend.vec_array(loc, "r") as la:
+            if self.pairs:
+                la = la.reshape(gh_shape + (2,))
+                u[sl] = la[..., 0] + 1j * la[..., 1]
+            else:
+                u[sl] = la.reshape(gh_shape)
         self.exchanges += 1
         self.exchange_time += time.perf_counter() - t     # wall time: device copies are queued
         return u
