@@ -120,12 +120,11 @@ class AMG:
         t1 = bridge.clock()
         coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
         if v["aggregation"] != "pairwise":
-            coords, source = bridge.amg_coordinates(pc, A.own.shape[0] if self.comm.size > 1 else A.shape[0])
+            coords, source = bridge.amg_coordinates(pc, A.own.shape[0] if self.comm.size > 1 else A.shape[0], xp)
             if coords is None and v["aggregation"] == "auxgrid":
                 raise bridge.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
                                    f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
                                    "\"coordinates\" (block size = dimension) on the PC")
-            coords = None if coords is None else xp.asarray(coords)
         self.coord_source = source
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
                               smoother=v["smoother"], pre=v["pre"], post=v["post"],

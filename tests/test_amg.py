@@ -351,6 +351,7 @@ def test_amg_as_bjacobi_sub_pc():
     ("nan", "NaN"),
     ("coords_length", "coordinates Vec has"),
     ("coords_dim", "block size"),
+    ("coords_nan", "coordinates contain NaN"),
     ("no_coords", "needs vertex coordinates"),
     ("option", "-pc_amg_cycle"),
     ("gather", "-pc_amg_gather_size"),
@@ -385,6 +386,10 @@ def test_errors_name_the_fault(case, message):
         pc.setPythonType("pcplugins.AMG")
         if case == "coords_length":
             pcplugins.set_coordinates(pc, numpy.zeros((35, 2)))
+        if case == "coords_nan":
+            xy = grid_coords(6)
+            xy[5, 1] = numpy.nan
+            pcplugins.set_coordinates(pc, xy)
         if case == "coords_dim":
             v = PETSc.Vec().createWithArray(numpy.zeros(36), bsize=1, comm=PETSc.COMM_SELF)
             pc.compose("coordinates", v)
