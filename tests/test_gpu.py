@@ -182,6 +182,7 @@ def test_fused_elimination_matches_twin(shape):
     assert np.allclose(backend.to_host(f), f_ref, rtol=1e-14, atol=1e-14)
 
 
+@real_scalars
 @pytest.mark.parametrize("smoother", [{}, {"pc_gmg_smoother": "adi"}])
 def test_single_precision_cycle_cuda_matches_host(smoother):
     host, _ = _petsc_solve(33, dict(smoother, pc_gmg_precision="single"), 0.0)
