@@ -5,6 +5,7 @@ PETSc GAMG (cg) and CG + Jacobi, side by side in one run, to a true relative res
     [mpiexec -n P] python benchmarks/amg_poisson.py [-cases 2d,3d,mesh] [-n2 2048] [-n3 129]
                          [-mesh_n 1000] [-vec gpu|cpu] [-skip name,...] [-out benchmarks/results/x.json]
 
+pyamg (smoothed aggregation on the host, its CG) runs beside them where it is installed (one rank).
 Cases: 2D 5-point Laplacian on an n2 x n2 grid, 3D 7-point on n3^3, P1 finite elements on a
 quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py). The matrix is given
 without a DM; pcplugins.AMG gets the vertex coordinates through pcplugins.set_coordinates. Under
@@ -42,8 +43,10 @@ CONFIGS = {
     "pcplugins.AMG (auxgrid, K-cycle, fcg mmax 1, CSR levels)": dict(AMG, pc_amg_aggregation="auxgrid",
                                                                      ksp_fcg_mmax=1, pc_amg_storage="csr"),
     "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
+    "pcplugins.AMG (pairwise, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="pairwise", ksp_fcg_mmax=1),
     "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
     "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
+    "pyamg smoothed aggregation (CPU, its CG)": {"pyamg": True},
 }
 
 
@@ -72,8 +75,35 @@ def problem(case, opts):
 
 
 def run(name, options, A, xy, gpu):
+    if options.get("pyamg"):
+        return run_pyamg(name, A)
     with options_in_database(options):
         return _run(name, options, A, xy, gpu)
+
+
+def run_pyamg(name, A):
+    """pyamg's smoothed aggregation (its defaults: V-cycle, symmetric Gauss-Seidel) inside its own
+    CG on the host, the same right-hand side and tolerance; one rank only."""
+    import pyamg       # optional: the configuration fails (recorded, the others go on) without it
+    if PETSc.COMM_WORLD.getSize() > 1:
+        raise RuntimeError("pyamg runs on one rank")
+    b = numpy.random.default_rng(1).random(A.shape[0])
+    t0 = time.perf_counter()
+    ml = pyamg.smoothed_aggregation_solver(A)
+    t1 = time.perf_counter()
+    res = []
+    x = ml.solve(b, tol=1e-6, accel="cg", residuals=res, maxiter=500)
+    t2 = time.perf_counter()
+    M = ml.aspreconditioner()
+    M @ b
+    t3 = time.perf_counter()
+    for _ in range(3):
+        M @ b
+    apply_s = (time.perf_counter() - t3) / 3
+    return {"solver": name, "unknowns": A.shape[0], "ranks": 1, "options": {"pyamg": pyamg.__version__},
+            "setup_s": t1 - t0, "solve_s": t2 - t1, "total_s": t2 - t0, "iterations": len(res) - 1,
+            "true_rel_residual": float(numpy.linalg.norm(b - A @ x) / numpy.linalg.norm(b)),
+            "apply_ms": 1e3 * apply_s, "operator_complexity": ml.operator_complexity()}
 
 
 def _run(name, options, A, xy, gpu):
