@@ -32,9 +32,9 @@ OPTIONS = [
     Option("pc_amg_coarse_size", "int", None,
            "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)"),
     Option("pc_amg_max_levels", "int", 25, "Most levels"),
-    Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (auto: ELL on "
-           "the aux grid's coarse levels whose rows have at most 9 (3D: 27) entries, CSR elsewhere; "
-           "ell: every serial level)", ("auto", "csr", "ell")),
+    Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (coarse: ELL "
+           "on the aux grid's coarse levels whose rows have at most 9 (3D: 27) entries, CSR elsewhere; "
+           "ell: every serial level; auto: coarse on the GPU, csr on the CPU)", ("auto", "coarse", "csr", "ell")),
     Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
     Option("pc_amg_gather_size", "int", 65536,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "

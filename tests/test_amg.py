@@ -121,21 +121,22 @@ def test_ell_products_equal_csr():
 
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
 def test_auxgrid_coarse_levels_in_ell(smoother):
-    """-pc_amg_storage auto: the aux grid's coarse levels of a P1 mesh (an aggregate couples to its
-    8 neighbour cells) are stored as ELL of width at most 9, the finest level as CSR; the cycle
-    equals the all-CSR cycle to rounding, and ``ell`` puts every level in ELL."""
+    """-pc_amg_storage coarse (auto's choice on the GPU): the aux grid's coarse levels of a P1 mesh
+    (an aggregate couples to its 8 neighbour cells) are stored as ELL of width at most 9, the
+    finest level as CSR; the cycle equals the all-CSR cycle to rounding, ``ell`` puts every level
+    in ELL, and auto on the host is CSR."""
     A, xy = fe("quasi", 48)
     f = numpy.random.default_rng(1).random(A.shape[0])
     out = {}
-    for storage in ("auto", "csr", "ell"):
+    for storage in ("coarse", "csr", "ell", "auto"):
         mg = kcycle.AggregationMG(A, numpy, kcycle.Options(aggregation="auxgrid", smoother=smoother,
                                                            storage=storage, coarse_size=40), xy)
         out[storage] = (mg.cycle(f), [lev.storage for lev in mg.levels[:-1]])
-    auto = out["auto"][1]
-    assert auto[0] == "CSR" and len(auto) >= 3
-    assert all(s.startswith("ELL (width ") and int(s[11:-1]) <= 9 for s in auto[1:]), auto
-    assert set(out["csr"][1]) == {"CSR"} and all(s.startswith("ELL") for s in out["ell"][1])
-    for storage in ("auto", "ell"):
+    coarse = out["coarse"][1]
+    assert coarse[0] == "CSR" and len(coarse) >= 3
+    assert all(s.startswith("ELL (width ") and int(s[11:-1]) <= 9 for s in coarse[1:]), coarse
+    assert set(out["csr"][1]) == set(out["auto"][1]) == {"CSR"} and all(s.startswith("ELL") for s in out["ell"][1])
+    for storage in ("coarse", "ell"):
         assert numpy.allclose(out[storage][0], out["csr"][0], rtol=1e-10, atol=1e-12), storage
 
 
@@ -313,7 +314,8 @@ def test_3d_dmda_coordinates_and_view():
     ksp.getPC().setPythonType("pcplugins.AMG")
     ksp.setTolerances(rtol=1e-6)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.setFromOptions()
+    with petsc_options({"pc_amg_storage": "coarse"}):
+        ksp.setFromOptions()
     x = b.duplicate()
     ksp.solve(b, x)
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 14, ksp.getIterationNumber()
