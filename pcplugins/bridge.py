@@ -715,8 +715,7 @@ def amg_coordinates(pc, n, xp):
 
 def _finite_coordinates(v, n, dim, xp):
     """The values of the coordinates Vec ``v`` as an n x dim float64 ``xp`` array (a copy)."""
-    c = numpy.asarray(v.getArray(readonly=True)).reshape(n, dim)
-    c = xp.asarray(c, dtype=numpy.float64) if backend.is_gpu(xp) else numpy.array(c, dtype=numpy.float64)
+    c = xp.array(numpy.asarray(v.getArray(readonly=True)).reshape(n, dim), dtype=numpy.float64)
     if not bool(xp.isfinite(c).all()):
         raise error("pcplugins.AMG: the coordinates contain NaN or Inf")
     return c

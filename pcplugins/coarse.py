@@ -98,7 +98,7 @@ class CSRDirectSolve:
             self.out = xp.zeros(self.n, self.dtype)
         else:
             import scipy.sparse.linalg
-            host = A.get() if backend.array_module(A.data) is not numpy else A
+            host = sparse.to_host(A)
             self.lu = scipy.sparse.linalg.splu(host.tocsc())
             self.lu_dtype = host.dtype
 
@@ -131,7 +131,7 @@ class CSRPolynomialSolve:
         self.dtype = numpy.dtype(A.dtype)
         if self.dtype.kind != "c":
             raise ValueError("the polynomial coarse solve needs complex arithmetic (its roots are complex)")
-        host = A_double.get() if backend.array_module(A_double.data) is not numpy else A_double
+        host = sparse.to_host(A_double)
         self.roots = harmonic_ritz_values(host, degree)
 
     def solve(self, f):

@@ -95,7 +95,7 @@ class Rows:
         own = own_coarse if own_coarse is not None else sparse.galerkin(self.own, agg, nc, xp)
         # the global coarse index of every ghost column's aggregate, from its owner
         gagg = backend.to_host(self.halo(agg.astype(numpy.int64) + int(starts[comm.rank])))
-        ghost = _host_coo(self.ghost)
+        ghost = sparse.to_host(self.ghost).tocoo()
         cols_global = gagg[ghost.col]
         ghosts, cols = numpy.unique(cols_global, return_inverse=True)
         rows = backend.to_host(agg)[ghost.row]
@@ -105,7 +105,7 @@ class Rows:
     def gathered(self):
         """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve)."""
         lo = int(self.starts[self.comm.rank])
-        own, gh = _host_coo(self.own), _host_coo(self.ghost)
+        own, gh = sparse.to_host(self.own).tocoo(), sparse.to_host(self.ghost).tocoo()
         part = (numpy.concatenate([own.row, gh.row]) + lo,
                 numpy.concatenate([own.col + lo, self.ghosts[gh.col]]),
                 numpy.concatenate([own.data, gh.data]))
@@ -124,10 +124,6 @@ def _csr(data, rows, cols, shape, xp):
     A.sum_duplicates()
     A.sort_indices()
     return A
-
-
-def _host_coo(A):
-    return (A.get() if backend.array_module(A.data) is not numpy else A).tocoo()
 
 
 class GatheredSolve:

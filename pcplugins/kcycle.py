@@ -66,13 +66,13 @@ class _Clock:
 class Level:
     """A level: ``A`` the CSR matrix of this rank's own rows and columns, ``rows`` the
     distributed.Rows it belongs to on several ranks (None on one); ``ell``: the cycle's products
-    use ELL storage (``M``) instead of A (one level, serial)."""
+    use ELL storage (``M``) instead of A (AggregationMG._ell decides; never on distributed levels)."""
 
     def __init__(self, A, agg, nc, colours, opts, xp, ell=False):
         self.rows = A if isinstance(A, distributed.Rows) else None
         self.A, self.agg = (A.own if self.rows else A), agg
         self.n = self.A.shape[0]
-        self.M = sparse.storage(self.A, xp, ell and agg is not None and not self.rows)
+        self.M = sparse.storage(self.A, xp, ell and agg is not None)   # the coarsest: a direct solve
         self.smoother = None
         if agg is not None:
             A, M = self.A, self.M

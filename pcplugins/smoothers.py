@@ -251,8 +251,9 @@ class CSRChebyshev:
         lam = 1.0
         for _ in range(its):
             w = self.invd * (rows.spmv(v) if rows else A @ v)
-            lam = norm(w) / norm(v)
-            v = w / norm(w)
+            nw = norm(w)                  # a global sum on several ranks: once per iteration
+            lam = nw / norm(v)
+            v = w / nw
         self.b = 1.1 * lam
         self.a = 0.1 * self.b
 

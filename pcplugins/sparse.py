@@ -69,6 +69,11 @@ class ELL:
         return (self.data * u[self.indices]).sum(axis=0)
 
 
+def to_host(A):
+    """A as a SciPy matrix: a host copy of a cupyx matrix, a SciPy one itself."""
+    return A.get() if backend.array_module(A.data) is not numpy else A
+
+
 def storage(A, xp, ell):
     """A as the cycle multiplies by it: ELL when ``ell``, else A itself."""
     return ELL.from_csr(A, xp) if ell else A

@@ -95,16 +95,13 @@ def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij
     return ksp.getIterationNumber(), r.norm() / b.norm(), ksp
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") else a
-
-
 def amg_galerkin_error(mg):
     """The largest relative difference between a coarse matrix of a kcycle.AggregationMG and P^T A P
     formed here from the whole finer matrix and the whole aggregate map (gathered from every rank
     of a distributed hierarchy; tests/mpi_solve.py, tests/test_amg.py)."""
     import numpy
     import scipy.sparse
+    from pcplugins import backend, sparse
     comm = mg.comm
     worst = 0.0
     for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
@@ -112,8 +109,8 @@ def amg_galerkin_error(mg):
             A, Ac, agg = fine.A, nxt.A, fine.agg
         else:
             A, Ac = fine.rows.gathered(), nxt.rows.gathered()
-            agg = numpy.concatenate(comm.allgather(_host(fine.agg) + nxt.rows.starts[comm.rank]))
-        A, Ac, agg = _host(A), _host(Ac), _host(agg)
+            agg = numpy.concatenate(comm.allgather(backend.to_host(fine.agg) + nxt.rows.starts[comm.rank]))
+        A, Ac, agg = sparse.to_host(A), sparse.to_host(Ac), backend.to_host(agg)
         P = scipy.sparse.csr_matrix((numpy.ones(len(agg)), (numpy.arange(len(agg)), agg)))
         D = (P.T @ A @ P - Ac).tocsr()
         worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
