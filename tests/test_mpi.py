@@ -16,11 +16,16 @@ MPIEXEC = shutil.which("mpiexec")
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 
 
+def mpiexec(P, script, args, timeout=300):
+    """``script`` (a path from tests/) under mpiexec on P ranks, pcplugins importable."""
+    cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, script), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+
+
 def run(tmp_path, P, problem, options):
     out = str(tmp_path / f"out{P}.npz")
-    cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "mpi_solve.py"), out,
-           *map(str, problem), *options]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = mpiexec(P, "mpi_solve.py", [out, *map(str, problem), *options])
     assert res.returncode == 0, res.stdout + res.stderr
     with np.load(out) as saved:          # read now: the next run writes the same file
         return dict(saved)
@@ -138,9 +143,7 @@ def test_distributed_amg(tmp_path, problem, options):
 def test_distributed_amg_bad_matrix_stops_every_rank(case, message):
     """A fault in one rank's rows (tests/mpi_amg_cases.py): every rank raises the error naming it,
     none hangs waiting for the others."""
-    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "mpi_amg_cases.py"), case]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+    res = mpiexec(3, "mpi_amg_cases.py", [case], timeout=120)
     out = res.stdout + res.stderr
     assert res.returncode != 0 and out.count(message) >= 3, out
 
@@ -149,9 +152,7 @@ def test_distributed_amg_set_up_again_frees_its_communicators():
     """tests/mpi_amg_cases.py resetup on 3 ranks: each new operator builds a new hierarchy and
     frees the old one's neighbourhood communicators (the count stays at the levels' number), and
     PCReset frees them all."""
-    cmd = [MPIEXEC, "-n", "3", sys.executable, os.path.join(HERE, "mpi_amg_cases.py"), "resetup"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+    res = mpiexec(3, "mpi_amg_cases.py", ["resetup"], timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     counts = {line.split(", ")[-1] for line in lines if line.startswith("solve")}
@@ -168,10 +169,8 @@ def test_amg_example_in_parallel(gather):
     (the serial aux-grid AMG with the gathered coordinates): measured 19 iterations each."""
     its = []
     for P in (1, 2):
-        cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "..", "examples", "amg_solve.py"),
-               "-n", "100", "-jump", "3", "-pc_amg_gather_size", gather]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+        res = mpiexec(P, os.path.join("..", "examples", "amg_solve.py"),
+                      ["-n", "100", "-jump", "3", "-pc_amg_gather_size", gather])
         assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
         assert float(res.stdout.split("residual ")[1].split(",")[0]) <= 1e-8, res.stdout
         its.append(int(res.stdout.split(" iterations")[0].split()[-1]))
@@ -200,10 +199,8 @@ def test_shifted_laplace_example_in_parallel(tmp_path):
     out = {}
     for P in (1, 2):
         png = tmp_path / f"mp1_{P}.png"
-        cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, "..", "examples", "helmholtz_solve.py"),
-               "-N", "32", "-png", str(png)] + STENCIL * (P == 1)
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+        res = mpiexec(P, os.path.join("..", "examples", "helmholtz_solve.py"),
+                      ["-N", "32", "-png", str(png)] + STENCIL * (P == 1))
         assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
         out[P] = (res.stdout.split("iterations")[0], png.read_bytes())
     assert out[1] == out[2]
