@@ -62,7 +62,9 @@ class AMG:
 
     def reset(self, pc):
         self._free()
-        self.mg = None
+        # the graphs call back into this object (a reference cycle): dropped here, their GPU
+        # memory goes now, not at Python's next garbage collection
+        self.mg = self._graphs = self._run = None
 
     def _free(self):
         if self.comm is not None:

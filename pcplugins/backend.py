@@ -109,19 +109,22 @@ class CycleGraphs:
 
     A multigrid cycle is hundreds of small kernel launches (the coarse levels are launch-bound);
     captured once and replayed it is one launch. KSPs pass the same few work Vecs every iteration,
-    so the graphs read and write PETSc's own memory with no extra copies. The first call runs
-    eagerly (it compiles every kernel and fills ``pool``), the next one per buffer pair captures.
-    ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a private
-    CuPy memory pool, or None for the default one): the captured graph keeps using the addresses it
-    got during capture, so nothing else may allocate from that pool. With ``buffers`` (an input
-    and an output array of our own) there is one graph on them, whatever Vecs the KSP passes.
+    so the graphs read and write PETSc's own memory with no extra copies. The first call per
+    buffer pair captures, in relaxed mode so that kernels may compile and ``pool`` may grow while
+    capturing (a first eager run cost 25-40 ms of Python per setup of the 2048^2 AMG). A call
+    whose capture fails runs eagerly and the next one captures again; a second failure turns the
+    graphs off. ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a
+    private CuPy memory pool, or None for the default one): the captured graph keeps using the
+    addresses it got during capture, so nothing else may allocate from that pool. With
+    ``buffers`` (an input and an output array of our own) there is one graph on them, whatever
+    Vecs the KSP passes.
     """
     MAX = 8
 
     def __init__(self, run, pool=None, buffers=None):
         self.run, self.pool = run, pool
         self.graphs = {}
-        self.warm = False
+        self.failed = False
         self.on = True
         self.note = "on (whole cycle captured)"
         self.buffers = buffers
@@ -143,10 +146,6 @@ class CycleGraphs:
         key = (x.data.ptr, out.data.ptr)
         graph = self.graphs.get(key)
         if graph is None:
-            if not self.warm:
-                self._eager(x, out)
-                self.warm = True
-                return
             graph = self._capture(x, out)
             if graph is None:
                 return self._eager(x, out)
@@ -169,14 +168,16 @@ class CycleGraphs:
         cupy.cuda.get_current_stream().synchronize()
         try:
             with stream, self._allocator():
-                stream.begin_capture()
+                stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
                 try:
                     self.run(x, out)
                 finally:
                     graph = stream.end_capture()
             stream.synchronize()
             return graph
-        except Exception as e:                  # stay correct: run eagerly from now on
-            self.on = False
-            self.note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
+        except Exception as e:                  # stay correct: this call runs eagerly
+            if self.failed:                     # and so do all later ones
+                self.on = False
+                self.note = f"off (capture failed: {str(e).splitlines()[0][:80]})"
+            self.failed = True
             return None

@@ -32,7 +32,7 @@ class DMDAPC:
             self._setup(pc)
 
     def reset(self, pc):
-        self.mg = None
+        self.mg = self._graphs = None      # as AMG.reset: the graphs' memory goes now
 
     def apply(self, pc, x, y):
         with bridge.event(self.EVENT + "Apply"):

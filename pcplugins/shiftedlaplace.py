@@ -71,7 +71,7 @@ class ShiftedLaplace:
             self._setup(pc)
 
     def reset(self, pc):
-        self.mg = None
+        self.mg = self._graphs = self._run = None      # as AMG.reset: the graphs' memory goes now
 
     def apply(self, pc, x, y):
         with bridge.event("SLApply"):

@@ -358,12 +358,25 @@ def test_csr_row_kernels_match_twins(dtype, tol):
 
 @real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
+    """The cycle is captured (on the first application: no eager run first) and PCReset frees the
+    graphs at once: they refer back to the PC's context, a cycle only the garbage collector breaks."""
+    import gc
+    import weakref
     import meshes
     A, xy = meshes.p1_poisson(*meshes.mesh("uniform", 48))
     it, res, ksp = amg_solve(A, xy, rtol=1e-8, mat_type="aijcusparse")
-    text = "\n".join(ksp.getPC().getPythonContext().describe())
+    ctx = ksp.getPC().getPythonContext()
+    text = "\n".join(ctx.describe())
     assert "CUDA graph on" in text, text
     assert res < 1e-8 and it <= 14
+    assert not ctx._graphs.failed
+    graphs = weakref.ref(ctx._graphs)
+    gc.disable()
+    try:
+        ksp.getPC().reset()
+        assert graphs() is None
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("boundary", ["absorbing", "dirichlet"])
