@@ -57,7 +57,7 @@ class AMG:
         self.values = bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
 
     def setUp(self, pc):
-        with bridge.event("AMGSetUp"):
+        with bridge.event("AMGSetUp"), backend.plain_reductions():
             self._setup(pc)
 
     def reset(self, pc):

@@ -28,7 +28,7 @@ class DMDAPC:
         self.values = bridge.read_options(pc, self.OPTIONS, self.TITLE)
 
     def setUp(self, pc):
-        with bridge.event(self.EVENT + "SetUp"):
+        with bridge.event(self.EVENT + "SetUp"), backend.plain_reductions():
             self._setup(pc)
 
     def reset(self, pc):

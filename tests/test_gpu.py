@@ -480,3 +480,21 @@ def test_device_dot_matches_numpy(n, dtype):
     ref = np.dot(a.astype(np.float64), b.astype(np.float64))
     scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
     assert abs(float(got) - ref) <= (1e-12 if dtype == np.float64 else 1e-5) * scale
+
+
+def test_plain_reductions_restores_cupy_accelerators():
+    """Setup runs without CuPy's CUB block reductions (compiled per input-size class) and gives the
+    user's setting back afterwards, also when the setup raises."""
+    from cupy._core import _accelerator
+    before = list(_accelerator.get_reduction_accelerators())
+    _accelerator.set_reduction_accelerators(["cub"])
+    cub = list(_accelerator.get_reduction_accelerators())
+    try:
+        with pytest.raises(RuntimeError):
+            with backend.plain_reductions():
+                assert _accelerator.get_reduction_accelerators() == []
+                assert bool((backend.cupy.arange(1234) > 1000).any())
+                raise RuntimeError("setup failed")
+        assert list(_accelerator.get_reduction_accelerators()) == cub and cub
+    finally:
+        _accelerator.set_reduction_accelerators(before)
