@@ -21,7 +21,7 @@ import math
 
 import numpy
 
-from . import sparse
+from . import backend, sparse
 
 
 def depth(n, dim):
@@ -126,7 +126,7 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
         choice = xp.full(n, -1, numpy.int64)
         choice[rows[pick]] = cols[pick]
         mutual = (choice >= 0) & (choice[xp.maximum(choice, 0)] == i)
-        if not bool(mutual.any()):
+        if not backend.any_true(mutual):
             break
         partner = xp.where(mutual, choice, partner)
     rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
@@ -182,7 +182,7 @@ def colour_graph(A, xp, max_colours=None):
     k = 0
     while True:
         free = colour < 0
-        if not bool(free.any()):
+        if not backend.any_true(free):
             break
         beaten = free[cols] & (prio[cols] > prio[rows])
         count = xp.bincount(rows[beaten], minlength=n)

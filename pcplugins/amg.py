@@ -57,7 +57,7 @@ class AMG:
         self.values = bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
 
     def setUp(self, pc):
-        with bridge.event("AMGSetUp"), backend.plain_reductions():
+        with bridge.event("AMGSetUp"):
             self._setup(pc)
 
     def reset(self, pc):
@@ -153,7 +153,7 @@ class AMG:
         """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank."""
         xp, comm = self.xp, self.comm
         blocks, first = ((A.own, A.ghost), int(A.starts[comm.rank])) if comm.size > 1 else ((A,), 0)
-        if comm.max(int(not all(bool(xp.isfinite(B.data).all()) for B in blocks))):
+        if comm.max(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
             raise bridge.error("pcplugins.AMG: the matrix has NaN or Inf entries")
         d = blocks[0].diagonal()
         bad = xp.nonzero(d <= 0)[0]

@@ -69,25 +69,17 @@ def synchronize(xp):
         cupy.cuda.get_current_stream().synchronize()
 
 
-@contextlib.contextmanager
-def plain_reductions():
-    """CuPy's own reduction kernels instead of its CUB block reductions, for setup code.
-    CuPy 14 turns CUB on by default, and its block reductions are compiled (with CUB's headers)
-    per operation, type and size class of the input: on an H100 a first ``any()`` of 1000 and
-    then of 3001 entries each took 6 s, and a first colouring of a new level 12.7 s, which made
-    AMG setups take seconds whenever a level size was new. CuPy's own kernels compile once per
-    operation and type. The device-wide CUB routines (sum, max), built with CuPy, stay on."""
-    try:
-        from cupy._core import _accelerator
-    except Exception:                      # no CuPy, or a CuPy without the switch: nothing to do
-        yield
-        return
-    saved = list(_accelerator.get_reduction_accelerators())
-    _accelerator.set_reduction_accelerators([])
-    try:
-        yield
-    finally:
-        _accelerator.set_reduction_accelerators(saved)
+def any_true(mask):
+    """bool(mask.any()) for a boolean array, as the maximum of its bytes. CuPy's any() is a CUB
+    block reduction compiled (with CUB's headers) per input-size class: on an H100 a first any()
+    of 1000 and then of 3001 entries took 6 s each, and the first colouring of a new AMG level
+    size 12.7 s. A maximum goes to the device-wide CUB reduction built with CuPy: nothing compiles."""
+    return mask.size > 0 and bool(mask.view(numpy.int8).max())
+
+
+def all_true(mask):
+    """bool(mask.all()), as any_true does it (a minimum of the bytes)."""
+    return mask.size == 0 or bool(mask.view(numpy.int8).min())
 
 
 def vec_is_cuda(vec):

@@ -180,7 +180,7 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi):
     indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
     d = box.dim
     nrows = box.size
-    if mpi.min(int(bool(xp.all(xp.isfinite(vals))))) == 0:
+    if mpi.min(int(backend.all_true(xp.isfinite(vals)))) == 0:
         raise error("the operator has NaN or Inf entries")
     rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
     slot = xp.zeros(cols.size, dtype=numpy.int64)
@@ -226,9 +226,9 @@ def dirichlet_layer(box, offsets, coefs, mpi):
     ok = True
     for o, c in zip(offsets, coefs):
         if any(o):
-            ok = ok and not bool((c[on_layer] != 0).any())
+            ok = ok and not backend.any_true(c[on_layer] != 0)
         else:
-            ok = ok and not bool((c[on_layer] <= 0).any())
+            ok = ok and not backend.any_true(c[on_layer] <= 0)
     return mpi.min(int(ok)) == 1
 
 
@@ -716,7 +716,7 @@ def amg_coordinates(pc, n, xp):
 def _finite_coordinates(v, n, dim, xp):
     """The values of the coordinates Vec ``v`` as an n x dim float64 ``xp`` array (a copy)."""
     c = xp.array(numpy.asarray(v.getArray(readonly=True)).reshape(n, dim), dtype=numpy.float64)
-    if not bool(xp.isfinite(c).all()):
+    if not backend.all_true(xp.isfinite(c)):
         raise error("pcplugins.AMG: the coordinates contain NaN or Inf")
     return c
 

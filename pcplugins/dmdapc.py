@@ -28,7 +28,7 @@ class DMDAPC:
         self.values = bridge.read_options(pc, self.OPTIONS, self.TITLE)
 
     def setUp(self, pc):
-        with bridge.event(self.EVENT + "SetUp"), backend.plain_reductions():
+        with bridge.event(self.EVENT + "SetUp"):
             self._setup(pc)
 
     def reset(self, pc):
@@ -130,7 +130,7 @@ class DMDAPC:
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
         d = masked[offsets.index((0,) * box.dim)]
-        if mpi.min(int(bool(xp.all(d > 0)))) == 0:
+        if mpi.min(int(backend.all_true(d > 0))) == 0:
             raise bridge.error(f"{self.TITLE} needs a positive diagonal; the operator has a zero or "
                                "negative diagonal entry")
         tol = None if v["operator"] == "assembled" else 0.0

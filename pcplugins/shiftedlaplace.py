@@ -67,7 +67,7 @@ class ShiftedLaplace:
         self.values = bridge.read_options(pc, OPTIONS, TITLE)
 
     def setUp(self, pc):
-        with bridge.event("SLSetUp"), backend.plain_reductions():
+        with bridge.event("SLSetUp"):
             self._setup(pc)
 
     def reset(self, pc):

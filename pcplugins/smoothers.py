@@ -16,7 +16,7 @@ post-smoother reverses the pre-smoother, which keeps the V-cycle symmetric (CG n
 """
 import numpy
 
-from . import grid, kernels, sparse
+from . import backend, grid, kernels, sparse
 
 
 def _noop(u):
@@ -178,7 +178,7 @@ class CSRColourGS:
             idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
             if idx.size:
                 self.parts.append((idx, (A if M is None else M)[idx], (omega / D[idx]).astype(A.dtype)))
-        self.proper = not bool(same.any())
+        self.proper = not backend.any_true(same)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:

@@ -10,7 +10,7 @@ import itertools
 
 import numpy
 
-from . import grid, kernels
+from . import backend, grid, kernels
 
 
 class StencilOperator:
@@ -185,7 +185,7 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
         tol = None                       # complex coefficients stay stored
     keep_o, keep_c, consts = [], [], []
     for o, c in zip(offsets, coefs):
-        nonzero = -allmin(-int(bool(xp.any(c != 0))))
+        nonzero = -allmin(-int(backend.any_true(c != 0)))
         if any(o) and not nonzero:
             continue
         keep_o.append(o)

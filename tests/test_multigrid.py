@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pcplugins import fft, grid, multigrid, stencil, transfer
+from pcplugins import backend, fft, grid, multigrid, stencil, transfer
 
 
 def laplacian2d(n, xp=np):
@@ -50,6 +50,17 @@ def test_restriction_is_scaled_adjoint_of_prolongation(shape, kind):
     assert np.allclose(R, P.T / 2 ** sum(axes))
     # coincident fine points copy the coarse value; every column interpolates
     assert np.all(P.max(axis=0) == 1.0)
+
+
+def test_any_all_helpers_match_numpy():
+    """backend.any_true / all_true (through maxima and minima; the GPU test runs them on CuPy)."""
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 7, 1000):
+        for p in (0.0, 1e-3, 0.5, 1.0):
+            m = rng.random(n) < p
+            for mask in (m, m[::3]):
+                assert backend.any_true(mask) == bool(mask.any()), (n, p)
+                assert backend.all_true(mask) == bool(mask.all()), (n, p)
 
 
 def test_paper_restriction_is_eq_4_6():
