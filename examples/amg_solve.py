@@ -8,7 +8,9 @@ the auxiliary-grid aggregation).
                                                 [PETSc options, e.g. -mat_type aijcusparse -ksp_view]
 
 Defaults (any of them can be overridden): -ksp_type fcg -ksp_fcg_mmax 1 -ksp_norm_type
-unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8. ``-jump J``: kappa = 10^J on two rectangles.
+unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8 (with -mat_type
+aijcusparse add -ksp_type fgmres: PETSc 3.26's fcg does its VecMTDot on the host for CUDA vectors).
+``-jump J``: kappa = 10^J on two rectangles.
 Prints the unknowns, the iterations, the true relative residual and the setup and solve times.
 """
 import os

@@ -3,7 +3,7 @@
 Select them from the options database:
 
     -ksp_type cg -pc_type python -pc_python_type pcplugins.GMG      (or pcplugins.FFTPoisson)
-    -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG      (any AIJ matrix)
+    -ksp_type fgmres -pc_type python -pc_python_type pcplugins.AMG   (any AIJ matrix; or fcg on the host)
     -ksp_type bcgs -ksp_pc_side right -pc_type python -pc_python_type pcplugins.ShiftedLaplace -pc_sl_k K
 
 and a Krylov method PETSc's KSPIDR counts differently: -ksp_type python -ksp_python_type pcplugins.IDRS.

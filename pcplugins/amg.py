@@ -11,6 +11,7 @@ aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy). On sever
 hierarchy is distributed by rows (kcycle.py, distributed.py): aggregates within a rank, hybrid
 smoothers, global inner products, the coarsest level gathered.
 The K-cycle is nonlinear: use a flexible outer method (fcg, fgmres), or -pc_amg_cycle v with cg.
+On CUDA vectors prefer fgmres: PETSc 3.26's fcg computes its VecMTDot on the host there.
 """
 
 import numpy
