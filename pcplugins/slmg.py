@@ -201,10 +201,14 @@ class ShiftedLaplaceMG:
     def describe(self):
         sizes = " -> ".join(f"{lev.n}^{self.dim}" for lev in self.levels)
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
-        pro = "de Zeeuw's matrix-dependent" if self.prolongation == "dezeeuw" else "bilinear"
-        return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), {pro} prolongation, "
+        return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), "
+                f"{_prolongation_name(self.prolongation)} prolongation, "
                 f"Galerkin coarse matrices, {2 ** self.dim}-colour Gauss-Seidel omega {self.omega:g} ({self.pre}, {self.post})",
                 f"coarsest grid: {self.coarse.describe()}"]
+
+
+def _prolongation_name(kind):
+    return "de Zeeuw's matrix-dependent" if kind == "dezeeuw" else "bilinear"
 
 
 class _Level:
@@ -243,7 +247,7 @@ class StencilMG:
 
     def describe(self):
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
-        pro = "de Zeeuw's matrix-dependent" if self.prolongation == "dezeeuw" else "bilinear"
-        return ([f"stencil levels (multigrid.py) in {prec}, {pro} prolongation, Galerkin coarse stencils, "
+        return ([f"stencil levels (multigrid.py) in {prec}, {_prolongation_name(self.prolongation)} "
+                 "prolongation, Galerkin coarse stencils, "
                  f"omega {self.omega:g}"]
                 + self.mg.describe())

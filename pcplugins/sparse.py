@@ -37,7 +37,9 @@ class ELL:
     """ELLPACK storage: every row padded to ``width`` entries (value 0, column the row itself),
     stored entry-major ((width, n) arrays), so that on the GPU one thread per row reads the k-th
     entries of consecutive rows from consecutive addresses, with no row pointers to follow. Only
-    the products (spmv, residual, relax_rows) take it; setup works on the CSR matrix."""
+    the products (spmv, residual, relax_rows) take it; setup works on the CSR matrix. ``nnz``: the
+    stored entries of that CSR matrix (None for a row subset: its padding cannot be told from
+    entries that are zero)."""
 
     def __init__(self, indices, data, ncols, nnz):
         self.indices, self.data, self.nnz = indices, data, nnz
@@ -63,7 +65,7 @@ class ELL:
 
     def __getitem__(self, rows):
         """The rows ``rows`` (an index array), as ELL."""
-        return ELL(self.indices[:, rows], self.data[:, rows], self.shape[1], -1)
+        return ELL(self.indices[:, rows], self.data[:, rows], self.shape[1], None)
 
     def __matmul__(self, u):
         return (self.data * u[self.indices]).sum(axis=0)
@@ -130,22 +132,29 @@ _ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
 _CSR_SOURCE = r"""
 #include <cupy/complex.cuh>
 typedef VALUE T;
-extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
-        const int* __restrict__ indptr, const int* __restrict__ indices,
-        const T* __restrict__ data, const T* u,
-        const T* __restrict__ f, const T* __restrict__ scale, T* out)
+
+__device__ __forceinline__ void finish_row(const int t, const int mode, T s, const int* __restrict__ rows,
+        const T* u, const T* __restrict__ f, const T* __restrict__ scale, T* out)
 {
-    // out[t] = scale[t] (f[i] - sum_k a_tk u_k) with i = rows[t], or plain (A u)[t], per mode;
+    // s = (A u)[t]: out[t] = scale[t] (f[i] - s) with i = rows[t], or plain s, per mode;
     // mode 8: u[i] += that instead (rows with no couplings among them: u is also the output)
-    const int t = blockDim.x * blockIdx.x + threadIdx.x;
-    if (t >= m) return;
-    T s = T(0);
-    for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
     const int i = (mode & 1) ? rows[t] : t;
     if (mode & 2) s = f[i] - s;
     if (mode & 4) s *= scale[t];
     if (mode & 8) out[i] = u[i] + s;
     else out[t] = s;
+}
+
+extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
+        const int* __restrict__ indptr, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* u,
+        const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (t >= m) return;
+    T s = T(0);
+    for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
+    finish_row(t, mode, s, rows, u, f, scale, out);
 }
 
 extern "C" __global__ void ell_rows(const int m, const int mode, const int* __restrict__ rows,
@@ -158,11 +167,7 @@ extern "C" __global__ void ell_rows(const int m, const int mode, const int* __re
     if (t >= m) return;
     T s = T(0);
     for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];
-    const int i = (mode & 1) ? rows[t] : t;
-    if (mode & 2) s = f[i] - s;
-    if (mode & 4) s *= scale[t];
-    if (mode & 8) out[i] = u[i] + s;
-    else out[t] = s;
+    finish_row(t, mode, s, rows, u, f, scale, out);
 }
 """
 
