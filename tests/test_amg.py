@@ -337,6 +337,16 @@ def test_v_cycle_under_plain_cg_and_kcycle_under_cg():
     assert it_v > it_f and abs(it_k - it_f) <= 2, (it_v, it_k, it_f)
 
 
+def test_kcycle_under_fgmres_as_under_fcg():
+    """fgmres, the flexible method README recommends on CUDA vectors (PETSc 3.26's fcg does its
+    VecMTDot on the host there), needs the iterations fcg needs, within one, on two meshes."""
+    for mesh, n in (("uniform", 64), ("disk", 40)):
+        A, xy = fe(mesh, n)
+        it_g, res_g, _ = amg_solve(A, xy, ksp_type="fgmres")
+        it_f, _, _ = amg_solve(A, xy)
+        assert res_g < 1e-6 and abs(it_g - it_f) <= 1, (mesh, it_g, it_f)
+
+
 def test_amg_as_bjacobi_sub_pc():
     """PCBJACOBI gives its blocks no DM and no coordinates: pairwise aggregation per block."""
     A, _ = fe("uniform", 32)
