@@ -8,8 +8,9 @@ the auxiliary-grid aggregation).
                                                 [PETSc options, e.g. -mat_type aijcusparse -ksp_view]
 
 Defaults (any of them can be overridden): -ksp_type fcg -ksp_fcg_mmax 1 -ksp_norm_type
-unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8 (with -mat_type
-aijcusparse add -ksp_type fgmres: PETSc 3.26's fcg does its VecMTDot on the host for CUDA vectors).
+unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8; with -mat_type
+aijcusparse the default is -ksp_type fgmres (PETSc 3.26's fcg does its VecMTDot on the host for
+CUDA vectors).
 ``-jump J``: kappa = 10^J on two rectangles.
 Prints the unknowns, the iterations, the true relative residual and the setup and solve times.
 """
@@ -32,7 +33,11 @@ DEFAULTS = {"ksp_type": "fcg", "ksp_fcg_mmax": 1, "ksp_norm_type": "unpreconditi
 
 def main():
     opts = PETSc.Options()
-    for name, value in DEFAULTS.items():
+    defaults = dict(DEFAULTS)
+    if "cusparse" in opts.getString("mat_type", ""):
+        defaults.pop("ksp_fcg_mmax")
+        defaults["ksp_type"] = "fgmres"
+    for name, value in defaults.items():
         if not opts.hasName(name):
             opts[name] = value
     kind, n, jump = opts.getString("mesh", "quasi"), opts.getInt("n", 200), opts.getReal("jump", 0.0)
