@@ -307,17 +307,17 @@ class CSRComm(Collective):
     def __init__(self, pc):
         super().__init__(pc)
         self.exchanges, self.exchange_time = 0, 0.0
-        self._graphs = []
+        self._neighbourhoods = []
 
     def halo(self, ghosts, starts, xp):
         h = _Halo(self, ghosts, starts, xp)
-        self._graphs.append(h.graph)
+        self._neighbourhoods.append(h.neighbours)
         return h
 
     def free(self):
-        for g in self._graphs:
+        for g in self._neighbourhoods:
             g.Free()
-        self._graphs = []
+        self._neighbourhoods = []
 
 
 class _Halo:
@@ -341,14 +341,14 @@ class _Halo:
         self.send = xp.asarray(wanted - starts[comm.rank])
         self.n = len(ghosts)
         sources, destinations = numpy.nonzero(recv_counts)[0], numpy.nonzero(send_counts)[0]
-        self.graph = mpi.Create_dist_graph_adjacent(sources.tolist(), destinations.tolist(), reorder=False)
+        self.neighbours = mpi.Create_dist_graph_adjacent(sources.tolist(), destinations.tolist(), reorder=False)
         self.recv = (recv_counts[sources], recv_displs[sources])
         self.sent = (send_counts[destinations], send_displs[destinations])
 
     def __call__(self, x):
         t = time.perf_counter()
         out = numpy.empty(self.n, x.dtype)
-        self.graph.Neighbor_alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])), self.sent],
+        self.neighbours.Neighbor_alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])), self.sent],
                                       [out, self.recv])
         self.comm.exchanges += 1
         self.comm.exchange_time += time.perf_counter() - t

@@ -55,6 +55,6 @@ for diagonal in ((2.0, 2.5, 3.0) if case == "resetup" else (2.0,)):
     ksp.setOperators(A)
     ksp.solve(b, x)
     PETSc.Sys.Print(f"solve: {ksp.getIterationNumber()} iterations, reason {int(ksp.getConvergedReason())}, "
-                    f"{len(pc.getPythonContext().comm._graphs)} communicators")
+                    f"{len(pc.getPythonContext().comm._neighbourhoods)} communicators")
 pc.reset()
-PETSc.Sys.Print(f"after reset: {len(pc.getPythonContext().comm._graphs)} communicators")
+PETSc.Sys.Print(f"after reset: {len(pc.getPythonContext().comm._neighbourhoods)} communicators")
