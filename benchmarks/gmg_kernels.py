@@ -1,9 +1,8 @@
 """Per-kernel GPU times of one GMG level (CuPy events, median of 20), fused against generic.
 
-    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-out benchmarks/results/x.json]
+    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-dtype float64|float32] [-out benchmarks/results/x.json]
 
-Each figure comes with the bytes the kernel must move at least (8 bytes per value read or written
-once) and the bandwidth that implies, so the gap to the memory-bandwidth floor is visible.
+Each figure comes with the bytes the kernel must move at least (each value read or written once) and the bandwidth that implies, so the gap to the memory-bandwidth floor is visible.
 """
 import json
 import platform
@@ -22,14 +21,15 @@ def arg(name, default):
 
 def main():
     n, dim, out = arg("n", 255), arg("dim", 3), arg("out", "")
+    dtype = np.dtype(arg("dtype", "float64"))
     box = grid.Box((n,) * dim)
     N = box.size
     rows = []
     for fast in (True, False):
-        op = stencil.laplacian(box, [-1.0] * dim, cp)
+        op = stencil.laplacian(box, [-1.0] * dim, cp, dtype)
         mg = multigrid.Multigrid(op, multigrid.Options(fused=fast))
         L0, L1 = mg.levels[0], mg.levels[1]
-        L0.f = cp.random.default_rng(0).standard_normal(box.shape)
+        L0.f = cp.random.default_rng(0).standard_normal(box.shape, dtype)
         # (name, call, values moved at least per fine point)
         cases = [("red-black sweep (2 colours)", lambda: L0.smoother.smooth(L0.u, L0.f, 1), 6),
                  ("residual", L0.residual, 3),
@@ -40,13 +40,13 @@ def main():
             t = float(np.median(benchmark(fn, n_repeat=20, n_warmup=3).gpu_times))
             row = {"kernel": name, "fused": fast, "ms": t * 1e3}
             if values:
-                row["GB/s"] = values * N * 8 / t / 1e9
+                row["GB/s"] = values * N * dtype.itemsize / t / 1e9
             rows.append(row)
             print(f"{'fused' if fast else 'generic':8s} {name:30s} {t * 1e3:8.3f} ms"
                   + (f"  {row['GB/s']:7.0f} GB/s" if values else ""), flush=True)
     if out:
         meta = {"command": " ".join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-                "cupy": cp.__version__, "python": platform.python_version(), "grid": [n] * dim}
+                "cupy": cp.__version__, "python": platform.python_version(), "grid": [n] * dim, "dtype": dtype.name}
         with open(out, "w") as fh:
             json.dump({"meta": meta, "results": rows}, fh, indent=1)
 

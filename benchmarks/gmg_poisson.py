@@ -88,6 +88,7 @@ def _run(name, options, n, dim, gpu):
     res = dict({"solver": name, "n": n, "dim": dim, "unknowns": int(numpy.prod(sizes)), "options": options},
                **timed_solve(ksp, A, b, x, gpu))
     if options.get("pc_type") == "python":
+        res["apply_ms"] = apply_ms(ksp.getPC(), b, gpu)
         ctx = ksp.getPC().getPythonContext()
         res["view"] = ctx.describe()
         res["extra_values_per_unknown"] = ctx.mg.memory_values() / numpy.prod([m - 2 for m in sizes])
@@ -262,7 +263,8 @@ def main():
         label = f"{n}^{dim}" if isinstance(n, int) else "x".join(map(str, n))
         measure_configs(configs, skip, run, (n, dim, gpu), gpu, {"n": n, "dim": dim}, (label, 40), results,
                         out, lambda r: f"setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
-                                       f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}")
+                                       f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}"
+                                       + (f"  PCApply {r['apply_ms']:.3f} ms" if "apply_ms" in r else ""))
         if gpu and isinstance(n, int) and not skipped("cuFFT DST-I direct solve", skip):
             r = fft_solve(n, dim)
             results.append(r)

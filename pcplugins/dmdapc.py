@@ -13,7 +13,7 @@ The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_b
 """
 import numpy
 
-from . import backend, bridge, fused, grid, multigrid, stencil
+from . import backend, bridge, fused, grid, kernels, multigrid, stencil
 
 class DMDAPC:
     OPTIONS, TITLE, EVENT, WHAT = [], "", "", ""
@@ -92,7 +92,6 @@ class DMDAPC:
         backend.synchronize(xp)
         self.timings["hierarchy"] = bridge.clock() - t
         self.box = box
-        self._bad = None
         self.copy_time = 0.0
         self.applications = 0
         if self.mpi.size > 1:
@@ -154,7 +153,7 @@ class DMDAPC:
     def _apply(self, pc, x, y):
         xp, shape = self.xp, self.box.shape
         self.applications += 1
-        if self._bad is not None and bool(self._bad):
+        if not bool(self._finite):      # the previous application's check
             bridge.set_failed(pc, True)
         with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
             src, dst = xa.reshape(shape), ya.reshape(shape)
@@ -171,23 +170,23 @@ class DMDAPC:
             self._run(src, out)
             if self._op64 is not None and self.stalled:
                 bridge.set_failed(pc, True)
-            # NaN/Inf in x reaches the solver's coarsest right-hand side, a cheap check; the flag
-            # is read on the next apply, so there is no synchronisation here.
-            self._bad = ~xp.isfinite(xp.sum(self.mg.coarsest_rhs))
             if host_vecs:
                 t = bridge.clock()
                 dst[...] = backend.to_namespace(out, backend.array_module(dst))
                 self.copy_time += bridge.clock() - t
-        if xp is numpy and bool(self._bad):
+        if xp is numpy and not self._finite:
             bridge.set_failed(pc, True)
 
     def _prepare_apply(self):
         xp = self.xp
+        self._finite = xp.ones((), bool)
         if self.layer:
             self._f = xp.zeros(self.mg.fine_box.shape, self.dtype)
             self._ypad = xp.zeros(self.box.padded_shape, self.dtype) if self.mpi.size > 1 else None
         self._x_low = self._y_low = None
-        if self.dtype != numpy.float64:        # the cycle's own copies of x and y
+        # the cycle's own copies of x and y, in its precision (the fused elimination reads x in
+        # double and the cycle's result is cast as it is copied out, so it needs none)
+        if self.dtype != numpy.float64 and self._elim_fused is None:
             self._x_low = xp.zeros(self.box.shape, self.dtype)
             self._y_low = xp.zeros(self.box.shape, self.dtype)
         self._x = self._y = None                # device buffers, for host Vecs only
@@ -214,13 +213,17 @@ class DMDAPC:
 
     def _cycle(self, x, out):
         if self._op64 is not None:
-            return self._defect_correction(x, out)
-        if self._x_low is not None:
+            self._defect_correction(x, out)
+        elif self._x_low is not None:
             self._x_low[...] = x
             self._cycle_in_precision(self._x_low, self._y_low)
             out[...] = self._y_low
         else:
             self._cycle_in_precision(x, out)
+        # NaN/Inf in x reaches the solver's coarsest right-hand side: a cheap check, inside the
+        # cycle's graph; its flag is read at the next application (on the GPU no synchronisation
+        # here)
+        kernels.all_finite(self.mg.coarsest_rhs, self._finite)
 
     def _cycle_in_precision(self, x, out):
         if self.layer:

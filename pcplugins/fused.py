@@ -70,7 +70,7 @@ extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, in
     u[PADDED(i0, i1, i2)] = ((i2 + i0 + i1 + parity) & 1) ? (T)0 : scale * f[FLAT(i0, i1, i2)];
 }
 
-extern "C" __global__ void residual(T* out, const T* __restrict__ f, const T* __restrict__ u,
+extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f, const T* __restrict__ u,
                                     int n0, int n1, int n2, int out_pad, int f_pad,
                                     T w0, T w1, T w2, T diag)
 {
@@ -83,8 +83,9 @@ extern "C" __global__ void residual(T* out, const T* __restrict__ f, const T* __
 
 // PETSc's DMDA convention (identity rows on the grid's outer layer, which is this level's halo):
 // y = c x on the layer, and f = x - A_IB (c x_B) inside. One pass over x; y inside is left alone.
-extern "C" __global__ void eliminate(T* y, T* __restrict__ f, const T* __restrict__ x,
-                                     int n0, int n1, int n2, T c, T w0, T w1, T w2)
+// x and y are PETSc's (double), f the cycle's (T): a float32 cycle needs no conversion pass.
+extern "C" __global__ void eliminate(double* y, T* __restrict__ f, const double* __restrict__ x,
+                                     int n0, int n1, int n2, double c, double w0, double w1, double w2)
 {
     int j0 = blockIdx.z, j1 = blockIdx.y, j2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (j2 >= n2 + 2) return;
@@ -95,7 +96,7 @@ extern "C" __global__ void eliminate(T* y, T* __restrict__ f, const T* __restric
         y[p] = c * x[p];
         return;
     }
-    T s = x[p];
+    double s = x[p];
     if (j2 == 1) s -= w2 * c * x[p - 1];
     if (j2 == n2) s -= w2 * c * x[p + 1];
     if (j1 == 1) s -= w1 * c * x[p - P1];
@@ -109,6 +110,12 @@ extern "C" __global__ void eliminate(T* y, T* __restrict__ f, const T* __restric
 
 // Coarse point k sits on local fine point 2k + phase along a coarsened axis (c = 1), on k
 // along a kept one (c = 0); R = P^T / 2^c with linear P: weights 1/2 (o = 0) and 1/4 (o = +-1).
+// The loops have fixed bounds (a kept axis gives its neighbours weight 0, in the halo at worst),
+// so they unroll and the 27 loads issue together; with the trip counts read at run time the
+// restriction ran at 60% of the sweep's bandwidth. Weights are typed T: a double literal turns
+// float32 taps into double arithmetic (the float32 restriction was slower than the float64 one).
+__device__ __forceinline__ T weight(int o, int c) { return c ? (o ? (T)0.25 : (T)0.5) : (o ? (T)0 : (T)1); }
+
 extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__ r,
                                        int m0, int m1, int m2, int n1, int n2,
                                        int c0, int c1, int c2, int ph0, int ph1, int ph2)
@@ -117,29 +124,39 @@ extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__
     if (k2 >= m2) return;
     STRIDES;
     int a0 = c0 ? 2 * k0 + ph0 : k0, a1 = c1 ? 2 * k1 + ph1 : k1, a2 = c2 ? 2 * k2 + ph2 : k2;
+    const T* centre = r + PADDED(a0, a1, a2);
     T acc = 0;
-    for (int o0 = -c0; o0 <= c0; ++o0) {
-        T v0 = c0 ? (o0 == 0 ? 0.5 : 0.25) : 1.0;
-        long b0 = (a0 + o0 + PAD0) * P0;
-        for (int o1 = -c1; o1 <= c1; ++o1) {
-            T v1 = v0 * (c1 ? (o1 == 0 ? 0.5 : 0.25) : 1.0);
-            long b1 = b0 + (a1 + o1 + 1) * P1 + a2 + 1;
-            for (int o2 = -c2; o2 <= c2; ++o2)
-                acc += v1 * (c2 ? (o2 == 0 ? 0.5 : 0.25) : 1.0) * r[b1 + o2];
+#if DIM == 3
+#pragma unroll
+    for (int o0 = -1; o0 <= 1; ++o0) {
+        T v0 = weight(o0, c0);
+#else
+    {
+        int o0 = 0;
+        T v0 = 1;
+#endif
+#pragma unroll
+        for (int o1 = -1; o1 <= 1; ++o1) {
+            const T* row = centre + o0 * P0 + o1 * P1;
+            T line = weight(-1, c2) * row[-1] + weight(0, c2) * row[0] + weight(1, c2) * row[1];
+            acc += v0 * weight(o1, c1) * line;
         }
     }
     fc[((long)k0 * m1 + k1) * m2 + k2] = acc;
 }
 
-// Padded coarse index of the first coarse point that fine point i gathers from, and how many
-// (1: coincident or a kept axis, 2: halfway between two coarse points, weight 1/2 each).
-__device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* cnt)
+// Fine point i takes coarse point (i - phase) / 2 if coincident, the mean of the two around it if
+// halfway, along a coarsened axis; coarse i along a kept one. Returns the padded coarse index of
+// the first and sets *next to the step to the second, 0 when there is one: the prolongation is
+// then always the sum of 2^dim loads over 2^dim (a point counted twice where one is taken), with
+// no branch or loop that depends on the point.
+__device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* next)
 {
-    *cnt = 1;
+    *next = 0;
     if (!c) return i + pad;
     int j = i - ph;
     if (!(j & 1)) return j / 2 + pad;
-    *cnt = 2;
+    *next = 1;
     return (j + 1) / 2 + pad - 1;
 }
 
@@ -149,19 +166,22 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
 {
     int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (i2 >= n2) return;
-    int q0, q1, q2;
-    int l0 = gather(i0, c0, ph0, PAD0, &q0), l1 = gather(i1, c1, ph1, 1, &q1),
-        l2 = gather(i2, c2, ph2, 1, &q2);
+    int s0, s1, s2;
+    int l0 = gather(i0, c0, ph0, PAD0, &s0), l1 = gather(i1, c1, ph1, 1, &s1),
+        l2 = gather(i2, c2, ph2, 1, &s2);
     long Q1 = m2 + 2, Q0 = (long)(m1 + 2) * Q1;
-    T acc = 0;
-    for (int a = 0; a < q0; ++a)
-        for (int b = 0; b < q1; ++b) {
-            const T* row = e + (l0 + a) * Q0 + (l1 + b) * Q1 + l2;
-            acc += q2 == 2 ? row[0] + row[1] : row[0];
-        }
-    T w = (q0 == 2 ? 0.5 : 1.0) * (q1 == 2 ? 0.5 : 1.0) * (q2 == 2 ? 0.5 : 1.0);
+    const T* c = e + l0 * Q0 + l1 * Q1 + l2;
+    long d1 = s1 * Q1;
+    T acc = (c[0] + c[s2]) + (c[d1] + c[d1 + s2]);
+#if DIM == 3
+    long d0 = s0 * Q0;
+    acc += (c[d0] + c[d0 + s2]) + (c[d0 + d1] + c[d0 + d1 + s2]);
+    acc *= (T)0.125;
+#else
+    acc *= (T)0.25;
+#endif
     STRIDES;
-    u[PADDED(i0, i1, i2)] += w * acc;
+    u[PADDED(i0, i1, i2)] += acc;
 }
 
 // FMG's cubic interpolation of a solution (twin: transfer.cubic_upsample): along each axis a fine
@@ -228,8 +248,11 @@ def _launch(dim, dtype, name, shape3, args):
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return
-    block = min(128, 32 * ((nx + 31) // 32))
-    _kernel(dim, numpy.dtype(dtype).name, name)(((nx + block - 1) // block, n1, n0), (block,), args)
+    # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
+    # them (257 points: 3 blocks of 96, not 2 of 128 and one with a single thread)
+    blocks = -(-nx // 128)
+    block = 32 * -(-nx // (32 * blocks))
+    _kernel(dim, numpy.dtype(dtype).name, name)((blocks, n1, n0), (block,), args)
 
 
 def _dims3(shape):
@@ -260,6 +283,7 @@ class Laplacian:
         t = self.dtype.type
         self.weights = [t(0)] * (3 - self.dim) + [t(v) for v in weights]
         self.coefs = self.weights + [t(op.diag)]
+        self._weights64 = [numpy.float64(v) for v in [0] * (3 - self.dim) + list(weights)]
 
     def residual(self, out, f, u_pad):
         """out = f - A u; ``out`` and ``f`` each unpadded or padded (then their interior is used)."""
@@ -271,13 +295,15 @@ class Laplacian:
         return out
 
     def eliminate(self, f, x, y, c):
-        """PETSc's DMDA convention, ``x`` and ``y`` over the grid with its outer layer (this
-        level's padded shape): y = c x on the layer (y inside untouched) and
-        f = x_I - A_IB y_B, in one pass."""
+        """PETSc's DMDA convention, ``x`` and ``y`` (float64) over the grid with its outer layer
+        (this level's padded shape): y = c x on the layer (y inside untouched) and
+        f = x_I - A_IB y_B (in the operator's precision), in one pass."""
         _contiguous(f, x, y)
+        if x.dtype != numpy.float64 or y.dtype != numpy.float64 or f.dtype != self.dtype:
+            raise TypeError(f"eliminate: x and y float64, f {self.dtype}; got {x.dtype}, {y.dtype}, {f.dtype}")
         n0, n1, n2 = _dims3(self.box.shape)
         grid3 = (n0 + 2 if self.dim == 3 else 1, n1 + 2, n2 + 2)
-        args = [y, f, x, *_i32(n0, n1, n2), self.dtype.type(c), *self.weights]
+        args = [y, f, x, *_i32(n0, n1, n2), numpy.float64(c), *self._weights64]
         _launch(self.dim, self.dtype, "eliminate", grid3, args)
         return f
 

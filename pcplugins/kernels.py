@@ -1,4 +1,5 @@
-"""The two fused elementwise kernels everything else is built from, with their NumPy twins.
+"""The two fused elementwise kernels everything else is built from, with their NumPy twins
+(and the small reductions a captured cycle needs: ``gemv``, ``all_finite``).
 
 ``lincomb(out, coefs, arrays)``   out  = sum_k c_k * u_k          (or out += ..., ``add=True``)
 ``relax(x, f, invd, w, coefs, arrays, cdiag)``
@@ -110,3 +111,19 @@ def gemv(out, A, x):
     if backend.array_module(out) is not numpy:
         return _gemv_kernel()(A, x[None, :], out, axis=1)
     return numpy.matmul(A, x, out=out)
+
+
+@functools.lru_cache(maxsize=None)
+def _all_finite_kernel():
+    return backend.cupy.ReductionKernel("T x", "bool y", "isfinite(x)", "a && b", "y = a", "true",
+                                        "pcplugins_all_finite")
+
+
+def all_finite(a, out):
+    """out (a 0-d bool array) = all entries of ``a`` finite. One kernel on the GPU, which a CUDA
+    graph can hold (cupy.isfinite of cupy.sum took several launches, 35-45 us at each PC
+    application)."""
+    if backend.array_module(a) is not numpy:
+        return _all_finite_kernel()(a, out, axis=None)
+    out[...] = numpy.isfinite(a).all()      # also a host level's values into a device flag
+    return out

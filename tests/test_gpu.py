@@ -108,7 +108,8 @@ SUBBOXES = [grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((31, 30, 2
 
 @pytest.mark.parametrize("box", SUBBOXES, ids=str)
 @pytest.mark.parametrize("coarsened", ["all", "first-kept"])
-def test_fused_transfers_match_twin(box, coarsened):
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_transfers_match_twin(box, coarsened, dtype):
     cp = backend.cupy
     ax = tuple(a > 0 or coarsened == "all" for a in range(box.dim))
     cbox = box.coarsen(ax)
@@ -119,10 +120,12 @@ def test_fused_transfers_match_twin(box, coarsened):
     uf = rng.standard_normal(box.padded_shape)
     ref_r = twin.restrict(np.zeros(cbox.shape), rf)
     ref_p = twin.prolong_add(uf.copy(), ec)
-    got_r = fast.restrict(cp.zeros(cbox.shape), cp.asarray(rf))
-    got_p = fast.prolong_add(cp.asarray(uf), cp.asarray(ec))
-    assert np.allclose(backend.to_host(got_r), ref_r, rtol=1e-14, atol=1e-14)
-    assert np.allclose(backend.to_host(got_p), ref_p, rtol=1e-14, atol=1e-14)
+    got_r = fast.restrict(cp.zeros(cbox.shape, dtype), cp.asarray(rf, dtype))
+    got_p = fast.prolong_add(cp.asarray(uf, dtype), cp.asarray(ec, dtype))
+    tol = 1e-14 if dtype == "float64" else 1e-6     # float32 against the float64 twin
+    assert got_r.dtype == got_p.dtype == np.dtype(dtype)
+    assert np.allclose(backend.to_host(got_r), ref_r, rtol=tol, atol=tol)
+    assert np.allclose(backend.to_host(got_p), ref_p, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("box", SUBBOXES, ids=str)
@@ -164,7 +167,9 @@ def test_fused_cycle_matches_generic(shape, cycle):
 
 
 @pytest.mark.parametrize("shape", [(9, 10, 11), (12, 13)])
-def test_fused_elimination_matches_twin(shape):
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_elimination_matches_twin(shape, dtype):
+    """x and y are PETSc's (double); f is in the cycle's precision."""
     cp = backend.cupy
     box = grid.Box(shape)
     w = [-1.0, -2.0, -3.0][:box.dim]
@@ -174,21 +179,51 @@ def test_fused_elimination_matches_twin(shape):
     grid.interior(y_ref)[...] = 0
     f_ref = stencil.laplacian(box, w, np).residual(np.zeros(shape), grid.interior(x), y_ref)
     y = cp.full(box.padded_shape, 5.0)
-    f = fused.Laplacian(stencil.laplacian(box, w, cp), w).eliminate(cp.zeros(shape), cp.asarray(x), y, c)
+    lap = fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w)
+    f = lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x), y, c)
     y = backend.to_host(y)
     assert np.all(grid.interior(y) == 5.0)            # the inside is the cycle's to write
     grid.interior(y)[...] = 0
     assert np.allclose(y, y_ref, rtol=1e-15, atol=0)
-    assert np.allclose(backend.to_host(f), f_ref, rtol=1e-14, atol=1e-14)
+    tol = 1e-14 if dtype == "float64" else 1e-6       # f rounded once to float32
+    assert f.dtype == np.dtype(dtype)
+    assert np.allclose(backend.to_host(f), f_ref, rtol=tol, atol=tol)
+    with pytest.raises(TypeError, match="float64"):
+        lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x, np.float32), y, c)
 
 
 @real_scalars
-@pytest.mark.parametrize("smoother", [{}, {"pc_gmg_smoother": "adi"}])
+@pytest.mark.parametrize("smoother", [{}, {"pc_gmg_operator": "laplacian"}, {"pc_gmg_smoother": "adi"}])
 def test_single_precision_cycle_cuda_matches_host(smoother):
     host, _ = _petsc_solve(33, dict(smoother, pc_gmg_precision="single"), 0.0)
     dev, ctx = _petsc_solve(33, dict(smoother, pc_gmg_precision="single", mat_type="aijcusparse"), 0.0)
     assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
+
+
+@real_scalars
+@pytest.mark.parametrize("extra", [{}, {"pc_gmg_precision": "single"}, {"pc_gmg_fused": "0"},
+                                   {"pc_gmg_graph": "0"}])
+def test_nan_on_cuda_vectors_sets_failed_reason(extra):
+    """The finiteness check runs inside the cycle (and its CUDA graph); its flag, read at the
+    next application, sets the PC's failed reason. (PCApply directly: CG would see the NaN in
+    its own dot products first.)"""
+    from petsc4py import PETSc
+    from problems import poisson_system
+    with petsc_options({"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", **extra}):
+        da, A, b = poisson_system(17, 3, "petsc")
+        ksp, _ = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=2)
+    pc, y, bad = ksp.getPC(), b.duplicate(), b.copy()
+    ctx = pc.getPythonContext()
+    assert ctx.device == "gpu" and ("on" in ctx.graph_note) == ("pc_gmg_graph" not in extra)
+    bad.setValue(100, np.nan)
+    bad.assemble()
+    pc.apply(b, y)
+    pc.apply(b, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.NOERROR
+    pc.apply(bad, y)
+    pc.apply(b, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.SUBPC_ERROR
 
 
 @real_scalars
@@ -493,3 +528,21 @@ def test_any_all_through_device_wide_reductions():
             for host, dev in ((m, d), (m[::3], d[::3])):
                 assert backend.any_true(dev) == bool(host.any()), (n, p)
                 assert backend.all_true(dev) == bool(host.all()), (n, p)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_all_finite_kernel_matches_numpy(dtype):
+    """kernels.all_finite's one-kernel reduction (captured in the PC's graph) against NumPy."""
+    cp = backend.cupy
+    rng = np.random.default_rng(4)
+    for n in (1, 7, 1000, 100003):
+        for bad in (None, np.nan, np.inf, -np.inf):
+            a = rng.standard_normal(n).astype(dtype)
+            if bad is not None:
+                a[rng.integers(n)] = bad
+            d = cp.asarray(a)
+            for host, dev in ((a, d), (a[::3], d[::3])):
+                want = bool(np.isfinite(host).all())
+                out = cp.asarray(not want)              # the kernel must overwrite it
+                kernels.all_finite(dev, out)
+                assert bool(out) == want, (n, bad)

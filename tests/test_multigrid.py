@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pcplugins import backend, fft, grid, multigrid, stencil, transfer
+from pcplugins import backend, fft, grid, kernels, multigrid, stencil, transfer
 
 
 def laplacian2d(n, xp=np):
@@ -61,6 +61,15 @@ def test_any_all_helpers_match_numpy():
             for mask in (m, m[::3]):
                 assert backend.any_true(mask) == bool(mask.any()), (n, p)
                 assert backend.all_true(mask) == bool(mask.all()), (n, p)
+
+
+def test_all_finite_matches_numpy():
+    """kernels.all_finite (the PC's NaN check; the GPU test runs it on CuPy)."""
+    for a in (np.ones((3, 4)), np.array([1.0, np.nan]), np.array([np.inf, 0.0]), np.ones(0),
+              np.arange(12.0).reshape(3, 4)[:, ::2]):
+        want = bool(np.isfinite(a).all())
+        out = np.asarray(not want)
+        assert bool(kernels.all_finite(a, out)) == want, a
 
 
 def test_paper_restriction_is_eq_4_6():
