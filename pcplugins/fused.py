@@ -12,6 +12,7 @@ kernel             NumPy twin (the generic code, compared with it in tests/test_
 ``residual``       ``StencilOperator.residual``
 ``restrict_fw``    ``transfer.Transfer(..., 'linear').restrict`` (full weighting)
 ``prolong_add``    ``transfer.Transfer(..., 'linear').prolong_add``
+``homg_iterate``   one iteration of ``homg.HOMG`` (its CuPy/NumPy expressions)
 =================  =====================================================================
 
 The red-black kernel runs one thread per point of the colour (two per x-pair), so a sweep reads
@@ -184,6 +185,91 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
     u[PADDED(i0, i1, i2)] += acc;
 }
 
+// HOMG (homg.py), one iteration on the level of stride l, fused as the paper does it: every
+// padded fine point j takes the (bi/tri)linear interpolation of the damped-Jacobi update of the
+// stride-l corners of its cell, out = I_l (v + scale (f_l - A_l v)), v = u on the stride-l points.
+// u and out are whole padded grids (N per axis), f the level's compact right-hand side (K per
+// axis, boundary included).
+__device__ __forceinline__ T homg_relaxed(const T* u, const T* f, int k0, int k1, int k2, int l,
+                                          int K0, int K1, int K2, long S0, long S1,
+                                          T w0, T w1, T w2, T diag, T inv_l2, T scale)
+{
+    long p = (long)k0 * l * S0 + (long)k1 * l * S1 + (long)k2 * l;
+    T v = u[p];
+    bool edge = k1 == 0 || k1 == K1 - 1 || k2 == 0 || k2 == K2 - 1;
+#if DIM == 3
+    edge = edge || k0 == 0 || k0 == K0 - 1;
+#endif
+    if (edge) return v;                         // Dirichlet boundary: kept
+    long L1 = l * S1;
+    T au = diag * v + w2 * (u[p - l] + u[p + l]) + w1 * (u[p - L1] + u[p + L1]);
+#if DIM == 3
+    long L0 = l * S0;
+    au += w0 * (u[p - L0] + u[p + L0]);
+#endif
+    return v + scale * (f[((long)k0 * K1 + k1) * K2 + k2] - au * inv_l2);
+}
+
+// first corner of j's cell and the two weights (the second 0 when j is on a corner)
+__device__ __forceinline__ int homg_cell(int j, int l, T* w)
+{
+    int c = j / l, t = j - c * l;
+    w[1] = (T)t / (T)l;
+    w[0] = (T)1 - w[1];
+    return c;
+}
+
+// A block is HOMG_ROWS rows of x (one j0): the corners of their cells lie on at most 2 planes and
+// HOMG_ROWS / l + 2 rows of the level, at most 128 / l + 2 of them per row (l >= 2). They are
+// relaxed once each into shared memory, then every thread interpolates its points from there.
+// (Each point relaxing its own corners took 85 ms for an MFMG(32) cycle at 255^3; one row per
+// block, 60 ms: the blocks were too short to hide the latency of their two phases.)
+#define HOMG_ROWS 8
+#define HOMG_CROWS (HOMG_ROWS / 2 + 2)
+#define HOMG_ROW 72
+extern "C" __global__ void homg_iterate(T* __restrict__ out, const T* __restrict__ u, const T* __restrict__ f,
+                                        int N0, int N1, int N2, int K0, int K1, int K2, int l,
+                                        T w0, T w1, T w2, T diag, T inv_l2, T scale)
+{
+    int j0 = blockIdx.z, jb = blockIdx.x * blockDim.x, j2 = jb + threadIdx.x;
+    int r1 = blockIdx.y * HOMG_ROWS, r1e = min(r1 + HOMG_ROWS, N1);     // rows [r1, r1e)
+    long S1 = N2, S0 = (long)N1 * N2;
+    if (l == 1) {                               // the fine level: damped Jacobi, no interpolation
+        if (j2 < N2)
+            for (int j1 = r1; j1 < r1e; ++j1)
+                out[j0 * S0 + j1 * S1 + j2] = homg_relaxed(u, f, j0, j1, j2, 1, K0, K1, K2, S0, S1,
+                                                           w0, w1, w2, diag, inv_l2, scale);
+        return;
+    }
+    __shared__ T corner[2][HOMG_CROWS][HOMG_ROW];
+    T a0w[2] = {1, 0}, a1w[2], a2w[2];
+    int c0 = 0;
+#if DIM == 3
+    c0 = homg_cell(j0, l, a0w);
+#endif
+    int n0 = a0w[1] != (T)0 ? 2 : 1;
+    int q1 = r1 / l, m1 = min((r1e - 1) / l + 1, K1 - 1) - q1 + 1;
+    int first = jb / l, count = min((min(jb + (int)blockDim.x, N2) - 1) / l + 1, K2 - 1) - first + 1;
+    for (int i = threadIdx.x; i < n0 * m1 * count; i += blockDim.x) {
+        int k = i % count, rest = i / count;
+        corner[rest / m1][rest % m1][k] = homg_relaxed(u, f, c0 + rest / m1, q1 + rest % m1, first + k, l,
+                                                       K0, K1, K2, S0, S1, w0, w1, w2, diag, inv_l2, scale);
+    }
+    __syncthreads();
+    if (j2 >= N2) return;
+    int k = homg_cell(j2, l, a2w) - first, e2 = a2w[1] != (T)0 ? 1 : 0;
+    for (int j1 = r1; j1 < r1e; ++j1) {
+        int b = homg_cell(j1, l, a1w) - q1, e1 = a1w[1] != (T)0 ? 1 : 0;
+        T acc = 0;
+        for (int a = 0; a < n0; ++a) {
+            const T *lo = corner[a][b], *hi = corner[a][b + e1];
+            acc += a0w[a] * (a1w[0] * (a2w[0] * lo[k] + a2w[1] * lo[k + e2])
+                             + a1w[1] * (a2w[0] * hi[k] + a2w[1] * hi[k + e2]));
+        }
+        out[j0 * S0 + j1 * S1 + j2] = acc;
+    }
+}
+
 // FMG's cubic interpolation of a solution (twin: transfer.cubic_upsample): along each axis a fine
 // padded index j takes coarse j/2 (j even) or 4 coarse points around the midpoint, one-sided
 // next to the boundary. One thread per fine padded point, writes the whole padded array.
@@ -221,6 +307,21 @@ extern "C" __global__ void cubic_upsample(T* __restrict__ u, const T* __restrict
     u[((long)j0 * N1 + j1) * N2 + j2] = acc;
 }
 """
+
+
+_HOMG_ROWS = 8      # HOMG_ROWS of the kernel source
+
+
+def homg_iteration(out, u, f_level, l, weights, diag, scale):
+    """out = one HOMG iteration on the level of stride ``l`` from ``u`` (whole padded grids;
+    ``f_level`` the level's compact right-hand side, boundary included): homg.HOMG's twin."""
+    _contiguous(out, u, f_level)
+    dim, t = u.ndim, u.dtype.type
+    N, K = _dims3(u.shape), _dims3(f_level.shape)
+    w = [t(0)] * (3 - dim) + [t(v) for v in weights]
+    args = [out, u, f_level, *_i32(*N, *K, l), *w, t(diag), t(1.0 / (l * l)), t(scale)]
+    _launch(dim, u.dtype, "homg_iterate", (N[0], -(-N[1] // _HOMG_ROWS), N[2]), args)
+    return out
 
 
 def cubic_upsample(fine_pad, coarse_pad):
