@@ -199,11 +199,7 @@ class DMDAPC:
         # graph capture
         use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
                      and not getattr(self.mg, "host_levels", 0) and not self.mixed[1])
-        # the cycle's temporaries (generic kernels, HOMG's right-hand sides) come from a pool of
-        # their own, which the graphs keep using, as AMG's do. (In CuPy's default pool, which
-        # keeps freed blocks per stream, they stayed with the capture's stream: out of other
-        # arrays' reach only while no later stream gets the same handle, and kept after PCReset.)
-        self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool()) if use_graph else None
+        self._graphs = backend.CycleGraphs(self._cycle) if use_graph else None
 
     def _run(self, x, out):
         """out = B x; on the GPU replayed as a CUDA graph (backend.CycleGraphs)."""
