@@ -239,6 +239,22 @@ def test_nan_in_rhs_stops_the_ksp():
     assert ksp.getConvergedReason() < 0
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")    # inf - inf in the cycle
+@pytest.mark.parametrize("extra", [{}, {"pc_gmg_operator": "laplacian", "pc_gmg_precision": "single"}])
+def test_nan_reaching_the_pc_sets_its_failed_reason(extra):
+    """PCApply directly (a KSP would see the NaN in its own dot products first): on the host the
+    flag is read at once."""
+    da, A, b = poisson_system(9, 3, "petsc")
+    ksp, _ = solve(da, A, b, dict(GMG, **extra))
+    pc, y, bad = ksp.getPC(), b.duplicate(), b.copy()
+    pc.apply(b, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.NOERROR
+    bad.setValue(20, np.inf)
+    bad.assemble()
+    pc.apply(bad, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.SUBPC_ERROR
+
+
 @pytest.mark.parametrize("dim,n,convention,jump", [(2, 65, "interior", 0.0), (3, 33, "petsc", 0.0),
                                                    (3, 17, "petsc", 4.0)])
 def test_single_precision_cycle_inside_double_cg(dim, n, convention, jump):
