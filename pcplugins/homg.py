@@ -5,7 +5,8 @@ Every level lives inside the fine array: level m is the sub-grid of stride l = 2
 grid (boundary included, 2^k + 1 points per axis, so the sub-grids nest). One *iteration* on level
 m is a damped Jacobi relaxation of the stride-l points for the rediscretized operator (weights
 w_a / l^2) against the restricted right-hand side f_m, followed by (bi/tri)linear interpolation of
-the stride-l values to the whole grid: every iteration is whole-grid work (a few CuPy kernels),
+the stride-l values to the whole grid: every iteration is whole-grid work (on the GPU one fused kernel,
+``fused.homg_iterate``, as in the paper; these array expressions are its twin and the host path),
 and the fine array always holds the interpolated current approximation, so the next finer level
 starts from it.
 
@@ -47,7 +48,8 @@ def _interpolate(c, l, xp):
 
 
 class HOMG:
-    """One MFMG cycle as the solver of the DMDA preconditioners (interface of multigrid.Multigrid)."""
+    """One MFMG cycle as the solver of the DMDA preconditioners (interface of multigrid.Multigrid).
+    ``fused_kernel=False`` keeps the array expressions on the GPU too (the twin, in the tests)."""
 
     def __init__(self, op, weights, max_it=32, omega=0.8, fused_kernel=True):
         box = op.box
