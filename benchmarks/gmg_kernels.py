@@ -1,8 +1,11 @@
 """Per-kernel GPU times of one GMG level (CuPy events, median of 20), fused against generic.
 
-    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-dtype float64|float32] [-out benchmarks/results/x.json]
+    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-dtype float64|float32]
+                                     [-out benchmarks/results/x.json]
 
-Each figure comes with the bytes the kernel must move at least (each value read or written once) and the bandwidth that implies, so the gap to the memory-bandwidth floor is visible.
+Each figure comes with the bytes the kernel must move at least (each value read or written once,
+at the -dtype's size) and the bandwidth that implies, so the gap to the memory-bandwidth floor is
+visible.
 """
 import json
 import platform
