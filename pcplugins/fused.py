@@ -345,15 +345,30 @@ def _kernel(dim, dtype, name):
 
 
 def _launch(dim, dtype, name, shape3, args):
-    """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z."""
+    """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z.
+    A cycle is a hundred or more launches whose host time adds up (it is the whole cost of a
+    CUDA graph's capture), so each configuration is worked out once."""
+    key = (dim, dtype, name, shape3)
+    cfg = _CONFIGS.get(key)
+    if cfg is None:
+        cfg = _CONFIGS[key] = _configure(dim, dtype, name, shape3)
+    if cfg:
+        cfg[0](cfg[1], cfg[2], args)
+
+
+_CONFIGS = {}
+
+
+def _configure(dim, dtype, name, shape3):
+    """(kernel, grid, block) for _launch, or () for an empty grid."""
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
-        return
+        return ()
     # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
     # them (257 points: 3 blocks of 96, not 2 of 128 and one with a single thread)
     blocks = -(-nx // 128)
     block = 32 * -(-nx // (32 * blocks))
-    _kernel(dim, numpy.dtype(dtype).name, name)((blocks, n1, n0), (block,), args)
+    return _kernel(dim, numpy.dtype(dtype).name, name), (blocks, n1, n0), (block,)
 
 
 def _dims3(shape):
@@ -385,14 +400,16 @@ class Laplacian:
         self.weights = [t(0)] * (3 - self.dim) + [t(v) for v in weights]
         self.coefs = self.weights + [t(op.diag)]
         self._weights64 = [numpy.float64(v) for v in [0] * (3 - self.dim) + list(weights)]
+        self._shape3 = _dims3(self.box.shape)
+        self._sizes = _i32(*self._shape3)
+        self._flags = {(a, b): _i32(a, b) for a in (0, 1) for b in (0, 1)}
 
     def residual(self, out, f, u_pad):
         """out = f - A u; ``out`` and ``f`` each unpadded or padded (then their interior is used)."""
         _contiguous(out, f, u_pad)
         padded = self.box.padded_shape
-        shape3 = _dims3(self.box.shape)
-        args = [out, f, u_pad, *_i32(*shape3, out.shape == padded, f.shape == padded)]
-        _launch(self.dim, self.dtype, "residual", shape3, args + self.coefs)
+        flags = self._flags[out.shape == padded, f.shape == padded]
+        _launch(self.dim, self.dtype, "residual", self._shape3, [out, f, u_pad, *self._sizes, *flags, *self.coefs])
         return out
 
     def eliminate(self, f, x, y, c):
@@ -418,20 +435,24 @@ class RedBlack:
         base = sum(s + 1 for s in box.start)     # colour = parity of the grid indices' sum (grid.py)
         self._parity = [(c - base) % 2 for c in (0, 1)]
         self._scale = lap.dtype.type(omega / lap.op.diag)
+        n0, n1, n2 = _dims3(box.shape)
+        # each parity's launch shape and trailing arguments, worked out once
+        self._first = {p: ((n0, n1, n2), [*_i32(n0, n1, n2, p), self._scale]) for p in (0, 1)}
+        self._colour = {p: ((n0, n1, (n2 + 1) // 2), [*_i32(n0, n1, n2, p), *lap.coefs, self._scale])
+                        for p in (0, 1)}
 
     def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
         _contiguous(u, f)
         lap = self.lap
-        n0, n1, n2 = _dims3(lap.box.shape)
         parities = self._parity[::-1] if reverse else self._parity
         for sweep in range(sweeps):
             for k, par in enumerate(parities):
                 if zero_guess and sweep == 0 and k == 0:
-                    _launch(lap.dim, lap.dtype, "relax_first", (n0, n1, n2),
-                            [u, f, *_i32(n0, n1, n2, par), self._scale])
+                    shape3, tail = self._first[par]
+                    _launch(lap.dim, lap.dtype, "relax_first", shape3, [u, f, *tail])
                 else:
-                    _launch(lap.dim, lap.dtype, "relax_colour", (n0, n1, (n2 + 1) // 2),
-                            [u, f, *_i32(n0, n1, n2, par), *lap.coefs, self._scale])
+                    shape3, tail = self._colour[par]
+                    _launch(lap.dim, lap.dtype, "relax_colour", shape3, [u, f, *tail])
                 exchange(u)
         if zero_guess and sweeps == 0:
             u[...] = 0
@@ -450,21 +471,19 @@ class LinearTransfer:
         self.fine, self.coarse = twin.fine, twin.coarse
         self.dim = self.fine.dim
         pad = 3 - self.dim
-        self._flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)),
-                           *((0,) * pad + tuple(twin.phase)))
+        flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))
+        fine3, coarse3 = _dims3(self.fine.shape), _dims3(self.coarse.shape)
+        self._restrict = coarse3, [*_i32(*coarse3, *fine3[1:]), *flags]
+        self._prolong = fine3, [*_i32(*fine3, *coarse3[1:]), *flags]
 
     def restrict(self, coarse_out, fine_pad):
         _contiguous(coarse_out, fine_pad)
-        _, n1, n2 = _dims3(self.fine.shape)
-        shape3 = _dims3(self.coarse.shape)
-        args = [coarse_out, fine_pad, *_i32(*shape3, n1, n2), *self._flags]
-        _launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, args)
+        shape3, tail = self._restrict
+        _launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, [coarse_out, fine_pad, *tail])
         return coarse_out
 
     def prolong_add(self, fine_pad, coarse_pad):
         _contiguous(fine_pad, coarse_pad)
-        _, m1, m2 = _dims3(self.coarse.shape)
-        shape3 = _dims3(self.fine.shape)
-        args = [fine_pad, coarse_pad, *_i32(*shape3, m1, m2), *self._flags]
-        _launch(self.dim, fine_pad.dtype, "prolong_add", shape3, args)
+        shape3, tail = self._prolong
+        _launch(self.dim, fine_pad.dtype, "prolong_add", shape3, [fine_pad, coarse_pad, *tail])
         return fine_pad

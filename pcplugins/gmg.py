@@ -19,6 +19,8 @@ OPTIONS = [
     Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns"),
     Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
            multigrid.CYCLES + ("homg",)),
+    Option("pc_gmg_multiplicative_cycles", "int", 1,
+           "Cycles per application (as -pc_mg_multiplicative_cycles): fewer Krylov iterations for more cycles"),
     Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)"),
     Option("pc_gmg_fmg_interpolation", "str", "cubic",
            "FMG: interpolation of each level's starting solution", ("cubic", "linear")),
@@ -60,9 +62,12 @@ class GMG(DMDAPC):
     def _build(self, op, v):
         if v["gpu_levels"] is not None and v["gpu_levels"] < 0:
             raise bridge.error(f"option -pc_gmg_gpu_levels: must be >= 0, got {v['gpu_levels']}")
+        if v["multiplicative_cycles"] < 1:
+            raise bridge.error(f"option -pc_gmg_multiplicative_cycles: must be >= 1, got {v['multiplicative_cycles']}")
         if v["cycle"] == "homg":
             return self._build_homg(op, v)
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
+                                 cycles=v["multiplicative_cycles"],
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
                                  transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
                                  gpu_levels=v["gpu_levels"] if self.device == "gpu" else None,

@@ -94,6 +94,7 @@ class Options:
     levels: int = None            # None: by the coarsening rule (grid.py)
     coarse_size: int = 256        # stop coarsening at this many unknowns
     cycle: str = "v"              # v, w, f
+    cycles: int = 1               # cycles per call of cycle() (PETSc's -pc_mg_multiplicative_cycles)
     pre: int = 1
     post: int = 1
     smoother: str = "redblack"    # redblack, multicolor, jacobi, chebyshev
@@ -117,7 +118,8 @@ class Level:
         xp, dt = op.xp, op.dtype
         self.u = xp.zeros(self.box.padded_shape, dt)
         self.r = xp.zeros(self.box.padded_shape, dt)
-        self.f = xp.zeros(self.box.shape, dt)
+        # the finest level's right-hand side is the caller's array (Multigrid.cycle)
+        self.f = xp.zeros(self.box.shape, dt) if index else None
         self.smoother = None
         self.transfer = None   # to the next coarser level
         self.coarse_solve = None
@@ -140,6 +142,8 @@ class Multigrid:
         self.event = event or (lambda name: contextlib.nullcontext())
         if opt.cycle not in CYCLES:
             raise ValueError(f"unknown cycle {opt.cycle!r}; expected one of {', '.join(CYCLES)}")
+        if opt.cycles < 1:
+            raise ValueError(f"cycles per application must be >= 1, got {opt.cycles}")
         if opt.smoother not in SMOOTHERS:
             raise ValueError(f"unknown smoother {opt.smoother!r}; expected one of {', '.join(SMOOTHERS)}")
         self.comm = comm or Comm()
@@ -262,18 +266,20 @@ class Multigrid:
 
     # -- cycles ------------------------------------------------------------------------------------
     def cycle(self, f, u=None, kind=None):
-        """One cycle for A u = f on the finest level; ``u`` (padded) is the initial guess
-        (zero when None) and is returned updated. Full multigrid ('fmg') always starts from
-        zero."""
+        """``options.cycles`` cycles for A u = f on the finest level; ``u`` (padded) is the initial
+        guess (zero when None) and is returned updated. Full multigrid ('fmg') always starts from
+        zero, and the cycles after it are V-cycles. k symmetric cycles are a symmetric
+        preconditioner (error propagation E^k), so CG may trade iterations for cycles."""
         top = self.levels[0]
         top.f = f
         if u is not None:
             top.u = u
         kind = kind or self.options.cycle
-        if kind == "fmg":
-            self._fmg()
-        else:
-            self._cycle(0, kind, zero=u is None)
+        for c in range(self.options.cycles):
+            if kind == "fmg" and c == 0:
+                self._fmg()
+            else:
+                self._cycle(0, "v" if kind == "fmg" else kind, zero=u is None and c == 0)
         return top.u
 
     def _fmg(self):
@@ -385,7 +391,7 @@ class Multigrid:
         """Values stored by the hierarchy (work arrays and operator coefficients)."""
         total = 0
         for lev in self.levels:
-            total += lev.u.size + lev.r.size + lev.f.size + lev.op.stored_values()
+            total += lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
             sm = lev.smoother
             for name in ("r", "d"):
                 if sm is not None and hasattr(sm, name):
@@ -400,7 +406,8 @@ class Multigrid:
     def describe(self):
         """Lines for -ksp_view."""
         o = self.options
-        lines = [f"{o.cycle.upper()}-cycle, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
+        times = f"{o.cycles} " if o.cycles > 1 else ""
+        lines = [f"{times}{o.cycle.upper()}-cycle{'s' if times else ''}, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
                  f"transfer {o.transfer}"]
         for lev in self.levels:
             kind = "matrix-free constant stencil" if lev.op.constant else "stored stencil"

@@ -77,31 +77,44 @@ class StencilOperator:
         return 0 if self.constant else len(self.coefs) * self.box.size
 
     # -- conversions ------------------------------------------------------------------------------
-    def coef_arrays(self):
-        """Coefficients as arrays over the level (zero where the neighbour is outside the grid)."""
-        xp, box = self.xp, self.box
+    def coef_arrays(self, xp=None):
+        """Coefficients as arrays over the level (zero where the neighbour is outside the grid), on
+        ``xp`` (the level's own namespace by default; a constant stencil can be expanded anywhere)."""
+        box = self.box
+        xp = xp if xp is not None and self.constant else self.xp
         out = []
         for c, o in zip(self.coefs, self.offsets):
             a = xp.full(box.shape, c, dtype=self.dtype) if self.constant else c.copy()
             out.append((a * inside_mask(box, o, xp)).astype(self.dtype, copy=False))
         return out
 
+    def to_dense(self):
+        """The (global, serial) level as a dense NumPy matrix, for small coarse solves."""
+        n = self.box.size
+        A = numpy.zeros((n, n), numpy.result_type(self.dtype, numpy.float64))
+        rows, cols, vals = self._entries()
+        numpy.add.at(A, (rows, cols), vals)
+        return A
+
     def to_scipy(self):
         """The (global, serial) level as a SciPy sparse matrix, for the coarse solve and tests."""
         import scipy.sparse
+        rows, cols, vals = self._entries()
+        return scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(self.box.size, self.box.size))
+
+    def _entries(self):
+        """(rows, columns, values) of the level's matrix, on the host."""
         box = self.box
         idx = numpy.arange(box.size).reshape(box.shape)
         rows, cols, vals = [], [], []
-        for c, o in zip(self.coef_arrays(), self.offsets):
+        for c, o in zip(self.coef_arrays(numpy), self.offsets):   # on the host: no device round trips
             c = _host(c)
             src = tuple(slice(max(0, -oo), m - max(0, oo)) for oo, m in zip(o, box.shape))
             dst = tuple(slice(max(0, oo), m - max(0, -oo)) for oo, m in zip(o, box.shape))
             rows.append(idx[src].ravel())
             cols.append(idx[dst].ravel())
             vals.append(c[src].ravel())
-        return scipy.sparse.csr_matrix(
-            (numpy.concatenate(vals), (numpy.concatenate(rows), numpy.concatenate(cols))),
-            shape=(box.size, box.size))
+        return numpy.concatenate(rows), numpy.concatenate(cols), numpy.concatenate(vals)
 
 
 def _host(a):

@@ -14,6 +14,7 @@ the (bi/tri)linear P and reproduces the fine operator's scaling on the coarse gr
 Both are applied as gathers on padded arrays (halo = ghosts), so they need no communication other
 than the ghost update the cycle does before them.
 """
+import functools
 import itertools
 
 import numpy
@@ -59,8 +60,16 @@ class Transfer:
         first = 0 if fine.keep_ends else 1
         self.phase = tuple((2 * cs + first - fs) if c else 0
                            for c, cs, fs in zip(coarsened, coarse.start, fine.start))
-        self._restrict_terms = self._restriction_plan()
-        self._prolong_plan = self._prolongation_plan()
+
+    # the plans are built on first use: the fused GPU transfers (fused.LinearTransfer) never need
+    # them, and building them is most of a GPU setup's host time
+    @functools.cached_property
+    def _restrict_terms(self):
+        return self._restriction_plan()
+
+    @functools.cached_property
+    def _prolong_plan(self):
+        return self._prolongation_plan()
 
     def _restriction_plan(self):
         # coarse local k (padded k+1) gathers fine padded 2k + 1 + phase + o

@@ -175,6 +175,27 @@ def test_cycle_is_symmetric(cycle, smoother):
     assert np.isclose(np.vdot(bx, y), np.vdot(x, by), rtol=1e-10)
 
 
+def test_multiplicative_cycles_are_repeated_symmetric_cycles():
+    """cycles=2 is the cycle applied twice (the second from the first's result), and stays a
+    symmetric operator, so CG can use it; cycles=0 is refused."""
+    rng = np.random.default_rng(4)
+    box = grid.Box((15, 15, 15))
+    op = stencil.laplacian(box, [-1.0] * 3, np)
+    f, g = rng.standard_normal((2,) + box.shape)
+    one = multigrid.Multigrid(op, multigrid.Options(pre=2, post=1))
+    two = multigrid.Multigrid(op, multigrid.Options(pre=2, post=1, cycles=2))
+    u = one.cycle(f).copy()
+    u = one.cycle(f, u).copy()
+    assert np.allclose(two.cycle(f), u, rtol=0, atol=1e-13 * abs(u).max())
+    assert not np.allclose(one.cycle(f), u)
+    sym = multigrid.Multigrid(op, multigrid.Options(cycles=2))
+    bf = grid.interior(sym.cycle(f)).copy()
+    bg = grid.interior(sym.cycle(g)).copy()
+    assert np.isclose(np.vdot(bf, g), np.vdot(f, bg), rtol=1e-10)
+    with pytest.raises(ValueError, match="cycles"):
+        multigrid.Multigrid(op, multigrid.Options(cycles=0))
+
+
 def test_semicoarsening_and_odd_sizes_converge():
     op = stencil.laplacian(grid.Box((40, 5, 3)), [-1.0, -1.0, -1.0], np)
     mg = multigrid.Multigrid(op, multigrid.Options(coarse_size=4))
