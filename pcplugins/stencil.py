@@ -93,7 +93,7 @@ class StencilOperator:
         n = self.box.size
         A = numpy.zeros((n, n), numpy.result_type(self.dtype, numpy.float64))
         rows, cols, vals = self._entries()
-        numpy.add.at(A, (rows, cols), vals)
+        A[rows, cols] = vals        # each (row, column) pair comes from one offset only
         return A
 
     def to_scipy(self):

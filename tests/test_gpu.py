@@ -92,10 +92,14 @@ def _petsc_solve(n, extra, jump=1.0):
                                      {"mat_type": "aijcusparse", "pc_gmg_fused": "0"},
                                      {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian"},
                                      {"mat_type": "aijcusparse", "pc_gmg_gpu_levels": "2"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", "pc_gmg_pre": "2",
+                                      "pc_gmg_post": "2", "pc_gmg_multiplicative_cycles": "2"},
                                      {"pc_gmg_device": "gpu"}])
 def test_petsc_cuda_vectors_match_host(variant):
     jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
-    host, hctx = _petsc_solve(33, {}, jump)
+    same = {k: v for k, v in variant.items() if k.startswith("pc_gmg_") and k not in ("pc_gmg_graph", "pc_gmg_fused",
+                                                                                    "pc_gmg_device", "pc_gmg_gpu_levels")}
+    host, hctx = _petsc_solve(33, same, jump)
     dev, dctx = _petsc_solve(33, variant, jump)
     assert hctx.device == "cpu" and dctx.device == "gpu"
     assert np.linalg.norm(host - dev) <= 1e-10 * np.linalg.norm(host)
