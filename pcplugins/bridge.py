@@ -205,15 +205,16 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi):
 
 
 def layer_mask(box, xp=numpy):
-    """True on the outer layer of the global grid (over this rank's box)."""
-    on_layer = numpy.zeros(box.shape, dtype=bool)
+    """True on the outer layer of the global grid (over this rank's box), built on ``xp`` from one
+    small factor per axis (no full-size host array to upload)."""
+    on_layer = xp.zeros(box.shape, dtype=bool)
     for a in range(box.dim):
         g = numpy.arange(box.start[a], box.start[a] + box.shape[a])
         edge = (g == 0) | (g == box.global_shape[a] - 1)
         sh = [1] * box.dim
         sh[a] = -1
-        on_layer |= edge.reshape(sh)
-    return xp.asarray(on_layer)
+        on_layer |= xp.asarray(edge.reshape(sh))
+    return on_layer
 
 
 def dirichlet_layer(box, offsets, coefs, mpi):

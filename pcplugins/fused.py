@@ -224,7 +224,6 @@ __device__ __forceinline__ int homg_cell(int j, int l, T* w)
 // relaxed once each into shared memory, then every thread interpolates its points from there.
 // (Each point relaxing its own corners took 85 ms for an MFMG(32) cycle at 255^3; one row per
 // block, 60 ms: the blocks were too short to hide the latency of their two phases.)
-#define HOMG_ROWS 8
 #define HOMG_CROWS (HOMG_ROWS / 2 + 2)
 #define HOMG_ROW 72
 extern "C" __global__ void homg_iterate(T* __restrict__ out, const T* __restrict__ u, const T* __restrict__ f,
@@ -309,7 +308,7 @@ extern "C" __global__ void cubic_upsample(T* __restrict__ u, const T* __restrict
 """
 
 
-_HOMG_ROWS = 8      # HOMG_ROWS of the kernel source
+HOMG_ROWS = 8       # rows of x per block of homg_iterate (defined for the kernel source in _module)
 
 
 def homg_iteration(out, u, f_level, l, weights, diag, scale):
@@ -320,7 +319,7 @@ def homg_iteration(out, u, f_level, l, weights, diag, scale):
     N, K = _dims3(u.shape), _dims3(f_level.shape)
     w = [t(0)] * (3 - dim) + [t(v) for v in weights]
     args = [out, u, f_level, *_i32(*N, *K, l), *w, t(diag), t(1.0 / (l * l)), t(scale)]
-    _launch(dim, u.dtype, "homg_iterate", (N[0], -(-N[1] // _HOMG_ROWS), N[2]), args)
+    _launch(dim, u.dtype, "homg_iterate", (N[0], -(-N[1] // HOMG_ROWS), N[2]), args)
     return out
 
 
@@ -336,7 +335,8 @@ def cubic_upsample(fine_pad, coarse_pad):
 @functools.lru_cache(maxsize=None)
 def _module(dim, dtype):
     ctype = {"float64": "double", "float32": "float"}[dtype]
-    return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n" + _SOURCE)
+    return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n#define HOMG_ROWS {HOMG_ROWS}\n"
+                                       + _SOURCE)
 
 
 @functools.lru_cache(maxsize=None)
