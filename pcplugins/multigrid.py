@@ -406,8 +406,8 @@ class Multigrid:
     def describe(self):
         """Lines for -ksp_view."""
         o = self.options
-        times = f"{o.cycles} " if o.cycles > 1 else ""
-        lines = [f"{times}{o.cycle.upper()}-cycle{'s' if times else ''}, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
+        kind = f"{o.cycles} {o.cycle.upper()}-cycles" if o.cycles > 1 else f"{o.cycle.upper()}-cycle"
+        lines = [f"{kind} per application, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
                  f"transfer {o.transfer}"]
         for lev in self.levels:
             kind = "matrix-free constant stencil" if lev.op.constant else "stored stencil"

@@ -97,8 +97,8 @@ def _petsc_solve(n, extra, jump=1.0):
                                      {"pc_gmg_device": "gpu"}])
 def test_petsc_cuda_vectors_match_host(variant):
     jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
-    same = {k: v for k, v in variant.items() if k.startswith("pc_gmg_") and k not in ("pc_gmg_graph", "pc_gmg_fused",
-                                                                                    "pc_gmg_device", "pc_gmg_gpu_levels")}
+    device_only = ("pc_gmg_graph", "pc_gmg_fused", "pc_gmg_device", "pc_gmg_gpu_levels")
+    same = {k: v for k, v in variant.items() if k.startswith("pc_gmg_") and k not in device_only}
     host, hctx = _petsc_solve(33, same, jump)
     dev, dctx = _petsc_solve(33, variant, jump)
     assert hctx.device == "cpu" and dctx.device == "gpu"
