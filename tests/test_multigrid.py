@@ -175,6 +175,18 @@ def test_cycle_is_symmetric(cycle, smoother):
     assert np.isclose(np.vdot(bx, y), np.vdot(x, by), rtol=1e-10)
 
 
+@pytest.mark.parametrize("shape", [(5, 4), (2, 3, 2), (3, 1, 4)])
+def test_dense_matrix_matches_sparse(shape):
+    """to_dense (the coarse solve's matrix, one assignment per entry) against to_scipy (summed
+    COO entries) for a variable 9/27-point stencil, thin axes included."""
+    rng = np.random.default_rng(5)
+    box = grid.Box(shape)
+    offs = stencil.box_offsets(len(shape))
+    coefs = [rng.standard_normal(shape) * stencil.inside_mask(box, o, np) for o in offs]
+    op = stencil.StencilOperator(box, offs, coefs, np)
+    assert np.array_equal(op.to_dense(), op.to_scipy().toarray())
+
+
 def test_multiplicative_cycles_are_repeated_symmetric_cycles():
     """cycles=2 is the cycle applied twice (the second from the first's result), and stays a
     symmetric operator, so CG can use it; cycles=0 is refused."""
