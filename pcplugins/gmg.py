@@ -65,6 +65,9 @@ class GMG(DMDAPC):
         if v["multiplicative_cycles"] < 1:
             raise bridge.error(f"option -pc_gmg_multiplicative_cycles: must be >= 1, got {v['multiplicative_cycles']}")
         if v["cycle"] == "homg":
+            if v["multiplicative_cycles"] != 1:
+                raise bridge.error("option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is restarted by "
+                                   "the Krylov method (-ksp_type richardson), not repeated inside the PC")
             return self._build_homg(op, v)
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
                                  cycles=v["multiplicative_cycles"],

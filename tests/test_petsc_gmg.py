@@ -375,6 +375,9 @@ def test_multiplicative_cycles_trade_cg_iterations_for_cycles():
     assert any("2 V-cycles" in line for line in k2.getPC().getPythonContext().describe())
     msg = setup_error(da, A, dict(GMG, pc_gmg_multiplicative_cycles=0))
     assert "-pc_gmg_multiplicative_cycles" in msg
+    homg = dict(GMG, pc_gmg_operator="laplacian", pc_gmg_cycle="homg", pc_gmg_multiplicative_cycles=2)
+    msg = setup_error(da, A, homg)
+    assert "-pc_gmg_multiplicative_cycles" in msg and "HOMG" in msg
 
 
 def test_mixed_inner_digits_not_reached_is_a_pc_failure():
