@@ -32,18 +32,15 @@ from problems import grid_sizes, poisson_system  # noqa: E402
 from pcplugins import backend  # noqa: E402
 
 GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
+# fewer CG iterations for more cycles: PETSc's side of a CG iteration costs about as much as a cycle
+TWO_CYCLES = dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single", pc_gmg_pre=2, pc_gmg_post=2,
+                  pc_gmg_multiplicative_cycles=2)
 CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
     "pcplugins.GMG (declared, float32 cycle)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single"),
-    # fewer CG iterations for more cycles: PETSc's side of a CG iteration costs about as much as a cycle
-    "pcplugins.GMG (declared, float32, 2 V(2,2) cycles)": dict(GMG, pc_gmg_operator="laplacian",
-                                                              pc_gmg_precision="single", pc_gmg_pre=2,
-                                                              pc_gmg_post=2, pc_gmg_multiplicative_cycles=2),
+    "pcplugins.GMG (declared, float32, 2 V(2,2) cycles)": TWO_CYCLES,
     # the same without the CUDA graph: its capture costs about what it saves over 4 applications
-    "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph)": dict(GMG, pc_gmg_operator="laplacian",
-                                                                       pc_gmg_precision="single", pc_gmg_pre=2,
-                                                                       pc_gmg_post=2, pc_gmg_multiplicative_cycles=2,
-                                                                       pc_gmg_graph=0),
+    "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph)": dict(TWO_CYCLES, pc_gmg_graph=0),
     "pcplugins.GMG (declared, double cycles, Richardson)": dict(GMG, pc_gmg_operator="laplacian",
                                                                 ksp_type="richardson"),
     "pcplugins.GMG (declared, mixed defect correction, preonly)": dict(GMG, pc_gmg_operator="laplacian",
