@@ -1,11 +1,12 @@
 """Per-kernel GPU times of one GMG level (CuPy events, median of 20), fused against generic.
 
-    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-dtype float64|float32]
-                                     [-out benchmarks/results/x.json]
+    python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-dtype float64|float32] [-rows 1,2,4]
+                                     [-generic 0] [-out benchmarks/results/x.json]
 
 Each figure comes with the bytes the kernel must move at least (each value read or written once,
 at the -dtype's size) and the bandwidth that implies, so the gap to the memory-bandwidth floor is
-visible.
+visible. -rows lists the rows per thread to try in the fused sweep, residual and prolongation
+(fused.ROWS; default: the current choice for -dtype); -generic 0 leaves out the generic kernels.
 """
 import json
 import platform
@@ -15,7 +16,7 @@ import numpy as np
 import cupy as cp
 from cupyx.profiler import benchmark
 
-from pcplugins import grid, multigrid, stencil
+from pcplugins import fused, grid, multigrid, stencil
 
 
 def arg(name, default):
@@ -25,10 +26,14 @@ def arg(name, default):
 def main():
     n, dim, out = arg("n", 255), arg("dim", 3), arg("out", "")
     dtype = np.dtype(arg("dtype", "float64"))
+    per_thread = [int(r) for r in arg("rows", str(fused.ROWS[dtype.name])).split(",")]
     box = grid.Box((n,) * dim)
     N = box.size
     rows = []
-    for fast in (True, False):
+    runs = [(True, r) for r in per_thread] + ([(False, None)] if arg("generic", 1) else [])
+    for fast, per in runs:
+        if fast:
+            fused.set_rows(dtype, per)
         op = stencil.laplacian(box, [-1.0] * dim, cp, dtype)
         mg = multigrid.Multigrid(op, multigrid.Options(fused=fast))
         L0, L1 = mg.levels[0], mg.levels[1]
@@ -41,11 +46,11 @@ def main():
                  ("V(1,1) cycle, all levels", lambda: mg.cycle(L0.f), None)]
         for name, fn, values in cases:
             t = float(np.median(benchmark(fn, n_repeat=20, n_warmup=3).gpu_times))
-            row = {"kernel": name, "fused": fast, "ms": t * 1e3}
+            row = {"kernel": name, "fused": fast, "rows_per_thread": per, "ms": t * 1e3}
             if values:
                 row["GB/s"] = values * N * dtype.itemsize / t / 1e9
             rows.append(row)
-            print(f"{'fused' if fast else 'generic':8s} {name:30s} {t * 1e3:8.3f} ms"
+            print(f"{'fused %d' % per if fast else 'generic':8s} {name:30s} {t * 1e3:8.3f} ms"
                   + (f"  {row['GB/s']:7.0f} GB/s" if values else ""), flush=True)
     if out:
         meta = {"command": " ".join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),

@@ -228,7 +228,11 @@ class DMDAPC:
     def _cycle_in_precision(self, x, out):
         if self.layer:
             self._eliminate(self._f, x, out)
-            out[self._inner] = grid.interior(self.mg.cycle(self._f))
+            u = self.mg.cycle(self._f)
+            if self._elim_fused is not None:
+                self._elim_fused.copy_inside(out, u)
+            else:
+                out[self._inner] = grid.interior(u)
         else:
             out[...] = grid.interior(self.mg.cycle(x))
 

@@ -16,7 +16,8 @@ kernel             NumPy twin (the generic code, compared with it in tests/test_
 =================  =====================================================================
 
 The red-black kernel runs one thread per point of the colour (two per x-pair), so a sweep reads
-the array once. Colours and transfer phases come from global indices, exactly as in grid.py and
+the array once; it, the residual and the prolongation take ROWS rows a thread (more loads in
+flight: float32 needs it to reach the bandwidth). Colours and transfer phases come from global indices, exactly as in grid.py and
 transfer.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of these
 kernels can be captured in a CUDA graph.
 """
@@ -27,8 +28,9 @@ import numpy
 from . import backend
 
 _SOURCE = r"""
-// Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1, blockIdx.z = i0, so
-// no index needs a division. A 2D level is a 3D one with n0 = 1 and no halo along axis 0.
+// Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1 (or i1 / ROWS where a
+// thread takes ROWS rows), blockIdx.z = i0, so no index needs a division. A 2D level is a 3D one
+// with n0 = 1 and no halo along axis 0.
 #if DIM == 3
 #define PAD0 1
 #else
@@ -48,16 +50,30 @@ __device__ __forceinline__ T stencil(const T* u, long p, long P0, long P1, T w0,
     return au;
 }
 
-// One colour: the points with i2 = i0 + i1 + parity (mod 2), one thread per point of the colour.
+// One colour: the points with i2 = i0 + i1 + parity (mod 2), one thread per point of the colour
+// in each of ROWS rows (blockIdx.y = i1 / ROWS). Every row's loads are issued before any store:
+// a colour's points never read each other, and the loads in flight per thread are what keeps a
+// float32 sweep at the memory bandwidth.
 extern "C" __global__ void relax_colour(T* u, const T* __restrict__ f, int n0, int n1, int n2,
                                         int parity, T w0, T w1, T w2, T diag, T scale)
 {
-    int i0 = blockIdx.z, i1 = blockIdx.y;
-    int i2 = 2 * (blockIdx.x * blockDim.x + threadIdx.x) + ((parity + i0 + i1) & 1);
-    if (i2 >= n2) return;
+    int i0 = blockIdx.z, x = blockIdx.x * blockDim.x + threadIdx.x;
     STRIDES;
-    long p = PADDED(i0, i1, i2);
-    u[p] += scale * (f[FLAT(i0, i1, i2)] - stencil(u, p, P0, P1, w0, w1, w2, diag));
+    T v[ROWS];
+    long at[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        int i1 = blockIdx.y * ROWS + r, i2 = 2 * x + ((parity + i0 + i1) & 1);
+        at[r] = -1;
+        if (i1 < n1 && i2 < n2) {
+            long p = PADDED(i0, i1, i2);
+            at[r] = p;
+            v[r] = u[p] + scale * (f[FLAT(i0, i1, i2)] - stencil(u, p, P0, P1, w0, w1, w2, diag));
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+        if (at[r] >= 0) u[at[r]] = v[r];
 }
 
 // The same colour from a zero initial guess: u = scale f on the colour, 0 elsewhere (this
@@ -75,11 +91,16 @@ extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f
                                     int n0, int n1, int n2, int out_pad, int f_pad,
                                     T w0, T w1, T w2, T diag)
 {
-    int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    int i0 = blockIdx.z, i2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (i2 >= n2) return;
     STRIDES;
-    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
-    out[out_pad ? p : q] = f[f_pad ? p : q] - stencil(u, p, P0, P1, w0, w1, w2, diag);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {            // ROWS rows a thread, as in relax_colour
+        int i1 = blockIdx.y * ROWS + r;
+        if (i1 >= n1) break;
+        long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
+        out[out_pad ? p : q] = f[f_pad ? p : q] - stencil(u, p, P0, P1, w0, w1, w2, diag);
+    }
 }
 
 // PETSc's DMDA convention (identity rows on the grid's outer layer, which is this level's halo):
@@ -107,6 +128,22 @@ extern "C" __global__ void eliminate(double* y, T* __restrict__ f, const double*
     if (j0 == n0) s -= w0 * c * x[p + P0];
 #endif
     f[FLAT(j0 - PAD0, j1 - 1, j2 - 1)] = s;
+}
+
+// eliminate's counterpart: y = u inside (u the cycle's padded solution, y PETSc's, both over
+// the grid with its outer layer). A strided CuPy copy took twice as long.
+extern "C" __global__ void copy_inside(double* __restrict__ y, const T* __restrict__ u, int n0, int n1, int n2)
+{
+    int i0 = blockIdx.z, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i2 >= n2) return;
+    STRIDES;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        int i1 = blockIdx.y * ROWS + r;
+        if (i1 >= n1) break;
+        long p = PADDED(i0, i1, i2);
+        y[p] = u[p];
+    }
 }
 
 // Coarse point k sits on local fine point 2k + phase along a coarsened axis (c = 1), on k
@@ -165,24 +202,37 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
                                        int n0, int n1, int n2, int m1, int m2,
                                        int c0, int c1, int c2, int ph0, int ph1, int ph2)
 {
-    int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    int i0 = blockIdx.z, i2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (i2 >= n2) return;
-    int s0, s1, s2;
-    int l0 = gather(i0, c0, ph0, PAD0, &s0), l1 = gather(i1, c1, ph1, 1, &s1),
-        l2 = gather(i2, c2, ph2, 1, &s2);
+    int s0, s2;
+    int l0 = gather(i0, c0, ph0, PAD0, &s0), l2 = gather(i2, c2, ph2, 1, &s2);
     long Q1 = m2 + 2, Q0 = (long)(m1 + 2) * Q1;
-    const T* c = e + l0 * Q0 + l1 * Q1 + l2;
-    long d1 = s1 * Q1;
-    T acc = (c[0] + c[s2]) + (c[d1] + c[d1 + s2]);
-#if DIM == 3
-    long d0 = s0 * Q0;
-    acc += (c[d0] + c[d0 + s2]) + (c[d0 + d1] + c[d0 + d1 + s2]);
-    acc *= (T)0.125;
-#else
-    acc *= (T)0.25;
-#endif
     STRIDES;
-    u[PADDED(i0, i1, i2)] += acc;
+    T v[ROWS];
+    long at[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {            // ROWS rows a thread, loads before stores as in
+        int i1 = blockIdx.y * ROWS + r, s1;     // relax_colour (a row's store could alias the
+        at[r] = -1;                             // next row's load of u for all the compiler knows)
+        if (i1 < n1) {
+            int l1 = gather(i1, c1, ph1, 1, &s1);
+            const T* c = e + l0 * Q0 + l1 * Q1 + l2;
+            long d1 = s1 * Q1;
+            T acc = (c[0] + c[s2]) + (c[d1] + c[d1 + s2]);
+#if DIM == 3
+            long d0 = s0 * Q0;
+            acc += (c[d0] + c[d0 + s2]) + (c[d0 + d1] + c[d0 + d1 + s2]);
+            acc *= (T)0.125;
+#else
+            acc *= (T)0.25;
+#endif
+            at[r] = PADDED(i0, i1, i2);
+            v[r] = u[at[r]] + acc;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+        if (at[r] >= 0) u[at[r]] = v[r];
 }
 
 // HOMG (homg.py), one iteration on the level of stride l, fused as the paper does it: every
@@ -332,16 +382,27 @@ def cubic_upsample(fine_pad, coarse_pad):
     return fine_pad
 
 
+# Rows of the grid each thread of relax_colour, residual and prolong_add takes, per precision:
+# benchmarks/gmg_kernels.py -rows measures the choices. set_rows changes them (before a setup).
+ROWS = {"float64": 1, "float32": 2}
+_ROW_KERNELS = ("relax_colour", "residual", "prolong_add", "copy_inside")
+
+
+def set_rows(dtype, rows):
+    ROWS[numpy.dtype(dtype).name] = int(rows)
+    _CONFIGS.clear()
+
+
 @functools.lru_cache(maxsize=None)
-def _module(dim, dtype):
+def _module(dim, dtype, rows):
     ctype = {"float64": "double", "float32": "float"}[dtype]
     return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n#define HOMG_ROWS {HOMG_ROWS}\n"
-                                       + _SOURCE)
+                                       f"#define ROWS {rows}\n" + _SOURCE)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(dim, dtype, name):
-    return _module(dim, dtype).get_function(name)
+def _kernel(dim, dtype, name, rows):
+    return _module(dim, dtype, rows).get_function(name)
 
 
 def _launch(dim, dtype, name, shape3, args):
@@ -368,7 +429,11 @@ def _configure(dim, dtype, name, shape3):
     # them (257 points: 3 blocks of 96, not 2 of 128 and one with a single thread)
     blocks = -(-nx // 128)
     block = 32 * -(-nx // (32 * blocks))
-    return _kernel(dim, numpy.dtype(dtype).name, name), (blocks, n1, n0), (block,)
+    dtype = numpy.dtype(dtype).name
+    rows = ROWS[dtype]
+    if name in _ROW_KERNELS:
+        n1 = -(-n1 // rows)
+    return _kernel(dim, dtype, name, rows), (blocks, n1, n0), (block,)
 
 
 def _dims3(shape):
@@ -424,6 +489,16 @@ class Laplacian:
         args = [y, f, x, *_i32(n0, n1, n2), numpy.float64(c), *self._weights64]
         _launch(self.dim, self.dtype, "eliminate", grid3, args)
         return f
+
+    def copy_inside(self, y, u_pad):
+        """y (float64) = u_pad (the operator's precision) inside the outer layer, both of this
+        level's padded shape: the cycle's result into PETSc's y after ``eliminate``."""
+        _contiguous(y, u_pad)
+        if y.dtype != numpy.float64 or u_pad.dtype != self.dtype or y.shape != u_pad.shape:
+            raise TypeError(f"copy_inside: y float64 and u {self.dtype} of one shape; got {y.dtype} {y.shape}, "
+                            f"{u_pad.dtype} {u_pad.shape}")
+        _launch(self.dim, self.dtype, "copy_inside", self._shape3, [y, u_pad, *self._sizes])
+        return y
 
 
 class RedBlack:

@@ -105,6 +105,17 @@ def test_petsc_cuda_vectors_match_host(variant):
     assert np.linalg.norm(host - dev) <= 1e-10 * np.linalg.norm(host)
 
 
+@pytest.fixture(params=[1, 2, 3], ids=lambda r: f"rows{r}")
+def rows(request):
+    """Rows per thread in the fused kernels (fused.ROWS), in both precisions, restored after."""
+    saved = dict(fused.ROWS)
+    for dtype in saved:
+        fused.set_rows(dtype, request.param)
+    yield request.param
+    for dtype, r in saved.items():
+        fused.set_rows(dtype, r)
+
+
 # A rank's box inside a global grid, with odd and even starts (transfer phase 0 and 1).
 SUBBOXES = [grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((31, 30, 29), (0, 9, 0), (9, 8, 29)),
             grid.Box((45, 38), (7, 4), (20, 13)), grid.Box((17, 33), (0, 0), (17, 33))]
@@ -113,7 +124,7 @@ SUBBOXES = [grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((31, 30, 2
 @pytest.mark.parametrize("box", SUBBOXES, ids=str)
 @pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_fused_transfers_match_twin(box, coarsened, dtype):
+def test_fused_transfers_match_twin(box, coarsened, dtype, rows):
     cp = backend.cupy
     kept = {"all": -1, "first-kept": 0, "last-kept": box.dim - 1}[coarsened]   # x is the last axis
     ax = tuple(a != kept for a in range(box.dim))
@@ -135,7 +146,7 @@ def test_fused_transfers_match_twin(box, coarsened, dtype):
 
 @pytest.mark.parametrize("box", SUBBOXES, ids=str)
 @pytest.mark.parametrize("omega,zero", [(1.0, False), (1.3, False), (1.0, True)])
-def test_fused_smoother_and_residual_match_twin(box, omega, zero):
+def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
     from pcplugins import smoothers
     cp = backend.cupy
     w = [-1.0, -4.0, -0.5][:box.dim]
@@ -155,7 +166,7 @@ def test_fused_smoother_and_residual_match_twin(box, omega, zero):
 
 @pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63)])
 @pytest.mark.parametrize("cycle", ["v", "w"])
-def test_fused_cycle_matches_generic(shape, cycle):
+def test_fused_cycle_matches_generic(shape, cycle, rows):
     cp = backend.cupy
     box = grid.Box(shape)
     f = cp.asarray(np.random.default_rng(5).standard_normal(shape))
@@ -173,7 +184,7 @@ def test_fused_cycle_matches_generic(shape, cycle):
 
 @pytest.mark.parametrize("shape", [(9, 10, 11), (12, 13)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_fused_elimination_matches_twin(shape, dtype):
+def test_fused_elimination_matches_twin(shape, dtype, rows):
     """x and y are PETSc's (double); f is in the cycle's precision."""
     cp = backend.cupy
     box = grid.Box(shape)
@@ -195,6 +206,15 @@ def test_fused_elimination_matches_twin(shape, dtype):
     assert np.allclose(backend.to_host(f), f_ref, rtol=tol, atol=tol)
     with pytest.raises(TypeError, match="float64"):
         lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x, np.float32), y, c)
+    # the counterpart: the cycle's padded result into y inside the layer, the layer left alone
+    u = np.random.default_rng(7).standard_normal(box.padded_shape)
+    y = cp.asarray(x)
+    lap.copy_inside(y, cp.asarray(u, dtype))
+    expect = x.copy()
+    grid.interior(expect)[...] = grid.interior(u.astype(dtype))
+    assert np.array_equal(backend.to_host(y), expect)
+    with pytest.raises(TypeError, match="copy_inside"):
+        lap.copy_inside(y, cp.asarray(u, np.float32 if dtype == "float64" else np.float64))
 
 
 @real_scalars
