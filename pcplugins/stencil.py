@@ -77,11 +77,9 @@ class StencilOperator:
         return 0 if self.constant else len(self.coefs) * self.box.size
 
     # -- conversions ------------------------------------------------------------------------------
-    def coef_arrays(self, xp=None):
-        """Coefficients as arrays over the level (zero where the neighbour is outside the grid), on
-        ``xp`` (the level's own namespace by default; a constant stencil can be expanded anywhere)."""
-        box = self.box
-        xp = xp if xp is not None and self.constant else self.xp
+    def coef_arrays(self):
+        """Coefficients as arrays over the level (zero where the neighbour is outside the grid)."""
+        xp, box = self.xp, self.box
         out = []
         for c, o in zip(self.coefs, self.offsets):
             a = xp.full(box.shape, c, dtype=self.dtype) if self.constant else c.copy()
@@ -107,13 +105,13 @@ class StencilOperator:
         box = self.box
         idx = numpy.arange(box.size).reshape(box.shape)
         rows, cols, vals = [], [], []
-        for c, o in zip(self.coef_arrays(numpy), self.offsets):   # on the host: no device round trips
-            c = _host(c)
+        for c, o in zip(self.coefs, self.offsets):
+            # src: the points whose neighbour at o lies inside the box (no masks needed)
             src = tuple(slice(max(0, -oo), m - max(0, oo)) for oo, m in zip(o, box.shape))
             dst = tuple(slice(max(0, oo), m - max(0, -oo)) for oo, m in zip(o, box.shape))
             rows.append(idx[src].ravel())
             cols.append(idx[dst].ravel())
-            vals.append(c[src].ravel())
+            vals.append(numpy.full(rows[-1].size, c, self.dtype) if self.constant else _host(c[src]).ravel())
         return numpy.concatenate(rows), numpy.concatenate(cols), numpy.concatenate(vals)
 
 
