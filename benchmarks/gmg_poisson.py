@@ -39,6 +39,7 @@ CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
     "pcplugins.GMG (declared, float32 cycle)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single"),
     "pcplugins.GMG (declared, float32, 2 V(2,2) cycles)": TWO_CYCLES,
+    "pcplugins.GMG (declared, double, 2 V(2,2) cycles)": dict(TWO_CYCLES, pc_gmg_precision="double"),
     # the same without the CUDA graph: its capture costs about what it saves over 4 applications
     "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph)": dict(TWO_CYCLES, pc_gmg_graph=0),
     "pcplugins.GMG (declared, double cycles, Richardson)": dict(GMG, pc_gmg_operator="laplacian",
