@@ -40,8 +40,14 @@ CONFIGS = {
     "pcplugins.GMG (declared, float32 cycle)": dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single"),
     "pcplugins.GMG (declared, float32, 2 V(2,2) cycles)": TWO_CYCLES,
     "pcplugins.GMG (declared, double, 2 V(2,2) cycles)": dict(TWO_CYCLES, pc_gmg_precision="double"),
-    # the same without the CUDA graph: its capture costs about what it saves over 4 applications
+    # without the whole-cycle CUDA graph (its capture costs about what it saves over 4
+    # applications), the coarse levels still replayed as one graph; and with no graph at all
     "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph)": dict(TWO_CYCLES, pc_gmg_graph=0),
+    "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph, no coarse graph)":
+        dict(TWO_CYCLES, pc_gmg_graph=0, pc_gmg_graph_coarse=0),
+    # 5 cycles: 2 CG iterations
+    "pcplugins.GMG (declared, float32, 5 V(2,2) cycles, no graph)": dict(TWO_CYCLES, pc_gmg_multiplicative_cycles=5,
+                                                                        pc_gmg_graph=0),
     "pcplugins.GMG (declared, double cycles, Richardson)": dict(GMG, pc_gmg_operator="laplacian",
                                                                 ksp_type="richardson"),
     "pcplugins.GMG (declared, mixed defect correction, preonly)": dict(GMG, pc_gmg_operator="laplacian",

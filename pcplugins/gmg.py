@@ -53,6 +53,9 @@ OPTIONS = [
     Option("pc_gmg_gather_size", "int", 32768,
            "MPI: coarse levels with at most this many points are gathered onto every rank"),
     Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
+    Option("pc_gmg_graph_coarse", "bool", True,
+           "Where the whole cycle is not captured (-pc_gmg_graph 0, mixed digits): replay the coarse "
+           "levels (from 2^18 unknowns down) as one CUDA graph on their own arrays"),
 ]
 
 

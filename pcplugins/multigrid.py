@@ -110,6 +110,7 @@ class Options:
 
 SMOOTHERS = ("redblack", "multicolor", "jacobi", "chebyshev", "line_x", "line_y", "line_z", "adi")
 CYCLES = ("v", "w", "f", "fmg")
+COARSE_GRAPH_SIZE = 2 ** 18   # replay_coarse_levels: from the first level of at most this many unknowns
 
 
 class Level:
@@ -191,6 +192,8 @@ class Multigrid:
             self.levels.append(Level(l, cop))
             self.levels[-1].replicated = replicated
         self.host_levels = sum(lev.op.xp is numpy for lev in self.levels) if backend.is_gpu(self.xp) else 0
+        self.coarse_graph = None     # replay_coarse_levels: the first level replayed
+        self._coarse_graphs = {}     # (kind, zero): backend.CycleGraphs
         if opt.fused and fused.supported(self.xp, self.dtype):
             self._use_fused_kernels()
         if opt.coarse_solve not in ("direct", "smooth", "polynomial"):
@@ -330,9 +333,35 @@ class Multigrid:
                 and nxt.op.xp is lev.op.xp
                 and all(m == 2 * c + 1 and c >= 2 for m, c in zip(lev.box.shape, nxt.box.shape)))
 
-    def _cycle(self, l, kind, zero):
-        """``zero``: the level's u is to start from zero (its smoother zeroes it)."""
+    def replay_coarse_levels(self, max_unknowns=COARSE_GRAPH_SIZE):
+        """Replay each visit of the coarse levels, from the first level of at most
+        ``max_unknowns`` unknowns down, as one CUDA graph (one per kind of visit) captured at its
+        first use on the levels' own arrays. For when the whole cycle is not captured: those
+        kernels are latency-bound, and the host's launches (about 5 us each) would set their
+        pace. On the GPU, one rank, every level on the device; returns the first level replayed,
+        or None."""
+        if not backend.is_gpu(self.xp) or self.comm.size > 1 or self.host_levels:
+            return None
+        last = len(self.levels) - 1
+        self.coarse_graph = next((l for l in range(1, last) if self.levels[l].box.size <= max_unknowns), None)
+        return self.coarse_graph
+
+    @property
+    def coarse_graph_note(self):
+        notes = {g.note for g in self._coarse_graphs.values()} - {"on (whole cycle captured)"}
+        return "; ".join(sorted(notes)) or "captured"
+
+    def _cycle(self, l, kind, zero, replay=True):
+        """``zero``: the level's u is to start from zero (its smoother zeroes it). ``replay``: the
+        coarse levels' graph may stand for this visit (replay_coarse_levels)."""
         lev, opt, ev = self.levels[l], self.options, self.event
+        if replay and l == self.coarse_graph:
+            graph = self._coarse_graphs.get((kind, zero))
+            if graph is None:   # temporaries (generic kernels, line smoothers) from a pool of their own
+                pool = self._coarse_pool = getattr(self, "_coarse_pool", None) or backend.cupy.cuda.MemoryPool()
+                graph = self._coarse_graphs[kind, zero] = backend.CycleGraphs(
+                    lambda f, u: self._cycle(l, kind, zero, replay=False), pool)
+            return graph(lev.f, lev.u)
         ex = self._exchange(lev)
         if l == len(self.levels) - 1:
             with ev("coarse"):

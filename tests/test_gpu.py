@@ -94,14 +94,20 @@ def _petsc_solve(n, extra, jump=1.0):
                                      {"mat_type": "aijcusparse", "pc_gmg_gpu_levels": "2"},
                                      {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", "pc_gmg_pre": "2",
                                       "pc_gmg_post": "2", "pc_gmg_multiplicative_cycles": "2"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", "pc_gmg_graph": "0",
+                                      "pc_gmg_multiplicative_cycles": "3"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_graph": "0", "pc_gmg_graph_coarse": "0"},
                                      {"pc_gmg_device": "gpu"}])
 def test_petsc_cuda_vectors_match_host(variant):
     jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
-    device_only = ("pc_gmg_graph", "pc_gmg_fused", "pc_gmg_device", "pc_gmg_gpu_levels")
+    device_only = ("pc_gmg_graph", "pc_gmg_graph_coarse", "pc_gmg_fused", "pc_gmg_device", "pc_gmg_gpu_levels")
     same = {k: v for k, v in variant.items() if k.startswith("pc_gmg_") and k not in device_only}
     host, hctx = _petsc_solve(33, same, jump)
     dev, dctx = _petsc_solve(33, variant, jump)
     assert hctx.device == "cpu" and dctx.device == "gpu"
+    if variant.get("pc_gmg_graph") == "0":       # the coarse levels' graph unless turned off too
+        replayed = "replayed as one graph" in dctx.graph_note
+        assert replayed == (variant.get("pc_gmg_graph_coarse") != "0"), dctx.graph_note
     assert np.linalg.norm(host - dev) <= 1e-10 * np.linalg.norm(host)
 
 
@@ -182,6 +188,28 @@ def test_fused_cycle_matches_generic(shape, cycle, rows):
     assert np.linalg.norm(out[0] - out[1]) <= 1e-12 * np.linalg.norm(out[1])
 
 
+@pytest.mark.parametrize("shape,fast", [((65, 65, 65), True), ((33, 40, 47), False), ((255, 257), True)])
+@pytest.mark.parametrize("cycle,cycles", [("v", 1), ("v", 2), ("w", 1), ("f", 1), ("fmg", 2)])
+def test_coarse_levels_graph_replays_the_same_cycle(shape, fast, cycle, cycles):
+    """replay_coarse_levels: every visit of the coarse levels (V, W, F, FMG) as one captured
+    graph gives the eager cycle's result exactly (the same kernels)."""
+    cp = backend.cupy
+    box = grid.Box(shape)
+    f = cp.asarray(np.random.default_rng(8).standard_normal(shape))
+    out, starts = [], []
+    for replay in (False, True):
+        op = stencil.laplacian(box, [-1.0, -2.0, -1.0][:box.dim], cp)
+        mg = multigrid.Multigrid(op, multigrid.Options(cycle=cycle, cycles=cycles, fused=fast, pre=2, post=2))
+        starts.append(mg.replay_coarse_levels(max_unknowns=3000) if replay else None)
+        for _ in range(3):
+            u = mg.cycle(f)
+        if replay:
+            assert mg._coarse_graphs and all(g.graphs for g in mg._coarse_graphs.values()), "not captured"
+        out.append(backend.to_host(u).copy())
+    assert starts[1] is not None and 0 < starts[1] < len(mg.levels) - 1
+    assert np.array_equal(out[0], out[1])
+
+
 @pytest.mark.parametrize("shape", [(9, 10, 11), (12, 13)])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_fused_elimination_matches_twin(shape, dtype, rows):
@@ -240,7 +268,7 @@ def test_nan_on_cuda_vectors_sets_failed_reason(extra):
         ksp, _ = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=2)
     pc, y, bad = ksp.getPC(), b.duplicate(), b.copy()
     ctx = pc.getPythonContext()
-    assert ctx.device == "gpu" and ("on" in ctx.graph_note) == ("pc_gmg_graph" not in extra)
+    assert ctx.device == "gpu" and ctx.graph_note.startswith("on") == ("pc_gmg_graph" not in extra)
     bad.setValue(100, np.nan)
     bad.assemble()
     pc.apply(b, y)
@@ -261,7 +289,9 @@ def test_mixed_defect_correction_cuda_matches_host(mixed):
     host, _ = _petsc_solve(33, mixed, 0.0)
     dev, ctx = _petsc_solve(33, dict(mixed, mat_type="aijcusparse"), 0.0)
     assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
-    assert ("on" in ctx.graph_note) == ("pc_gmg_mixed_inner_cycles" in mixed)
+    assert ctx.graph_note.startswith("on") == ("pc_gmg_mixed_inner_cycles" in mixed)
+    # the digits test reads a norm between cycles: the coarse levels alone are a graph
+    assert ("replayed as one graph" in ctx.graph_note) == ("pc_gmg_mixed_inner_digits" in mixed)
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
 
 
