@@ -208,6 +208,42 @@ def test_multiplicative_cycles_are_repeated_symmetric_cycles():
         multigrid.Multigrid(op, multigrid.Options(cycles=0))
 
 
+@pytest.mark.parametrize("cycle,cycles", [("v", 2), ("w", 1), ("f", 1), ("fmg", 2)])
+def test_coarse_levels_graph_stands_for_each_visit(monkeypatch, cycle, cycles):
+    """replay_coarse_levels' dispatch, on the host: a stand-in for backend.CycleGraphs that records
+    its keys and runs eagerly must give the cycle unchanged, one graph per kind of visit of the
+    first replayed level, none elsewhere (the GPU test replays real graphs)."""
+    keys = []
+
+    class Recorder:
+        def __init__(self, run, pool=None):
+            self.run, self.on, self.note, self.graphs = run, True, "on", {}
+
+        def __call__(self, x, out):
+            keys.append((x.ctypes.data, out.ctypes.data))
+            self.run(x, out)
+
+    rng = np.random.default_rng(9)
+    box = grid.Box((31, 31, 31))
+    f = rng.standard_normal(box.shape)
+    plain = multigrid.Multigrid(stencil.laplacian(box, [-1.0] * 3, np),
+                                multigrid.Options(cycle=cycle, cycles=cycles)).cycle(f).copy()
+    mg = multigrid.Multigrid(stencil.laplacian(box, [-1.0] * 3, np), multigrid.Options(cycle=cycle, cycles=cycles))
+    monkeypatch.setattr(backend, "CycleGraphs", Recorder)
+    monkeypatch.setattr(backend, "cupy", type("cupy", (), {"ndarray": type("nothing", (), {}),
+                                                           "cuda": type("cuda", (), {"MemoryPool": object})}))
+    with monkeypatch.context() as m:
+        m.setattr(backend, "is_gpu", lambda xp: True)
+        start = mg.replay_coarse_levels(max_unknowns=400)
+    assert start == 2 and mg.levels[start].box.shape == (7, 7, 7)
+    assert np.array_equal(mg.cycle(f), plain)
+    lev = mg.levels[start]
+    assert keys and set(keys) == {(lev.f.ctypes.data, lev.u.ctypes.data)}
+    visits = {"v": {("v", True)}, "w": {("w", True), ("w", False)}, "f": {("f", True), ("v", False), ("v", True)},
+              "fmg": {("v", False), ("v", True)}}[cycle]
+    assert set(mg._coarse_graphs) == visits
+
+
 def test_semicoarsening_and_odd_sizes_converge():
     op = stencil.laplacian(grid.Box((40, 5, 3)), [-1.0, -1.0, -1.0], np)
     mg = multigrid.Multigrid(op, multigrid.Options(coarse_size=4))
