@@ -32,7 +32,7 @@ class DMDAPC:
             self._setup(pc)
 
     def reset(self, pc):
-        self.mg = self._graphs = self._coarse_graph = None   # as AMG.reset: the graphs' memory goes now
+        self.mg = self._graphs = None      # as AMG.reset: the graphs' memory goes now
 
     def apply(self, pc, x, y):
         with bridge.event(self.EVENT + "Apply"):
@@ -199,14 +199,11 @@ class DMDAPC:
         # graph capture
         use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
                      and not getattr(self.mg, "host_levels", 0) and not self.mixed[1])
-        # the cycle's temporaries (generic kernels and line smoothers allocate; the fused kernels
-        # do not) come from a pool of its own: the graph keeps using their addresses
-        self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool()) if use_graph else None
+        self._graphs = backend.CycleGraphs(self._cycle) if use_graph else None
         # otherwise the coarse levels alone, on their own arrays (Multigrid.replay_coarse_levels)
-        self._coarse_graph = None
-        if not use_graph and self.values.get("graph_coarse", True) and self.mpi.size == 1:
-            replay = getattr(self.mg, "replay_coarse_levels", None)
-            self._coarse_graph = replay() if replay is not None else None
+        if (not use_graph and self.values.get("graph_coarse", True) and self.mpi.size == 1
+                and hasattr(self.mg, "replay_coarse_levels")):
+            self.mg.replay_coarse_levels()
 
     def _run(self, x, out):
         """out = B x; on the GPU replayed as a CUDA graph (backend.CycleGraphs)."""
@@ -218,9 +215,9 @@ class DMDAPC:
     def graph_note(self):
         if self._graphs is not None:
             return self._graphs.note
-        if self._coarse_graph is not None:
-            lev = self.mg.levels[self._coarse_graph]
-            shape = "x".join(str(n) for n in lev.box.shape)
+        start = getattr(self.mg, "coarse_graph", None)
+        if start is not None:
+            shape = "x".join(str(n) for n in self.mg.levels[start].box.shape)
             return f"off for the whole cycle; levels from {shape} down replayed as one graph ({self.mg.coarse_graph_note})"
         return "off"
 

@@ -348,8 +348,7 @@ class Multigrid:
 
     @property
     def coarse_graph_note(self):
-        notes = {g.note for g in self._coarse_graphs.values()} - {"on (whole cycle captured)"}
-        return "; ".join(sorted(notes)) or "captured"
+        return "; ".join(sorted({g.note for g in self._coarse_graphs.values() if not g.on})) or "captured"
 
     def _cycle(self, l, kind, zero, replay=True):
         """``zero``: the level's u is to start from zero (its smoother zeroes it). ``replay``: the
@@ -357,10 +356,9 @@ class Multigrid:
         lev, opt, ev = self.levels[l], self.options, self.event
         if replay and l == self.coarse_graph:
             graph = self._coarse_graphs.get((kind, zero))
-            if graph is None:   # temporaries (generic kernels, line smoothers) from a pool of their own
-                pool = self._coarse_pool = getattr(self, "_coarse_pool", None) or backend.cupy.cuda.MemoryPool()
+            if graph is None:   # CuPy's default pool, as the whole-cycle graph (dmdapc)
                 graph = self._coarse_graphs[kind, zero] = backend.CycleGraphs(
-                    lambda f, u: self._cycle(l, kind, zero, replay=False), pool)
+                    lambda f, u: self._cycle(l, kind, zero, replay=False))
             return graph(lev.f, lev.u)
         ex = self._exchange(lev)
         if l == len(self.levels) - 1:

@@ -230,8 +230,6 @@ def test_coarse_levels_graph_stands_for_each_visit(monkeypatch, cycle, cycles):
                                 multigrid.Options(cycle=cycle, cycles=cycles)).cycle(f).copy()
     mg = multigrid.Multigrid(stencil.laplacian(box, [-1.0] * 3, np), multigrid.Options(cycle=cycle, cycles=cycles))
     monkeypatch.setattr(backend, "CycleGraphs", Recorder)
-    monkeypatch.setattr(backend, "cupy", type("cupy", (), {"ndarray": type("nothing", (), {}),
-                                                           "cuda": type("cuda", (), {"MemoryPool": object})}))
     with monkeypatch.context() as m:
         m.setattr(backend, "is_gpu", lambda xp: True)
         start = mg.replay_coarse_levels(max_unknowns=400)
@@ -242,6 +240,10 @@ def test_coarse_levels_graph_stands_for_each_visit(monkeypatch, cycle, cycles):
     visits = {"v": {("v", True)}, "w": {("w", True), ("w", False)}, "f": {("f", True), ("v", False), ("v", True)},
               "fmg": {("v", False), ("v", True)}}[cycle]
     assert set(mg._coarse_graphs) == visits
+    assert mg.coarse_graph_note == "captured"
+    graph = next(iter(mg._coarse_graphs.values()))     # a capture that failed twice shows
+    graph.on, graph.note = False, "off (capture failed)"
+    assert mg.coarse_graph_note == "off (capture failed)"
 
 
 def test_semicoarsening_and_odd_sizes_converge():
