@@ -87,6 +87,159 @@ extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, in
     u[PADDED(i0, i1, i2)] = ((i2 + i0 + i1 + parity) & 1) ? (T)0 : scale * f[FLAT(i0, i1, i2)];
 }
 
+// Both colours of a sweep in one pass, out of place (3D): dst = one red-black sweep of src.
+// A block owns a PAIR_X x PAIR_ROWS tile of (i2, i1) and marches along i0 through `planes` planes,
+// with five planes of src (the tile and a ring of 2) in shared memory. The first colour is
+// updated in place there on the tile and a ring of 1 (the ring redundantly, so no block waits
+// for another), the second on the tile from those values, and both go to dst: a sweep reads src
+// and f once and writes dst once, where two colour passes read u twice and write it twice. dst
+// must not be src (a neighbour's ring would read new values), except in relax_pair_zero, which
+// takes src's interior as zero and reads only its halo. dst's halo is not written.
+#if DIM == 3
+#define PAIR_X 64
+#define PSX (PAIR_X + 4)
+#define PSY (PAIR_ROWS + 4)
+#define PLANE (PSX * PSY)
+#define PNT (32 * PAIR_ROWS)
+#define PLOADS ((PLANE + PNT - 1) / PNT)
+#define PHALF (PAIR_X / 2 + 1)                  // first-colour points in a row of the ring-1 region
+#define PFIRST (((PAIR_ROWS + 2) * PHALF + PNT - 1) / PNT)
+template <bool ZERO>
+__device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __restrict__ src, const T* __restrict__ f,
+                                                int n0, int n1, int n2, int parity, int planes,
+                                                T w0, T w1, T w2, T diag, T scale)
+{
+    __shared__ T s[5 * PLANE];
+    const int x0 = blockIdx.x * PAIR_X, y0 = blockIdx.y * PAIR_ROWS, tid = threadIdx.x + 32 * threadIdx.y;
+    const int k0 = blockIdx.z * planes, k1 = min(k0 + planes, n0);
+    STRIDES;
+    const long F0 = (long)n1 * n2;
+    // A thread's points are the same in every plane (only the colours swap from plane to plane),
+    // so their offsets and bounds are worked out once: the kernel is issue-bound.
+    // Fetched: padded offset in a plane (-1 off the array); bit l of `inside`: an interior point.
+    int at[PLOADS];
+    unsigned inside = 0;
+#pragma unroll
+    for (int l = 0; l < PLOADS; ++l) {
+        int i = tid + l * PNT, ly = i / PSX, gy = y0 - 2 + ly, gx = x0 - 2 + i - ly * PSX;
+        at[l] = i < PLANE && gy >= -1 && gy <= n1 && gx >= -1 && gx <= n2 ? (gy + 1) * P1 + gx + 1 : -1;
+        inside |= (unsigned)(gy >= 0 && gy < n1 && gx >= 0 && gx < n2) << l;
+    }
+    // First colour on the ring-1 region, an x-pair each: slot and f offsets of its first point;
+    // in plane k the pair's point (k + bit l of fc) & 1 has the colour, bit 2 l + e of fok says
+    // whether point e is interior.
+    int fq[PFIRST], fo[PFIRST];
+    unsigned fc = 0, fok = 0;
+#pragma unroll
+    for (int l = 0; l < PFIRST; ++l) {
+        int i = tid + l * PNT, r = i / PHALF, j = i - r * PHALF, gy = y0 - 1 + r, gx = x0 - 1 + 2 * j;
+        fq[l] = (r + 1) * PSX + 2 * j + 1;
+        fo[l] = gy * n2 + gx;
+        fc |= (unsigned)((gy + x0 - 1 + parity) & 1) << l;
+        bool row = i < (PAIR_ROWS + 2) * PHALF && gy >= 0 && gy < n1;
+        fok |= ((unsigned)(row && gx >= 0 && gx < n2) | (unsigned)(row && gx + 1 < n2) << 1) << (2 * l);
+    }
+    // Second colour: a thread takes an x-pair of the tile (one point of each colour), stores both.
+    const int sy = y0 + threadIdx.y, sx = x0 + 2 * threadIdx.x, sc = (sy + x0 + parity + 1) & 1;
+    const int sq = (threadIdx.y + 2) * PSX + 2 * threadIdx.x + 2, so = sy * n2 + sx, sd = (sy + 1) * P1 + sx + 1;
+    const bool sok0 = sy < n1 && sx < n2, sok1 = sy < n1 && sx + 1 < n2;
+
+    T held[PLOADS], fr[PFIRST], fs = 0;
+    auto fetch = [&](int k) {                   // plane k of src into registers (0 off the array)
+        const T* sp = src + (long)(k + 1) * P0;
+        bool plane = k >= -1 && k <= n0, interior = ZERO && k >= 0 && k < n0;
+#pragma unroll
+        for (int l = 0; l < PLOADS; ++l)
+            held[l] = plane && at[l] >= 0 && !(interior && (inside >> l & 1)) ? sp[at[l]] : (T)0;
+    };
+    auto keep = [&](T* p) {                     // ... and into its slot
+#pragma unroll
+        for (int l = 0; l < PLOADS; ++l)
+            if (tid + l * PNT < PLANE) p[tid + l * PNT] = held[l];
+    };
+    auto fetch_first = [&](int k) {             // f at plane k's first-colour points
+        const T* fk = f + k * F0;
+        bool plane = k >= 0 && k < n0;
+#pragma unroll
+        for (int l = 0; l < PFIRST; ++l) {
+            int e = (k + (fc >> l)) & 1;
+            fr[l] = plane && (fok >> (2 * l + e) & 1) ? fk[fo[l] + e] : (T)0;
+        }
+    };
+    auto first = [&](int k, T* c, const T* lo, const T* hi) {   // in place in plane k's slot c
+        if (k < 0 || k >= n0) return;
+#pragma unroll
+        for (int l = 0; l < PFIRST; ++l) {
+            int e = (k + (fc >> l)) & 1, q = fq[l] + e;
+            if (!(fok >> (2 * l + e) & 1)) continue;
+            T v = c[q];
+            T au = diag * v + w2 * (c[q - 1] + c[q + 1]) + w1 * (c[q - PSX] + c[q + PSX]) + w0 * (lo[q] + hi[q]);
+            c[q] = v + scale * (fr[l] - au);
+        }
+    };
+    auto fetch_second = [&](int k) {            // f at plane k's second-colour point
+        int e = (k + sc) & 1;
+        fs = (e ? sok1 : sok0) ? f[k * F0 + so + e] : (T)0;
+    };
+    auto second = [&](int k, const T* c, const T* lo, const T* hi) {   // plane k's tile into dst
+        if (!sok0) return;
+        int e = (k + sc) & 1, b = sq + e;
+        T done = c[sq + 1 - e], v = c[b];
+        T au = diag * v + w2 * (c[b - 1] + c[b + 1]) + w1 * (c[b - PSX] + c[b + PSX]) + w0 * (lo[b] + hi[b]);
+        T out = v + scale * (fs - au);
+        T* dp = dst + (long)(k + 1) * P0 + sd;
+        dp[0] = e ? done : out;
+        if (sok1) dp[1] = e ? out : done;
+    };
+    // slot of plane k0 - 2 + d: planes rotate through five
+    T* sl[5];
+    const int m0 = (k0 + 8) % 5;
+#pragma unroll
+    for (int d = 0; d < 5; ++d) sl[d] = s + ((m0 + d) % 5) * PLANE;
+
+    for (int d = 0; d < 4; ++d) {               // planes k0 - 2 .. k0 + 1
+        fetch(k0 - 2 + d);
+        keep(sl[d]);
+    }
+    __syncthreads();
+    fetch_first(k0 - 1);                        // first(k0 - 1) writes no point first(k0) reads
+    first(k0 - 1, sl[1], sl[0], sl[2]);
+    fetch_first(k0);
+    first(k0, sl[2], sl[1], sl[3]);
+    __syncthreads();
+    // While plane k - 1 is finished (from slots k - 2 .. k), plane k + 2 of src and f of the
+    // next planes are in flight: f for second(k) is used an iteration later. (Plane k + 3 in a
+    // second register set was slower: more registers, fewer blocks an SM.) sl[d] holds plane
+    // k - 2 + d, rotated each plane with a fixed index so the pointers stay in registers.
+    for (int k = k0; k < k1; ++k) {
+        fetch(k + 2);
+        fetch_first(k + 1);
+        if (k > k0) second(k - 1, sl[1], sl[0], sl[2]);
+        fetch_second(k);
+        keep(sl[4]);
+        __syncthreads();
+        first(k + 1, sl[3], sl[2], sl[4]);
+        __syncthreads();
+        T* t = sl[0];
+        sl[0] = sl[1]; sl[1] = sl[2]; sl[2] = sl[3]; sl[3] = sl[4]; sl[4] = t;
+    }
+    second(k1 - 1, sl[1], sl[0], sl[2]);
+}
+
+#define RELAX_PAIR_ARGS T* __restrict__ dst, const T* __restrict__ src, const T* __restrict__ f, \
+    int n0, int n1, int n2, int parity, int planes, T w0, T w1, T w2, T diag, T scale
+#define RELAX_PAIR_PASS dst, src, f, n0, n1, n2, parity, planes, w0, w1, w2, diag, scale
+extern "C" __global__ void __launch_bounds__(PNT) relax_pair(RELAX_PAIR_ARGS)
+{
+    relax_pair_body<false>(RELAX_PAIR_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(PNT) relax_pair_zero(RELAX_PAIR_ARGS)
+{
+    relax_pair_body<true>(RELAX_PAIR_PASS);
+}
+#endif
+
 extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f, const T* __restrict__ u,
                                     int n0, int n1, int n2, int out_pad, int f_pad,
                                     T w0, T w1, T w2, T diag)
@@ -388,21 +541,37 @@ ROWS = {"float64": 1, "float32": 2}
 _ROW_KERNELS = ("relax_colour", "residual", "prolong_add", "copy_inside")
 
 
-def set_rows(dtype, rows):
-    ROWS[numpy.dtype(dtype).name] = int(rows)
+# relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block, marching along i0 through
+# enough planes for about PAIR_BLOCKS blocks, at least PAIR_MIN_PLANES (a block reads 4 planes
+# more than it writes). Measured at 255^3 on an H200 (.gpu/pair2.py): 8 rows, 512 blocks.
+PAIR_X = 64
+PAIR_ROWS = {"float64": 8, "float32": 8}
+PAIR_BLOCKS = 512
+PAIR_MIN_PLANES = 8
+
+
+def set_rows(dtype, rows=None, pair_rows=None):
+    """Rows a thread of the row kernels takes, and relax_pair's tile height (benchmarks, tests)."""
+    dtype = numpy.dtype(dtype).name
+    if rows is not None:
+        ROWS[dtype] = int(rows)
+    if pair_rows is not None:
+        if 5 * (PAIR_X + 4) * (int(pair_rows) + 4) * numpy.dtype(dtype).itemsize > 48 * 1024:
+            raise ValueError(f"relax_pair with {pair_rows} rows in {dtype} needs more than 48 KiB of shared memory")
+        PAIR_ROWS[dtype] = int(pair_rows)
     _CONFIGS.clear()
 
 
 @functools.lru_cache(maxsize=None)
-def _module(dim, dtype, rows):
+def _module(dim, dtype, rows, pair_rows):
     ctype = {"float64": "double", "float32": "float"}[dtype]
     return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n#define HOMG_ROWS {HOMG_ROWS}\n"
-                                       f"#define ROWS {rows}\n" + _SOURCE)
+                                       f"#define ROWS {rows}\n#define PAIR_ROWS {pair_rows}\n" + _SOURCE)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(dim, dtype, name, rows):
-    return _module(dim, dtype, rows).get_function(name)
+def _kernel(dim, dtype, name, rows, pair_rows):
+    return _module(dim, dtype, rows, pair_rows).get_function(name)
 
 
 def _launch(dim, dtype, name, shape3, args):
@@ -425,15 +594,25 @@ def _configure(dim, dtype, name, shape3):
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return ()
+    dtype = numpy.dtype(dtype).name
+    kernel = _kernel(dim, dtype, name, ROWS[dtype], PAIR_ROWS[dtype])
+    if name.startswith("relax_pair"):   # shape3 is the grid: (chunks of planes, tiles along i1, i2)
+        return kernel, (nx, n1, n0), (32, PAIR_ROWS[dtype])
     # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
     # them (257 points: 3 blocks of 96, not 2 of 128 and one with a single thread)
     blocks = -(-nx // 128)
     block = 32 * -(-nx // (32 * blocks))
-    dtype = numpy.dtype(dtype).name
-    rows = ROWS[dtype]
     if name in _ROW_KERNELS:
-        n1 = -(-n1 // rows)
-    return _kernel(dim, dtype, name, rows), (blocks, n1, n0), (block,)
+        n1 = -(-n1 // ROWS[dtype])
+    return kernel, (blocks, n1, n0), (block,)
+
+
+def pair_planes(shape3, dtype):
+    """(planes a block of relax_pair marches through, its launch grid as _launch's shape3)."""
+    n0, n1, n2 = shape3
+    t1, t2 = -(-n1 // PAIR_ROWS[numpy.dtype(dtype).name]), -(-n2 // PAIR_X)
+    planes = max(PAIR_MIN_PLANES, -(-n0 // max(1, PAIR_BLOCKS // (t1 * t2))))
+    return planes, (-(-n0 // planes), t1, t2)
 
 
 def _dims3(shape):
@@ -502,9 +681,14 @@ class Laplacian:
 
 
 class RedBlack:
-    """Red-black Gauss-Seidel (SOR for omega != 1) on a constant star stencil, one kernel per colour."""
+    """Red-black Gauss-Seidel (SOR for omega != 1) on a constant star stencil.
 
-    def __init__(self, lap, omega=1.0):
+    With a ``scratch`` array (3D, no ghost exchange between the colours: one rank or a
+    replicated level) a sweep is one relax_pair pass from u into scratch or back, so ``scratch``
+    (u's padded shape, zero halo) must be free whenever the smoother runs: the level's r. Without
+    it, one relax_colour kernel per colour, in place."""
+
+    def __init__(self, lap, omega=1.0, scratch=None):
         self.lap, self.omega = lap, omega
         box = lap.box
         base = sum(s + 1 for s in box.start)     # colour = parity of the grid indices' sum (grid.py)
@@ -515,27 +699,62 @@ class RedBlack:
         self._first = {p: ((n0, n1, n2), [*_i32(n0, n1, n2, p), self._scale]) for p in (0, 1)}
         self._colour = {p: ((n0, n1, (n2 + 1) // 2), [*_i32(n0, n1, n2, p), *lap.coefs, self._scale])
                         for p in (0, 1)}
+        self.scratch = scratch if lap.dim == 3 else None
+        if self.scratch is not None:
+            _contiguous(scratch)
+            if scratch.shape != box.padded_shape or scratch.dtype != lap.dtype:
+                raise ValueError(f"RedBlack scratch: {box.padded_shape} {lap.dtype} wanted, got "
+                                 f"{scratch.shape} {scratch.dtype}")
+            planes, grid3 = pair_planes((n0, n1, n2), lap.dtype)
+            self._pair = {p: (grid3, [*_i32(n0, n1, n2, p, planes), *lap.coefs, self._scale]) for p in (0, 1)}
 
     def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
         _contiguous(u, f)
-        lap = self.lap
         parities = self._parity[::-1] if reverse else self._parity
+        if sweeps == 0:
+            if zero_guess:
+                u[...] = 0
+            return u
+        if self.scratch is not None:
+            return self._smooth_pairs(u, f, sweeps, parities[0], zero_guess)
         for sweep in range(sweeps):
-            for k, par in enumerate(parities):
-                if zero_guess and sweep == 0 and k == 0:
-                    shape3, tail = self._first[par]
-                    _launch(lap.dim, lap.dtype, "relax_first", shape3, [u, f, *tail])
-                else:
-                    shape3, tail = self._colour[par]
-                    _launch(lap.dim, lap.dtype, "relax_colour", shape3, [u, f, *tail])
-                exchange(u)
-        if zero_guess and sweeps == 0:
-            u[...] = 0
+            self._sweep(u, f, parities, zero_guess and sweep == 0, exchange)
+        return u
+
+    def _sweep(self, u, f, parities, zero_guess, exchange):
+        """One sweep in place, a kernel per colour."""
+        lap = self.lap
+        for k, par in enumerate(parities):
+            if zero_guess and k == 0:
+                shape3, tail = self._first[par]
+                _launch(lap.dim, lap.dtype, "relax_first", shape3, [u, f, *tail])
+            else:
+                shape3, tail = self._colour[par]
+                _launch(lap.dim, lap.dtype, "relax_colour", shape3, [u, f, *tail])
+            exchange(u)
+
+    def _smooth_pairs(self, u, f, sweeps, parity, zero_guess):
+        """Sweeps by relax_pair, alternating between u and scratch so the last lands in u: a
+        sweep from zero reads only u's halo and may write anywhere; an odd count of the others
+        leaves one in-place sweep of two colour kernels. Scratch's halo (zero) stands for u's:
+        one rank or a replicated level, whose halo is the zero Dirichlet layer."""
+        lap, bufs = self.lap, (u, self.scratch)
+        at, flips = 0, sweeps - sweeps % 2
+        grid3, tail = self._pair[parity]
+        if zero_guess:
+            at, flips = (sweeps - 1) % 2, sweeps - 1
+            _launch(lap.dim, lap.dtype, "relax_pair_zero", grid3, [bufs[at], u, f, *tail])
+        for _ in range(flips):
+            _launch(lap.dim, lap.dtype, "relax_pair", grid3, [bufs[1 - at], bufs[at], f, *tail])
+            at = 1 - at
+        if sweeps - zero_guess - flips:
+            self._sweep(u, f, (parity, 1 - parity), False, lambda u: u)
         return u
 
     def describe(self):
         w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
-        return f"red-black Gauss-Seidel{w} (fused kernel)"
+        how = "one fused kernel per sweep" if self.scratch is not None else "fused kernel per colour"
+        return f"red-black Gauss-Seidel{w} ({how})"
 
 
 class LinearTransfer:

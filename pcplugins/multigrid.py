@@ -260,7 +260,11 @@ class Multigrid:
     def _smoother(self, lev):
         opt = self.options
         if lev.fused is not None and opt.smoother == "redblack":
-            return fused.RedBlack(lev.fused, 1.0 if opt.omega is None else opt.omega)
+            # both colours in one pass where no ghost update comes between them; r is free
+            # while the smoother runs (the residual is formed after it)
+            pair = lev.replicated or self.comm.size == 1
+            return fused.RedBlack(lev.fused, 1.0 if opt.omega is None else opt.omega,
+                                  scratch=lev.r if pair else None)
         if opt.smoother in ("redblack", "multicolor"):
             kind = opt.smoother
             if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in lev.op.offsets):

@@ -170,6 +170,43 @@ def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
     assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
 
 
+@pytest.fixture(params=[4, 8], ids=lambda r: f"pair_rows{r}")
+def pair_rows(request):
+    """relax_pair's tile height (fused.PAIR_ROWS), in both precisions, restored after."""
+    saved = dict(fused.PAIR_ROWS)
+    for dtype in saved:
+        fused.set_rows(dtype, pair_rows=request.param)
+    yield request.param
+    for dtype, r in saved.items():
+        fused.set_rows(dtype, pair_rows=r)
+
+
+# tiles cut short along x and y, plane chunks of 8 with a short last one, a grid smaller than a tile
+@pytest.mark.parametrize("shape", [(31, 30, 29), (9, 70, 130), (3, 5, 7)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("sweeps,zero,reverse", [(1, True, False), (2, True, True), (3, True, False),
+                                                 (1, False, True), (2, False, False), (3, False, True)])
+def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_rows):
+    """relax_pair (both colours a pass, u and scratch in turn) gives the twin's sweeps, and
+    leaves scratch's halo zero."""
+    from pcplugins import smoothers
+    cp = backend.cupy
+    box, w = grid.Box(shape), [-1.0, -4.0, -0.5]
+    rng = np.random.default_rng(6)
+    u, f = np.pad(rng.standard_normal(shape), 1), rng.standard_normal(shape)
+    ref = smoothers.ColourGS(stencil.laplacian(box, w, np), "redblack", 1.3).smooth(
+        u.copy(), f, sweeps, reverse=reverse, zero_guess=zero)
+    scratch = cp.zeros(box.padded_shape, dtype)
+    sm = fused.RedBlack(fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w), 1.3, scratch=scratch)
+    assert "one fused kernel per sweep" in sm.describe()
+    got = sm.smooth(cp.asarray(u, dtype), cp.asarray(f, dtype), sweeps, reverse=reverse, zero_guess=zero)
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    assert np.allclose(backend.to_host(got), ref, rtol=tol, atol=tol)
+    halo = backend.to_host(scratch).copy()
+    halo[(slice(1, -1),) * 3] = 0
+    assert not halo.any()
+
+
 @pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63)])
 @pytest.mark.parametrize("cycle", ["v", "w"])
 def test_fused_cycle_matches_generic(shape, cycle, rows):
