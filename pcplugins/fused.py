@@ -9,6 +9,7 @@ kernel over the contiguous padded array that computes its indices once:
 kernel             NumPy twin (the generic code, compared with it in tests/test_gpu.py)
 =================  =====================================================================
 ``relax_colour``   one colour of ``smoothers.ColourGS(op, 'redblack')``
+``relax_pair``     one sweep of it, both colours, out of place (3D)
 ``residual``       ``StencilOperator.residual``
 ``restrict_fw``    ``transfer.Transfer(..., 'linear').restrict`` (full weighting)
 ``prolong_add``    ``transfer.Transfer(..., 'linear').prolong_add``
