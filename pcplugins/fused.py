@@ -18,9 +18,9 @@ kernel             NumPy twin (the generic code, compared with it in tests/test_
 
 The red-black kernel runs one thread per point of the colour (two per x-pair), so a sweep reads
 the array once; it, the residual and the prolongation take ROWS rows a thread (more loads in
-flight: float32 needs it to reach the bandwidth). Colours and transfer phases come from global indices, exactly as in grid.py and
-transfer.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of these
-kernels can be captured in a CUDA graph.
+flight: float32 needs it to reach the bandwidth). Colours and transfer phases come from global
+indices, exactly as in grid.py and transfer.py, so the kernels work on any rank's box. Nothing
+here allocates: a cycle made of these kernels can be captured in a CUDA graph.
 """
 import functools
 
@@ -97,7 +97,6 @@ extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, in
 // must not be src (a neighbour's ring would read new values), except in relax_pair_zero, which
 // takes src's interior as zero and reads only its halo. dst's halo is not written.
 #if DIM == 3
-#define PAIR_X 64
 #define PSX (PAIR_X + 4)
 #define PSY (PAIR_ROWS + 4)
 #define PLANE (PSX * PSY)
@@ -544,7 +543,8 @@ _ROW_KERNELS = ("relax_colour", "residual", "prolong_add", "copy_inside")
 
 # relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block, marching along i0 through
 # enough planes for about PAIR_BLOCKS blocks, at least PAIR_MIN_PLANES (a block reads 4 planes
-# more than it writes). Measured at 255^3 on an H200 (.gpu/pair2.py): 8 rows, 512 blocks.
+# more than it writes). Measured at 255^3 on an H200 (.gpu/pair2.py): 8 rows, 512 blocks. The
+# kernel source takes PAIR_X and PAIR_ROWS from here (_module).
 PAIR_X = 64
 PAIR_ROWS = {"float64": 8, "float32": 8}
 PAIR_BLOCKS = 512
@@ -566,8 +566,8 @@ def set_rows(dtype, rows=None, pair_rows=None):
 @functools.lru_cache(maxsize=None)
 def _module(dim, dtype, rows, pair_rows):
     ctype = {"float64": "double", "float32": "float"}[dtype]
-    return backend.cupy.RawModule(code=f"#define T {ctype}\n#define DIM {dim}\n#define HOMG_ROWS {HOMG_ROWS}\n"
-                                       f"#define ROWS {rows}\n#define PAIR_ROWS {pair_rows}\n" + _SOURCE)
+    defines = {"T": ctype, "DIM": dim, "HOMG_ROWS": HOMG_ROWS, "ROWS": rows, "PAIR_X": PAIR_X, "PAIR_ROWS": pair_rows}
+    return backend.cupy.RawModule(code="".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE)
 
 
 @functools.lru_cache(maxsize=None)
