@@ -5,7 +5,7 @@
 
 Each figure comes with the bytes the kernel must move at least (each value read or written once,
 at the -dtype's size) and the bandwidth that implies, so the gap to the memory-bandwidth floor is
-visible. -rows lists the rows per thread to try in the fused sweep, residual and prolongation
+visible. -rows lists the rows per thread to try in the fused colour sweep and residual
 (fused.ROWS; default: the current choice for -dtype); -generic 0 leaves out the generic kernels.
 """
 import json

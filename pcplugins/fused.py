@@ -17,10 +17,11 @@ kernel             NumPy twin (the generic code, compared with it in tests/test_
 =================  =====================================================================
 
 The red-black kernel runs one thread per point of the colour (two per x-pair), so a sweep reads
-the array once; it, the residual and the prolongation take ROWS rows a thread (more loads in
-flight: float32 needs it to reach the bandwidth). Colours and transfer phases come from global
-indices, exactly as in grid.py and transfer.py, so the kernels work on any rank's box. Nothing
-here allocates: a cycle made of these kernels can be captured in a CUDA graph.
+the array once; it, the residual and the boundary elimination take ROWS rows a thread (more
+loads in flight: float32 needs it to reach the bandwidth), the prolongation a 2 x 2 block of
+points. Colours and transfer phases come from global indices, exactly as in grid.py and
+transfer.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of
+these kernels can be captured in a CUDA graph.
 """
 import functools
 
@@ -259,28 +260,33 @@ extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f
 // PETSc's DMDA convention (identity rows on the grid's outer layer, which is this level's halo):
 // y = c x on the layer, and f = x - A_IB (c x_B) inside. One pass over x; y inside is left alone.
 // x and y are PETSc's (double), f the cycle's (T): a float32 cycle needs no conversion pass.
-extern "C" __global__ void eliminate(double* y, T* __restrict__ f, const double* __restrict__ x,
+extern "C" __global__ void eliminate(double* __restrict__ y, T* __restrict__ f, const double* __restrict__ x,
                                      int n0, int n1, int n2, double c, double w0, double w1, double w2)
 {
-    int j0 = blockIdx.z, j1 = blockIdx.y, j2 = blockIdx.x * blockDim.x + threadIdx.x;
+    int j0 = blockIdx.z, j2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (j2 >= n2 + 2) return;
     STRIDES;
-    long p = j0 * P0 + j1 * P1 + j2;
-    bool edge0 = DIM == 3 && (j0 == 0 || j0 == n0 + 1);
-    if (edge0 || j1 == 0 || j1 == n1 + 1 || j2 == 0 || j2 == n2 + 1) {
-        y[p] = c * x[p];
-        return;
-    }
-    double s = x[p];
-    if (j2 == 1) s -= w2 * c * x[p - 1];
-    if (j2 == n2) s -= w2 * c * x[p + 1];
-    if (j1 == 1) s -= w1 * c * x[p - P1];
-    if (j1 == n1) s -= w1 * c * x[p + P1];
+    bool edge = (DIM == 3 && (j0 == 0 || j0 == n0 + 1)) || j2 == 0 || j2 == n2 + 1;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {            // ROWS rows a thread (PETSc's x, y: y != x)
+        int j1 = blockIdx.y * ROWS + r;
+        if (j1 >= n1 + 2) break;
+        long p = j0 * P0 + j1 * P1 + j2;
+        if (edge || j1 == 0 || j1 == n1 + 1) {
+            y[p] = c * x[p];
+            continue;
+        }
+        double s = x[p];
+        if (j2 == 1) s -= w2 * c * x[p - 1];
+        if (j2 == n2) s -= w2 * c * x[p + 1];
+        if (j1 == 1) s -= w1 * c * x[p - P1];
+        if (j1 == n1) s -= w1 * c * x[p + P1];
 #if DIM == 3
-    if (j0 == 1) s -= w0 * c * x[p - P0];
-    if (j0 == n0) s -= w0 * c * x[p + P0];
+        if (j0 == 1) s -= w0 * c * x[p - P0];
+        if (j0 == n0) s -= w0 * c * x[p + P0];
 #endif
-    f[FLAT(j0 - PAD0, j1 - 1, j2 - 1)] = s;
+        f[FLAT(j0 - PAD0, j1 - 1, j2 - 1)] = s;
+    }
 }
 
 // eliminate's counterpart: y = u inside (u the cycle's padded solution, y PETSc's, both over
@@ -336,11 +342,12 @@ extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__
     fc[((long)k0 * m1 + k1) * m2 + k2] = acc;
 }
 
-// Fine point i takes coarse point (i - phase) / 2 if coincident, the mean of the two around it if
-// halfway, along a coarsened axis; coarse i along a kept one. Returns the padded coarse index of
-// the first and sets *next to the step to the second, 0 when there is one: the prolongation is
-// then always the sum of 2^dim loads over 2^dim (a point counted twice where one is taken), with
-// no branch or loop that depends on the point.
+// Along a coarsened axis (c = 1) fine point i sits on coarse point (i - phase) / 2 when i - phase
+// is even, halfway between two when odd; along a kept one (c = 0) fine i is coarse i. A thread
+// takes a 2 x 2 block of fine (i1, i2) points of one plane whose first point along each axis is
+// coincident (or kept), so the block needs coarse columns k, k + 1 along each: 8 coarse loads
+// for 4 points (one point a thread gathered 8 for itself, and was issue-bound). Along i0 the
+// plane takes its one or two coarse planes from gather().
 __device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* next)
 {
     *next = 0;
@@ -355,37 +362,33 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
                                        int n0, int n1, int n2, int m1, int m2,
                                        int c0, int c1, int c2, int ph0, int ph1, int ph2)
 {
-    int i0 = blockIdx.z, i2 = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i2 >= n2) return;
-    int s0, s2;
-    int l0 = gather(i0, c0, ph0, PAD0, &s0), l2 = gather(i2, c2, ph2, 1, &s2);
-    long Q1 = m2 + 2, Q0 = (long)(m1 + 2) * Q1;
+    int i0 = blockIdx.z, t1 = blockIdx.y, t2 = blockIdx.x * blockDim.x + threadIdx.x;
+    int a1 = 2 * t1 - c1 * ph1, a2 = 2 * t2 - c2 * ph2;    // the block's first point: -1 is off the grid
+    if (a2 >= n2 || a1 >= n1) return;
+    int s0, l0 = gather(i0, c0, ph0, PAD0, &s0);
+    int k1 = c1 ? (a1 - ph1) / 2 : a1, k2 = c2 ? (a2 - ph2) / 2 : a2;   // >= -1: the coarse halo
+    long Q1 = m2 + 2, Q0 = (long)(m1 + 2) * Q1, d0 = s0 * Q0;
+    const T* c = e + l0 * Q0 + (k1 + 1) * Q1 + k2 + 1;
+    // the plane's values at coarse (k1, k2), (k1, k2 + 1), (k1 + 1, k2), (k1 + 1, k2 + 1); twice
+    // the value where the plane is coincident (d0 = 0), so each is halved below
+    T z00 = c[0] + c[d0], z01 = c[1] + c[d0 + 1], z10 = c[Q1] + c[Q1 + d0], z11 = c[Q1 + 1] + c[Q1 + d0 + 1];
+    T h = (T)0.5, q = (T)0.25;
+    T x0 = c2 ? q * (z00 + z01) : h * z01;                 // second point of the first row
+    T x1 = c2 ? q * (z10 + z11) : h * z11;                 // ... of the second row's columns
+    T y0 = c1 ? q * (z00 + z10) : h * z10;                 // first point of the second row
+    T y1 = c1 ? h * (x0 + x1) : x1;
     STRIDES;
-    T v[ROWS];
-    long at[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {            // ROWS rows a thread, loads before stores as in
-        int i1 = blockIdx.y * ROWS + r, s1;     // relax_colour (a row's store could alias the
-        at[r] = -1;                             // next row's load of u for all the compiler knows)
-        if (i1 < n1) {
-            int l1 = gather(i1, c1, ph1, 1, &s1);
-            const T* c = e + l0 * Q0 + l1 * Q1 + l2;
-            long d1 = s1 * Q1;
-            T acc = (c[0] + c[s2]) + (c[d1] + c[d1 + s2]);
-#if DIM == 3
-            long d0 = s0 * Q0;
-            acc += (c[d0] + c[d0 + s2]) + (c[d0 + d1] + c[d0 + d1 + s2]);
-            acc *= (T)0.125;
-#else
-            acc *= (T)0.25;
-#endif
-            at[r] = PADDED(i0, i1, i2);
-            v[r] = u[at[r]] + acc;
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-        if (at[r] >= 0) u[at[r]] = v[r];
+    long p = PADDED(i0, a1, a2);
+    bool in0 = a2 >= 0, in1 = a2 + 1 < n2, row0 = a1 >= 0, row1 = a1 + 1 < n1;
+    T v00 = 0, v01 = 0, v10 = 0, v11 = 0;                  // loads before stores
+    if (row0 && in0) v00 = u[p];
+    if (row0 && in1) v01 = u[p + 1];
+    if (row1 && in0) v10 = u[p + P1];
+    if (row1 && in1) v11 = u[p + P1 + 1];
+    if (row0 && in0) u[p] = v00 + h * z00;
+    if (row0 && in1) u[p + 1] = v01 + x0;
+    if (row1 && in0) u[p + P1] = v10 + y0;
+    if (row1 && in1) u[p + P1 + 1] = v11 + y1;
 }
 
 // HOMG (homg.py), one iteration on the level of stride l, fused as the paper does it: every
@@ -535,10 +538,11 @@ def cubic_upsample(fine_pad, coarse_pad):
     return fine_pad
 
 
-# Rows of the grid each thread of relax_colour, residual and prolong_add takes, per precision:
-# benchmarks/gmg_kernels.py -rows measures the choices. set_rows changes them (before a setup).
+# Rows of the grid each thread of relax_colour, residual, copy_inside and eliminate takes, per
+# precision: benchmarks/gmg_kernels.py -rows measures the choices. set_rows changes them (before
+# a setup).
 ROWS = {"float64": 1, "float32": 2}
-_ROW_KERNELS = ("relax_colour", "residual", "prolong_add", "copy_inside")
+_ROW_KERNELS = ("relax_colour", "residual", "copy_inside", "eliminate")
 
 
 # relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block, marching along i0 through
@@ -769,7 +773,10 @@ class LinearTransfer:
         flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))
         fine3, coarse3 = _dims3(self.fine.shape), _dims3(self.coarse.shape)
         self._restrict = coarse3, [*_i32(*coarse3, *fine3[1:]), *flags]
-        self._prolong = fine3, [*_i32(*fine3, *coarse3[1:]), *flags]
+        # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point may be -1 (phase 1)
+        c3, ph3 = _dims3(twin.coarsened), _dims3(twin.phase)
+        blocks = [-(-(n + int(c) * ph) // 2) for n, c, ph in zip(fine3[1:], c3[1:], ph3[1:])]
+        self._prolong = (fine3[0], *blocks), [*_i32(*fine3, *coarse3[1:]), *flags]
 
     def restrict(self, coarse_out, fine_pad):
         _contiguous(coarse_out, fine_pad)
