@@ -45,8 +45,7 @@ CONFIGS = {
     "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph)": dict(TWO_CYCLES, pc_gmg_graph=0),
     "pcplugins.GMG (declared, float32, 2 V(2,2) cycles, no graph, no coarse graph)":
         dict(TWO_CYCLES, pc_gmg_graph=0, pc_gmg_graph_coarse=0),
-    # 5 cycles: 2 CG iterations; in a solve of 2 applications the coarse levels' graph costs more
-    # to capture than its replays save
+    # 5 cycles: 2 CG iterations; with the coarse levels' graph and with no graph at all
     "pcplugins.GMG (declared, float32, 5 V(2,2) cycles, no graph)": dict(TWO_CYCLES, pc_gmg_multiplicative_cycles=5,
                                                                         pc_gmg_graph=0),
     "pcplugins.GMG (declared, float32, 5 V(2,2) cycles, no graph, no coarse graph)":

@@ -178,8 +178,10 @@ class CycleGraphs:
             return self.run(x, out)
 
     def _capture(self, x, out):
+        # no synchronisation first: capturing executes nothing, and the graph is launched on the
+        # current stream after the work queued there, so the GPU goes on with that work while
+        # the host captures (waiting cost a 2-application solve at 257^3 on an H200 about 0.4 ms)
         stream = cupy.cuda.Stream(non_blocking=True)
-        cupy.cuda.get_current_stream().synchronize()
         try:
             with stream, self._allocator():
                 stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
