@@ -347,7 +347,8 @@ extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__
 // takes a 2 x 2 block of fine (i1, i2) points of one plane whose first point along each axis is
 // coincident (or kept), so the block needs coarse columns k, k + 1 along each: 8 coarse loads
 // for 4 points (one point a thread gathered 8 for itself, and was issue-bound). Along i0 the
-// plane takes its one or two coarse planes from gather().
+// plane takes its one or two coarse planes from gather(): the padded index of the first, and in
+// *next the step to the second (0 where there is one, which is then counted twice).
 __device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* next)
 {
     *next = 0;
