@@ -11,6 +11,7 @@ serial ``Comm`` does nothing, the PETSc bridge supplies DMDA ghost updates under
 """
 import contextlib
 import dataclasses
+import math
 
 import numpy
 
@@ -138,7 +139,7 @@ class Level:
 
 def _aligned(shape, align=64):
     """Entries of an array of ``shape`` rounded up so the next array starts 64 entries in."""
-    n = int(numpy.prod(shape))
+    n = math.prod(shape)
     return -(-n // align) * align
 
 
@@ -146,7 +147,7 @@ def _carve(buf, shapes):
     """C-contiguous views of ``buf`` (1-D) of the given shapes, one after another."""
     out, start = [], 0
     for s in shapes:
-        out.append(buf[start:start + int(numpy.prod(s))].reshape(s))
+        out.append(buf[start:start + math.prod(s)].reshape(s))
         start += _aligned(s)
     return out
 

@@ -6,6 +6,7 @@ level: any assembled scalar star or box operator, 5/7/9/27 points, and the Galer
 operators). Offsets are in {-1, 0, 1}^d. Entries that couple to points outside the level's
 global grid are zero: the Dirichlet values are eliminated.
 """
+import functools
 import itertools
 
 import numpy
@@ -139,7 +140,12 @@ def box_offsets(dim):
 
 
 def star_offsets(dim):
-    return [o for o in box_offsets(dim) if sum(abs(v) for v in o) <= 1]
+    return list(_star_offsets(dim))
+
+
+@functools.lru_cache(maxsize=None)
+def _star_offsets(dim):        # a setup builds a stencil per level: worked out once
+    return tuple(o for o in box_offsets(dim) if sum(abs(v) for v in o) <= 1)
 
 
 def laplacian(box, weights, xp, dtype=numpy.float64):

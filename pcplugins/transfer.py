@@ -22,8 +22,10 @@ import numpy
 from . import grid, kernels
 
 
+@functools.lru_cache(maxsize=None)
 def weights(kind, coarsened):
-    """{fine offset o: P weight} for one coarse point; offsets are 0 along kept axes."""
+    """{fine offset o: P weight} for one coarse point; offsets are 0 along kept axes. Shared
+    between calls (one per level of a setup): read it, do not change it."""
     d = len(coarsened)
     rng = [(-1, 0, 1) if c else (0,) for c in coarsened]
     w = {}
@@ -53,7 +55,7 @@ class Transfer:
 
     def __init__(self, fine, coarse, coarsened, kind="linear"):
         self.fine, self.coarse, self.coarsened, self.kind = fine, coarse, coarsened, kind
-        self.w = weights(kind, coarsened)
+        self.w = weights(kind, tuple(bool(c) for c in coarsened))
         ncoarse = sum(coarsened)
         self.rscale = 0.5 ** ncoarse
         # phase: local fine index of the first owned coarse point (0 or 1) along coarsened axes
