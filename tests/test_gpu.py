@@ -130,7 +130,7 @@ SUBBOXES = [grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((31, 30, 2
 @pytest.mark.parametrize("box", SUBBOXES, ids=str)
 @pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_fused_transfers_match_twin(box, coarsened, dtype, rows):
+def test_fused_transfers_match_twin(box, coarsened, dtype):
     cp = backend.cupy
     kept = {"all": -1, "first-kept": 0, "last-kept": box.dim - 1}[coarsened]   # x is the last axis
     ax = tuple(a != kept for a in range(box.dim))
