@@ -6,9 +6,15 @@ same bytes.
     python benchmarks/tridiag.py [-batches 1025,8192] [-n 1025] [-out benchmarks/results/x.json]
 
 Bytes counted per solve: the four arrays read (lower, diagonal, upper, right-hand side), as the
-issue states the target; the solution written is reported beside. Times are medians of 20 runs
-after a warm-up, GPU time between CUDA events (no host launch overhead, for the copy as for the
-solvers).
+issue states the target; the solution written is reported beside. Times are device times: each
+solver (and the copy) is captured ten times over in one CUDA graph, and the median of 15 replays,
+divided by ten, is one call's time. Events around a single call would also count the host's
+Python overhead whenever the GPU waits for the launch (tens of microseconds: as much as the
+kernel itself at 1025 systems). The CuPy Thomas solve, thousands of kernels, is captured once
+and replayed 3 times. cuSPARSE cannot be called during a capture in CuPy: its ten calls are
+enqueued back to back between the events instead (a call's host time is shorter than its device
+time, so the GPU does not wait); its time includes copying the right-hand side, which gtsv
+overwrites.
 """
 import json
 import platform
@@ -16,14 +22,36 @@ import sys
 
 import cupy as cp
 import numpy
-from cupyx.profiler import benchmark
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 from pcplugins import tridiag  # noqa: E402
 
 
-def median_time(f, reps=20):
-    return float(numpy.median(benchmark(f, n_repeat=reps, n_warmup=1).gpu_times))
+def device_time(f, calls=10, reps=15, graph=True):
+    """One call's device time: f captured ``calls`` times in a CUDA graph, median of the replays
+    (graph=False: ``calls`` calls enqueued back to back, for what CuPy cannot capture)."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        f()
+        if graph:
+            stream.begin_capture()
+            for _ in range(calls):
+                f()
+            g = stream.end_capture()
+            g.launch(stream)
+        times = []
+        for _ in range(reps):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(stream)
+            if graph:
+                g.launch(stream)
+            else:
+                for _ in range(calls):
+                    f()
+            end.record(stream)
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end) * 1e-3 / calls)
+    return float(numpy.median(times))
 
 
 def systems(batch, n, dtype, seed=0):
@@ -57,6 +85,7 @@ def cusparse_gtsv(lo, dg, up, rhs):
 
     def run():
         x[...] = rhs                          # gtsv overwrites the right-hand side
+        cusparse.setStream(h, cp.cuda.get_current_stream().ptr)
         solve_f(h, n, dl.data.ptr, dg.data.ptr, du.data.ptr, x.data.ptr, batch, n, buf.data.ptr)
         return x
     return run
@@ -74,19 +103,22 @@ def main():
             ref = tridiag.thomas(lo, dg, up, rhs, cp)
             src = cp.empty(read // numpy.dtype(dtype).itemsize, dtype)
             dst = cp.empty_like(src)
-            t_copy = median_time(lambda: cp.copyto(dst, src))
+            t_copy = device_time(lambda: cp.copyto(dst, src))
             row = {"dtype": numpy.dtype(dtype).name, "batch": batch, "n": n, "bytes_read": read,
                    "copy_s": t_copy, "copy_GBps": 2 * read / t_copy / 1e9}
-            solvers = {"pcplugins cyclic reduction": lambda: tridiag.cyclic_reduction(lo, dg, up, rhs),
+            x = cp.empty_like(rhs)
+            solvers = {"pcplugins cyclic reduction": lambda: tridiag.cyclic_reduction(lo, dg, up, rhs, out=x),
                        **{f"pcplugins cyclic reduction, {t} threads per system":
-                          (lambda t=t: tridiag.cyclic_reduction(lo, dg, up, rhs, threads=t)) for t in (256, 512, 1024)},
+                          (lambda t=t: tridiag.cyclic_reduction(lo, dg, up, rhs, out=x, threads=t)) for t in (64, 128, 256)},
                        "CuPy Thomas (vectorised over systems)": lambda: tridiag.thomas(lo, dg, up, rhs, cp)}
             gtsv = cusparse_gtsv(lo, dg, up, rhs)
             if gtsv is not None:
                 solvers["cuSPARSE gtsv2StridedBatch"] = gtsv
             for name, f in solvers.items():
+                x[...] = cp.nan
                 err = float(cp.abs(f() - ref).max() / cp.abs(ref).max())
-                t = median_time(f)
+                t = (device_time(f, 1, 3) if "Thomas" in name else
+                     device_time(f, graph=False) if "cuSPARSE" in name else device_time(f))
                 r = dict(row, solver=name, seconds=t, systems_per_s=batch / t, read_GBps=read / t / 1e9,
                          fraction_of_copy=(read / t) / (2 * read / t_copy), max_rel_diff_to_thomas=err)
                 results.append(r)

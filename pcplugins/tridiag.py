@@ -1,18 +1,39 @@
 """Batched tridiagonal solves along the last axis: the Thomas algorithm (NumPy or CuPy, vectorised
-over the systems) and cyclic reduction on the GPU (Goddeke and Strzodka, "Cyclic reduction
-tridiagonal solvers on GPUs applied to mixed precision multigrid", section 3).
+over the systems) and, on the GPU, a partition method whose reduced system is solved by cyclic
+reduction (Goddeke and Strzodka, "Cyclic reduction tridiagonal solvers on GPUs applied to mixed
+precision multigrid", section 3).
 
-The cyclic-reduction kernel solves one system per thread block: the first reduction step runs in
-registers as the coefficients arrive from global memory (the even equations it eliminates are read
-again at the end, for their unknowns), the reduced system of the n/2 odd unknowns goes to shared memory, where forward
-reduction doubles the stride (log2 n steps, each eliminating every other remaining unknown in
-parallel) and backward substitution halves it. Any n works (neighbours beyond the ends count as
-absent). The reduced system takes 2 n words of dynamic shared memory; above 48 KB (n > 3072 in
-double) the kernel asks for the larger opt-in limit. In shared memory the unknowns
-are grouped by the step that eliminates them (the paper's even/odd split, applied at every level):
-the neighbours a stride-s step reads sit at consecutive addresses, so a warp spreads its accesses
-over the banks instead of the 2^k-way conflicts of strided addressing. No pivoting: the systems of
-the line smoothers are diagonally dominant (they come from M-matrix stencils).
+The GPU kernel solves one system per thread block and reads every coefficient once, so that it runs
+near the memory bandwidth on batches too large for the L2 cache:
+
+1. The block copies the system's four arrays into shared memory (coalesced, asynchronous copies:
+   all of a block's loads are in flight at once).
+2. The system is cut into chunks of S - 1 unknowns, each followed by one separator unknown, one
+   chunk a thread (S odd, about (n + 1) / threads). Each thread eliminates inside its chunk in
+   registers, down and then up (the Thomas algorithm carried along with the two separators around
+   the chunk), so that every unknown of the chunk is x_k = g_k - u_k x_left - v_k x_right.
+3. Substituting these into the separators' own equations leaves a tridiagonal system of the
+   separators, which one warp solves: each lane eliminates inside a few consecutive separators the
+   same way, and parallel cyclic reduction solves the one equation a lane that remains (log2 32
+   steps, each eliminating the couplings at the current stride in every equation at once, the
+   neighbours exchanged by warp shuffles).
+4. Each thread substitutes the separators into its chunk, and the block writes the solution out
+   coalesced.
+
+This is the paper's cyclic reduction turned around for a bandwidth-bound GPU: its first
+reduction levels, the ones that touch every unknown, are replaced by the chunk eliminations
+(sequential in each thread, so no synchronisation and no shared-memory traffic per level), and
+only the system of the separators, 1/S of the unknowns, is left to the parallel reduction. The
+odd stride keeps the threads' side-by-side walks over their chunks on distinct shared-memory
+banks (the role of the paper's even/odd layout). On an H200, with 8192 systems of 1025
+unknowns, it reads at 75% (double) and 65% (float) of the copy bandwidth, where the paper's scheme
+(one reduction level in registers, the rest in shared memory) read at 35% and 29%
+(benchmarks/tridiag.py).
+
+The system takes 4 n words of dynamic shared memory, above 48 KB (n > 1536 in double) through the
+opt-in limit; systems longer than that limit allows fall back to the Thomas algorithm. No
+pivoting: the systems of the line smoothers are diagonally dominant (they come from M-matrix
+stencils).
 """
 import functools
 
@@ -38,122 +59,196 @@ def thomas(lower, diag, upper, rhs, xp):
     return d
 
 
-_CR_SOURCE = r"""
+_PARTITION_SOURCE = r"""
 typedef VALUE T;
-#define PAIRS PAIRS_PER_THREAD
+#define THREADS THREADS_PER_SYSTEM
+#define S CHUNK_STRIDE                  // a chunk: S - 1 unknowns, then one separator (S odd)
+#define R (THREADS / 32)                // separators a lane of warp 0 takes
+#define L1 (S - 1)
+#define L2 (R > 1 ? R - 1 : 1)
 
-// Shared-memory slot of unknown i of the reduced system: the unknowns sorted by the number of
-// trailing ones of i + 1 (the reduction level at which i is eliminated), each level contiguous.
-__device__ __forceinline__ int slot(int i, const int* __restrict__ start)
+__device__ __forceinline__ void copy_async(T* dst, const T* src)
 {
-    const int j = i + 1;
-    const int level = __ffs(j) - 1;                 // j = 2^level * odd
-    return start[level] + (j >> (level + 1));
+#if __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(s), "l"(src), "n"((int)sizeof(T)));
+#else
+    *dst = *src;
+#endif
 }
 
-extern "C" __global__ void cr_solve(const int n, const T* __restrict__ lower, const T* __restrict__ diag,
-        const T* __restrict__ upper, const T* __restrict__ rhs, T* __restrict__ x)
+// Eliminate inside a chunk of N equations a x_(k-1) + b x_k + c x_(k+1) = d, whose outer
+// neighbours are the separators x_left and x_right: down, then up, leaving
+// x_k = d_k - a_k x_left - c_k x_right (d, a, c overwritten; b holds reciprocals).
+template <int N>
+__device__ __forceinline__ void eliminate(T (&a)[N], T (&b)[N], T (&c)[N], T (&d)[N])
 {
-    // The first reduction step runs in registers: thread pair t reads the even equation 2t, which
-    // it eliminates from the odd equation 2t + 1 together with 2t + 2; only the m = n/2 odd
-    // equations go to shared memory, where cyclic reduction solves them. The even unknowns
-    // follow at the end from their equations read again (from the L2 cache, mostly): holding
-    // them in registers took 84 registers a thread, 5 blocks an SM and 10% more time.
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        if (k > 0) {
+            const T f = a[k] * b[k - 1];
+            a[k] = -f * a[k - 1];
+            b[k] -= f * c[k - 1];
+            d[k] -= f * d[k - 1];
+        }
+        b[k] = T(1) / b[k];
+    }
+    d[N - 1] *= b[N - 1];
+    a[N - 1] *= b[N - 1];
+    c[N - 1] *= b[N - 1];
+#pragma unroll
+    for (int k = N - 2; k >= 0; --k) {
+        d[k] = (d[k] - c[k] * d[k + 1]) * b[k];
+        a[k] = (a[k] - c[k] * a[k + 1]) * b[k];
+        c[k] = -c[k] * c[k + 1] * b[k];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) partition_solve(const int n,
+        const T* __restrict__ lower, const T* __restrict__ diag, const T* __restrict__ upper,
+        const T* __restrict__ rhs, T* __restrict__ x)
+{
     extern __shared__ unsigned char smem[];
-    const int m = n / 2, pairs = (n + 1) / 2;
-    T* a = (T*)smem;
-    T* b = a + m;
-    T* c = b + m;
-    T* d = c + m;
-    __shared__ int start[32];
-    if (threadIdx.x == 0) {             // level l holds the i with i + 1 = 2^l * odd, i < m
-        int s = 0;
-        for (int l = 0; l < 32; ++l) {
-            start[l] = s;
-            if (l < 31) s += (m + (1 << l)) >> (l + 1);
-        }
-    }
-    __syncthreads();
+    const int len = max(n, 7 * THREADS);
+    T* sa = (T*)smem;                   // the system, copied in
+    T* sc = sa + len;
+    T* sd = sc + len;
+    T* sb = sd + len;                   // the diagonal, then (its reciprocals in registers):
+    T (*first)[THREADS] = (T (*)[THREADS])sb;   // each chunk's first unknown from its separators
+    T (*sep)[THREADS] = first + 3;      // the separators' equations, then their solution in sep[3]
+    const int m = n / S;                // separators t S + S - 1, t < m
     const size_t base = (size_t)blockIdx.x * n;
+    for (int i = threadIdx.x; i < n; i += THREADS) {
+        copy_async(sa + i, lower + base + i);
+        copy_async(sb + i, diag + base + i);
+        copy_async(sc + i, upper + base + i);
+        copy_async(sd + i, rhs + base + i);
+    }
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::);
+#endif
+    __syncthreads();
+
+    // Thread t's chunk lo..lo + S - 2 and separator p = lo + S - 1; past the end, x = 0 equations
+    const int t = threadIdx.x, lo = t * S, p = lo + S - 1;
+    const bool own = t < m;
+    T a[L1], b[L1], c[L1], d[L1];
 #pragma unroll
-    for (int q = 0; q < PAIRS; ++q) {
-        const int t = threadIdx.x + q * blockDim.x;
-        const int e = 2 * t, o = e + 1;
-        if (o >= n) break;
-        const T ae = e > 0 ? lower[base + e] : T(0), be = diag[base + e], ce = upper[base + e];
-        const T de = rhs[base + e];
-        const T alpha = -lower[base + o] / be;
-        const T bo = diag[base + o], d_o = rhs[base + o], co = o < n - 1 ? upper[base + o] : T(0);
-        T a2 = T(0), b2 = T(1), c2 = T(0), d2 = T(0), gamma = T(0);
-        if (o + 1 < n) {
-            a2 = lower[base + o + 1];
-            b2 = diag[base + o + 1];
-            c2 = o + 1 < n - 1 ? upper[base + o + 1] : T(0);
-            d2 = rhs[base + o + 1];
-            gamma = -co / b2;
+    for (int j = 0; j < L1; ++j) {
+        const int k = lo + j;
+        const bool in = k < n;
+        a[j] = in && k > 0 ? sa[k] : T(0);
+        b[j] = in ? sb[k] : T(1);
+        c[j] = in && k < n - 1 ? sc[k] : T(0);
+        d[j] = in ? sd[k] : T(0);
+    }
+    const T ap = own ? sa[p] : T(0), bp = own ? sb[p] : T(1);
+    const T cp = own && p < n - 1 ? sc[p] : T(0), dp = own ? sd[p] : T(0);
+    __syncthreads();                    // sb is free
+    eliminate<L1>(a, b, c, d);
+    first[0][t] = d[0];
+    first[1][t] = a[0];
+    first[2][t] = c[0];
+#pragma unroll
+    for (int j = 0; j < L1; ++j) {      // the chunk waits in shared memory (fewer registers)
+        if (lo + j < n) {
+            sa[lo + j] = a[j];
+            sc[lo + j] = c[j];
+            sd[lo + j] = d[j];
         }
-        const int k = slot(t, start);
-        a[k] = alpha * ae;
-        b[k] = bo + alpha * ce + gamma * a2;
-        c[k] = gamma * c2;
-        d[k] = d_o + alpha * de + gamma * d2;
     }
     __syncthreads();
-    int s = 1;
-    for (; 2 * s - 1 < m; s *= 2) {     // forward reduction: keep i = 2s(j + 1) - 1
-        for (int j = threadIdx.x; 2 * s * (j + 1) - 1 < m; j += blockDim.x) {
-            const int i = 2 * s * (j + 1) - 1;
-            const int k = slot(i, start), km = slot(i - s, start);
-            const bool up = i + s < m;
-            const int kp = up ? slot(i + s, start) : k;
-            const T alpha = -a[k] / b[km];
-            const T gamma = up ? -c[k] / b[kp] : T(0);
-            b[k] += alpha * c[km] + gamma * a[kp];
-            d[k] += alpha * d[km] + gamma * d[kp];
-            a[k] = alpha * a[km];
-            c[k] = gamma * c[kp];
-        }
-        __syncthreads();
+    {   // separator t's equation with its two neighbours substituted
+        const T g1 = t + 1 < THREADS ? first[0][t + 1] : T(0);
+        const T u1 = t + 1 < THREADS ? first[1][t + 1] : T(0);
+        const T v1 = t + 1 < THREADS ? first[2][t + 1] : T(0);
+        sep[0][t] = -ap * a[L1 - 1];
+        sep[1][t] = bp - ap * c[L1 - 1] - cp * u1;
+        sep[2][t] = -cp * v1;
+        sep[3][t] = dp - ap * d[L1 - 1] - cp * g1;
     }
-    for (; s >= 1; s /= 2) {            // backward substitution: i = s - 1 + 2 s j, x in d
-        for (int j = threadIdx.x; s - 1 + 2 * s * j < m; j += blockDim.x) {
-            const int i = s - 1 + 2 * s * j;
-            const int k = slot(i, start);
-            T v = d[k];
-            if (i - s >= 0) v -= a[k] * d[slot(i - s, start)];
-            if (i + s < m) v -= c[k] * d[slot(i + s, start)];
-            d[k] = v / b[k];
-        }
-        __syncthreads();
-    }
+    __syncthreads();
+    if (t < 32) {
+        // Warp 0 solves the separators: lane t eliminates inside its R of them as above, which
+        // leaves one tridiagonal equation a lane, solved by parallel cyclic reduction over the
+        // lanes (log2 32 steps, the neighbours through warp shuffles).
+        T ea[L2], eb[L2], ec[L2], ed[L2];
 #pragma unroll
-    for (int q = 0; q < PAIRS; ++q) {   // the even unknowns, and every unknown out
-        const int t = threadIdx.x + q * blockDim.x;
-        if (t >= pairs) break;
-        const int e = 2 * t;
-        const T xo = e + 1 < n ? d[slot(t, start)] : T(0);
-        const T xm = t > 0 ? d[slot(t - 1, start)] : T(0);
-        const T ae = e > 0 ? lower[base + e] : T(0), ce = e < n - 1 ? upper[base + e] : T(0);
-        x[base + e] = (rhs[base + e] - ae * xm - ce * xo) / diag[base + e];
-        if (e + 1 < n) x[base + e + 1] = xo;
+        for (int j = 0; j < R - 1; ++j) {
+            ea[j] = sep[0][t * R + j];
+            eb[j] = sep[1][t * R + j];
+            ec[j] = sep[2][t * R + j];
+            ed[j] = sep[3][t * R + j];
+        }
+        const int last = t * R + R - 1;
+        T A = sep[0][last], B = sep[1][last], C = sep[2][last], D = sep[3][last];
+        if (R > 1) {
+            eliminate<L2>(ea, eb, ec, ed);
+            const T g1 = __shfl_down_sync(0xffffffff, ed[0], 1), u1 = __shfl_down_sync(0xffffffff, ea[0], 1);
+            const T v1 = __shfl_down_sync(0xffffffff, ec[0], 1);
+            const T a0 = A, c0 = t < 31 ? C : T(0);
+            A = -a0 * ea[L2 - 1];
+            B = B - a0 * ec[L2 - 1] - c0 * u1;
+            C = -c0 * v1;
+            D = D - a0 * ed[L2 - 1] - c0 * g1;
+        }
+#pragma unroll
+        for (int s = 1; s < 32; s *= 2) {
+            const T r = T(1) / B;
+            const T Am = __shfl_up_sync(0xffffffff, A, s), rm = __shfl_up_sync(0xffffffff, r, s);
+            const T Cm = __shfl_up_sync(0xffffffff, C, s), Dm = __shfl_up_sync(0xffffffff, D, s);
+            const T Ap = __shfl_down_sync(0xffffffff, A, s), rp = __shfl_down_sync(0xffffffff, r, s);
+            const T Cp = __shfl_down_sync(0xffffffff, C, s), Dp = __shfl_down_sync(0xffffffff, D, s);
+            const T alpha = t >= s ? -A * rm : T(0), gamma = t + s < 32 ? -C * rp : T(0);
+            B += alpha * Cm + gamma * Ap;
+            D += alpha * Dm + gamma * Dp;
+            A = alpha * Am;
+            C = gamma * Cp;
+        }
+        const T X = D / B;
+        T Xm = __shfl_up_sync(0xffffffff, X, 1);
+        if (t == 0) Xm = T(0);
+#pragma unroll
+        for (int j = 0; j < R - 1; ++j)
+            sep[3][t * R + j] = ed[j] - ea[j] * Xm - ec[j] * X;
+        sep[3][last] = X;
     }
+    __syncthreads();
+    const T xl = t > 0 ? sep[3][t - 1] : T(0), xr = sep[3][t];
+#pragma unroll
+    for (int j = 0; j < L1; ++j)        // the chunk's unknowns from its separators
+        if (lo + j < n) sd[lo + j] -= sa[lo + j] * xl + sc[lo + j] * xr;
+    if (own) sd[p] = xr;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += THREADS)
+        x[base + i] = sd[i];
 }
 """
 
 _CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
 _STATIC_LIMIT = 48 * 1024
+_OPT_IN_LIMIT = 227 * 1024       # Hopper's largest dynamic shared memory a block can ask for
 
 
 @functools.lru_cache(maxsize=None)
-def _cr_kernel(ctype, pairs_per_thread):
-    source = _CR_SOURCE.replace("VALUE", ctype).replace("PAIRS_PER_THREAD", str(pairs_per_thread))
-    return backend.cupy.RawKernel(source, "cr_solve")
+def _partition_kernel(ctype, threads, stride):
+    source = (_PARTITION_SOURCE.replace("VALUE", ctype).replace("THREADS_PER_SYSTEM", str(threads))
+              .replace("CHUNK_STRIDE", str(stride)))
+    return backend.cupy.RawKernel(source, "partition_solve")
+
+
+def _layout(n, threads, itemsize):
+    """The chunk stride S (odd, so that threads walking their chunks side by side in shared memory
+    hit distinct banks) and the dynamic shared memory for systems of n unknowns."""
+    stride = max(2, -(-(n + 1) // threads))
+    stride += 1 - stride % 2
+    return stride, 4 * max(n, 7 * threads) * itemsize
 
 
 def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
-    float64, all of one shape). One thread block of ``threads`` (default 128, fewer for short
-    systems) per system, each thread holding one or more even equations in registers."""
+    float64, all of one shape). One thread block of ``threads`` per system (a multiple of 32 up
+    to 256; by default the fewest that keep the chunks at 10 unknowns or fewer)."""
     cp = backend.cupy
     dtype = numpy.dtype(diag.dtype)
     n = diag.shape[-1]
@@ -163,12 +258,15 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     batch = diag.size // n if n else 0
     if batch == 0:
         return out
-    pairs = (n + 1) // 2
-    if threads is None:   # 128 beat 256, 512 and 1024 at n = 1025 on an H100 (benchmarks/tridiag.py)
-        threads = min(128, 32 * ((pairs + 31) // 32))
-    per_thread = (pairs + threads - 1) // threads
-    shared = 4 * (n // 2) * dtype.itemsize
-    kernel = _cr_kernel(_CTYPES[dtype], per_thread)
+    if threads is None:   # 96 threads at n = 1023 and 1025 beat 64, 128, 160 and 256 on an H200
+        threads = min(256, 32 * -(-(n + 1) // (11 * 32)))
+    if threads % 32 or not 32 <= threads <= 256:
+        raise ValueError(f"cyclic_reduction: threads={threads} is not a multiple of 32 from 32 to 256")
+    stride, shared = _layout(n, threads, dtype.itemsize)
+    if shared > _OPT_IN_LIMIT:
+        out[...] = thomas(*arrays, cp)
+        return out
+    kernel = _partition_kernel(_CTYPES[dtype], threads, stride)
     if shared > _STATIC_LIMIT:
         kernel.max_dynamic_shared_size_bytes = shared
     kernel((batch,), (threads,), (numpy.int32(n), *arrays, out), shared_mem=shared)

@@ -60,11 +60,12 @@ def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 63, 64, 1025, 2049, 4097])
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-@pytest.mark.parametrize("threads", [None, 32])
+@pytest.mark.parametrize("threads", [None, 32, 96, 256])
 def test_cyclic_reduction_matches_thomas(n, dtype, tol, threads):
-    """The cyclic-reduction kernel against the Thomas twin (float64 on the host) on diagonally
-    dominant systems, batched over two axes; n = 4097 in double needs 64 KB of shared memory (the
-    opt-in limit)."""
+    """The partition + cyclic-reduction kernel against the Thomas twin (float64 on the host) on
+    diagonally dominant systems, batched over two axes, into an output poisoned with NaN: short
+    systems leave most threads past the end, 32 threads put up to 128 unknowns in a chunk, and
+    n = 4097 in double needs 131 KB of shared memory (the opt-in limit)."""
     from pcplugins import tridiag
     cp = backend.cupy
     rng = np.random.default_rng(n)
@@ -72,9 +73,17 @@ def test_cyclic_reduction_matches_thomas(n, dtype, tol, threads):
     lo, up = rng.uniform(-1, 0, shape), rng.uniform(-1, 0, shape)
     dg, rhs = 2.2 + rng.random(shape), rng.standard_normal(shape)
     ref = tridiag.thomas(lo, dg, up, rhs, np)
-    got = tridiag.cyclic_reduction(*(cp.asarray(a, dtype=dtype) for a in (lo, dg, up, rhs)), threads=threads)
-    assert got.dtype == dtype and got.shape == shape
+    out = cp.full(shape, cp.nan, dtype)
+    got = tridiag.cyclic_reduction(*(cp.asarray(a, dtype=dtype) for a in (lo, dg, up, rhs)), out=out, threads=threads)
+    assert got is out and got.dtype == dtype and got.shape == shape
     assert np.abs(got.get() - ref).max() <= tol * np.abs(ref).max()
+
+
+def test_cyclic_reduction_rejects_bad_threads():
+    from pcplugins import tridiag
+    a = backend.cupy.ones((2, 9))
+    with pytest.raises(ValueError, match="threads=48"):
+        tridiag.cyclic_reduction(-a, 3 * a, -a, a, threads=48)
 
 
 def _petsc_solve(n, extra, jump=1.0):
