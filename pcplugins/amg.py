@@ -67,6 +67,12 @@ class AMG:
         # memory goes now, not at Python's next garbage collection
         self.mg = self._graphs = self._run = None
 
+    def destroy(self, pc):
+        # PCDestroy does not reset a Python PC: without this the graphs' reference cycle waited
+        # for the garbage collector, and each destroyed AMG PC left three vectors of its private
+        # memory pool on the GPU
+        self.reset(pc)
+
     def _free(self):
         if self.comm is not None:
             self.comm.free()          # the previous hierarchy's neighbourhood communicators

@@ -34,6 +34,9 @@ class DMDAPC:
     def reset(self, pc):
         self.mg = self._graphs = None      # as AMG.reset: the graphs' memory goes now
 
+    def destroy(self, pc):
+        self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
+
     def apply(self, pc, x, y):
         with bridge.event(self.EVENT + "Apply"):
             self._apply(pc, x, y)

@@ -73,6 +73,9 @@ class ShiftedLaplace:
     def reset(self, pc):
         self.mg = self._graphs = self._run = None      # as AMG.reset: the graphs' memory goes now
 
+    def destroy(self, pc):
+        self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
+
     def apply(self, pc, x, y):
         with bridge.event("SLApply"):
             with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:

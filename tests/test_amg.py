@@ -457,3 +457,19 @@ def test_new_operator_values_rebuild_the_hierarchy(capfd):
     assert numpy.allclose(pc.getPythonContext().mg.levels[-1].A.toarray(), 3.0 * coarse)
     assert ksp.getConvergedReason() > 0
     assert "-pc_amg_kcycle_its <2>" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("pc_type", ["pcplugins.AMG", "pcplugins.GMG"])
+def test_destroy_resets_the_pc(pc_type):
+    """PCDestroy does not call a Python PC's reset, only its destroy: ours must drop the hierarchy
+    (and on the GPU the graphs, whose reference cycle had left each destroyed AMG's pool memory
+    behind: three vectors a PC)."""
+    from problems import poisson_system
+    from conftest import petsc_solve
+    da, A, b = poisson_system(17, 2, "petsc")
+    ksp, x = petsc_solve(da, A, b, None, "cg", pc=pc_type)
+    assert ksp.getConvergedReason() > 0
+    ctx = ksp.getPC().getPythonContext()
+    assert ctx.mg is not None
+    ksp.destroy()
+    assert ctx.mg is None
