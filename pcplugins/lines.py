@@ -74,11 +74,10 @@ class LineGS:
                     rhs = self._rhs                           # f minus the couplings off the line
                     kernels.residual(rhs, f, [self.coefs[k] for k in off],
                                      [grid.view(u, full, op.offsets[k], padded=True) for k in off])
-                    if tri is None:                           # the colour's lines only
-                        sel, (lo, dg, up) = colour
-                        target = xp.moveaxis(ui, a, -1)[sel]  # a view into u
-                        x = tridiag.solve(lo, dg, up, xp.moveaxis(rhs, a, -1)[sel], xp)
-                        target[...] = x if self.omega == 1.0 else target + self.omega * (x - target)
+                    if tri is None:                           # the colour's lines only, solved
+                        sel, (lo, dg, up) = colour            # from and into views: no copies
+                        tridiag.solve(lo, dg, up, xp.moveaxis(rhs, a, -1)[sel], xp,
+                                      out=xp.moveaxis(ui, a, -1)[sel], omega=self.omega)
                     else:                                     # every line, one colour kept
                         x = xp.moveaxis(tridiag.solve(*tri, xp.moveaxis(rhs, a, -1), xp), -1, a)
                         if self.omega != 1.0:

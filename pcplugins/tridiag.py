@@ -104,9 +104,12 @@ __device__ __forceinline__ void eliminate(T (&a)[N], T (&b)[N], T (&c)[N], T (&d
     }
 }
 
+// rhs and x may be strided views (element i of system s at s * sys + i * elem): a line
+// smoother reads its right-hand sides and writes its unknowns in place, x <- x + omega (y - x).
 extern "C" __global__ void __launch_bounds__(THREADS) partition_solve(const int n,
         const T* __restrict__ lower, const T* __restrict__ diag, const T* __restrict__ upper,
-        const T* __restrict__ rhs, T* __restrict__ x)
+        const T* __restrict__ rhs, const long long rhs_sys, const long long rhs_elem,
+        T* __restrict__ x, const long long x_sys, const long long x_elem, const T omega)
 {
     extern __shared__ unsigned char smem[];
     const int len = max(n, 7 * THREADS);
@@ -118,11 +121,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_solve(const int 
     T (*sep)[THREADS] = first + 3;      // the separators' equations, then their solution in sep[3]
     const int m = n / S;                // separators t S + S - 1, t < m
     const size_t base = (size_t)blockIdx.x * n;
+    const T* r = rhs + blockIdx.x * rhs_sys;
     for (int i = threadIdx.x; i < n; i += THREADS) {
         copy_async(sa + i, lower + base + i);
         copy_async(sb + i, diag + base + i);
         copy_async(sc + i, upper + base + i);
-        copy_async(sd + i, rhs + base + i);
+        copy_async(sd + i, r + i * rhs_elem);
     }
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;\n" ::);
@@ -220,8 +224,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_solve(const int 
         if (lo + j < n) sd[lo + j] -= sa[lo + j] * xl + sc[lo + j] * xr;
     if (own) sd[p] = xr;
     __syncthreads();
+    T* y = x + blockIdx.x * x_sys;
     for (int i = threadIdx.x; i < n; i += THREADS)
-        x[base + i] = sd[i];
+        y[i * x_elem] = omega == T(1) ? sd[i] : y[i * x_elem] + omega * (sd[i] - y[i * x_elem]);
 }
 """
 
@@ -245,14 +250,30 @@ def _layout(n, threads, itemsize):
     return stride, 4 * max(n, 7 * threads) * itemsize
 
 
-def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
+def _lines(a, n):
+    """(array, system stride, element stride) of a CuPy array of systems along its last axis,
+    strides in elements, or None where its systems are not evenly spaced."""
+    if a.ndim == 1:
+        return a, 0, a.strides[0] // a.itemsize
+    if a.ndim > 2:
+        if not a.flags.c_contiguous:
+            return None
+        a = a.reshape(-1, n)
+    if any(st % a.itemsize for st in a.strides):
+        return None
+    return a, a.strides[0] // a.itemsize, a.strides[1] // a.itemsize
+
+
+def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None, omega=1.0):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
-    float64, all of one shape). One thread block of ``threads`` per system (a multiple of 32 up
-    to 256; by default the fewest that keep the chunks at 10 unknowns or fewer)."""
+    float64). One thread block of ``threads`` per system (a multiple of 32 up to 256; by default
+    the fewest that keep the chunks at 10 unknowns or fewer). ``rhs`` and ``out`` may be strided
+    views (a line smoother's lines of a grid, no copies); with ``omega`` != 1 the solution y
+    relaxes ``out`` in place: out + omega (y - out)."""
     cp = backend.cupy
     dtype = numpy.dtype(diag.dtype)
     n = diag.shape[-1]
-    arrays = [cp.ascontiguousarray(a, dtype=dtype) for a in (lower, diag, upper, rhs)]
+    coefs = [cp.ascontiguousarray(a, dtype=dtype) for a in (lower, diag, upper)]
     if out is None:
         out = cp.empty(rhs.shape, dtype)
     batch = diag.size // n if n else 0
@@ -263,18 +284,31 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None):
     if threads % 32 or not 32 <= threads <= 256:
         raise ValueError(f"cyclic_reduction: threads={threads} is not a multiple of 32 from 32 to 256")
     stride, shared = _layout(n, threads, dtype.itemsize)
-    if shared > _OPT_IN_LIMIT:
-        out[...] = thomas(*arrays, cp)
+    r = _lines(rhs, n) if rhs.dtype == dtype else None
+    if r is None:
+        r = _lines(cp.ascontiguousarray(rhs, dtype=dtype), n)
+    x = _lines(out, n) if out.dtype == dtype else None
+    if shared > _OPT_IN_LIMIT or x is None:
+        y = thomas(*coefs, r[0].reshape(rhs.shape), cp) if shared > _OPT_IN_LIMIT else \
+            cyclic_reduction(*coefs, r[0].reshape(rhs.shape), threads=threads)
+        out[...] = y if omega == 1.0 else out + omega * (y - out)
         return out
     kernel = _partition_kernel(_CTYPES[dtype], threads, stride)
     if shared > _STATIC_LIMIT:
         kernel.max_dynamic_shared_size_bytes = shared
-    kernel((batch,), (threads,), (numpy.int32(n), *arrays, out), shared_mem=shared)
+    kernel((batch,), (threads,), (numpy.int32(n), *coefs, r[0], numpy.int64(r[1]), numpy.int64(r[2]),
+                                  x[0], numpy.int64(x[1]), numpy.int64(x[2]), dtype.type(omega)), shared_mem=shared)
     return out
 
 
-def solve(lower, diag, upper, rhs, xp):
-    """The batched solve on ``xp``: cyclic reduction on the GPU, Thomas on the host."""
+def solve(lower, diag, upper, rhs, xp, out=None, omega=1.0):
+    """The batched solve on ``xp``: the partition kernel on the GPU, Thomas on the host. With
+    ``out``, the solution y relaxes it in place (out + omega (y - out), y itself where omega is 1)
+    and ``out`` is returned."""
     if backend.is_gpu(xp) and numpy.dtype(diag.dtype) in _CTYPES:
-        return cyclic_reduction(lower, diag, upper, rhs)
-    return thomas(lower, diag, upper, rhs, xp)
+        return cyclic_reduction(lower, diag, upper, rhs, out=out, omega=omega)
+    y = thomas(lower, diag, upper, rhs, xp)
+    if out is None:
+        return y
+    out[...] = y if omega == 1.0 else out + omega * (y - out)
+    return out

@@ -79,6 +79,32 @@ def test_cyclic_reduction_matches_thomas(n, dtype, tol, threads):
     assert np.abs(got.get() - ref).max() <= tol * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("omega", [1.0, 0.7])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_cyclic_reduction_in_place_on_strided_lines(axis, omega, dtype, tol):
+    """Every other line of a padded grid along either axis, right-hand sides and unknowns read and
+    written through strided views (a line smoother's colour), relaxed by omega, against the Thomas
+    twin; the points off the colour's lines keep their values."""
+    from pcplugins import tridiag
+    cp = backend.cupy
+    rng = np.random.default_rng(axis)
+    u = rng.standard_normal((67, 69))
+    f = rng.standard_normal((67, 69))
+    inner = (slice(1, -1), slice(1, -1))
+    lines = lambda a: np.moveaxis(a[inner], axis, -1)[1::2]    # noqa: E731
+    shape = lines(u).shape
+    lo, up = rng.uniform(-1, 0, shape), rng.uniform(-1, 0, shape)
+    dg = 2.2 + rng.random(shape)
+    ref = u.copy()
+    old = lines(ref).copy()
+    lines(ref)[...] = old + omega * (tridiag.thomas(lo, dg, up, lines(f), np) - old)
+    ud, fd = cp.asarray(u, dtype), cp.asarray(f, dtype)
+    got = tridiag.solve(*(cp.asarray(a, dtype) for a in (lo, dg, up)), lines(fd), cp, out=lines(ud), omega=omega)
+    assert got.data.ptr == lines(ud).data.ptr
+    assert np.abs(ud.get() - ref).max() <= tol * np.abs(ref).max()
+
+
 def test_cyclic_reduction_rejects_bad_threads():
     from pcplugins import tridiag
     a = backend.cupy.ones((2, 9))
@@ -87,13 +113,15 @@ def test_cyclic_reduction_rejects_bad_threads():
 
 
 def _petsc_solve(n, extra, jump=1.0):
+    """The solution, the PC's Python context and the KSP (keep it while reading the context:
+    destroying the KSP resets its PC)."""
     from petsc4py import PETSc
     from problems import poisson_system
     with petsc_options(extra):      # -mat_type must be set before the matrix is created
         da, A, b = poisson_system(n, 3, "petsc", jump=jump)
         ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=6,
                              norm_type=PETSc.KSP.NormType.NONE)
-    return x.getArray().copy(), ksp.getPC().getPythonContext()
+    return x.getArray().copy(), ksp.getPC().getPythonContext(), ksp
 
 
 @real_scalars
@@ -111,8 +139,8 @@ def test_petsc_cuda_vectors_match_host(variant):
     jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
     device_only = ("pc_gmg_graph", "pc_gmg_graph_coarse", "pc_gmg_fused", "pc_gmg_device", "pc_gmg_gpu_levels")
     same = {k: v for k, v in variant.items() if k.startswith("pc_gmg_") and k not in device_only}
-    host, hctx = _petsc_solve(33, same, jump)
-    dev, dctx = _petsc_solve(33, variant, jump)
+    host, hctx, hksp = _petsc_solve(33, same, jump)
+    dev, dctx, dksp = _petsc_solve(33, variant, jump)
     assert hctx.device == "cpu" and dctx.device == "gpu"
     if variant.get("pc_gmg_graph") == "0":       # the coarse levels' graph unless turned off too
         replayed = "replayed as one graph" in dctx.graph_note
@@ -294,8 +322,8 @@ def test_fused_elimination_matches_twin(shape, dtype, rows):
 @real_scalars
 @pytest.mark.parametrize("smoother", [{}, {"pc_gmg_operator": "laplacian"}, {"pc_gmg_smoother": "adi"}])
 def test_single_precision_cycle_cuda_matches_host(smoother):
-    host, _ = _petsc_solve(33, dict(smoother, pc_gmg_precision="single"), 0.0)
-    dev, ctx = _petsc_solve(33, dict(smoother, pc_gmg_precision="single", mat_type="aijcusparse"), 0.0)
+    host, _, _ = _petsc_solve(33, dict(smoother, pc_gmg_precision="single"), 0.0)
+    dev, ctx, ksp = _petsc_solve(33, dict(smoother, pc_gmg_precision="single", mat_type="aijcusparse"), 0.0)
     assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
     assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
 
@@ -332,8 +360,8 @@ def test_nan_on_cuda_vectors_sets_failed_reason(extra):
 def test_mixed_defect_correction_cuda_matches_host(mixed):
     """Defect correction on the GPU (float64 residual on the device, float32 cycles; captured as a
     graph when the cycle count is fixed) against the host."""
-    host, _ = _petsc_solve(33, mixed, 0.0)
-    dev, ctx = _petsc_solve(33, dict(mixed, mat_type="aijcusparse"), 0.0)
+    host, _, _ = _petsc_solve(33, mixed, 0.0)
+    dev, ctx, ksp = _petsc_solve(33, dict(mixed, mat_type="aijcusparse"), 0.0)
     assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
     assert ctx.graph_note.startswith("on") == ("pc_gmg_mixed_inner_cycles" in mixed)
     # the digits test reads a norm between cycles: the coarse levels alone are a graph
