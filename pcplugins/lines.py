@@ -8,8 +8,12 @@ right-hand side. Lines are coloured by the parity of their other indices (2 colo
 stencils in 2D and 3D, all parity combinations for box stencils), so lines of one colour never
 couple and are solved together (where a colour is every other line along each other axis, only
 its lines are solved); the colours alternate as in red-black. The batched solves
-(tridiag.py) are cyclic reduction on the GPU, one thread block per line, and the Thomas algorithm
-on the host. One rank: a line that crosses ranks would need a distributed tridiagonal solve.
+(tridiag.py) are a partition method with cyclic reduction on the GPU, one thread block per line,
+and the Thomas algorithm on the host. In 2D on the GPU a colour is one kernel
+(tridiag.relax_lines): the right-hand sides are made inside the solve for the colour's lines
+only, and the unknowns relaxed in place; elsewhere the right-hand sides come from the residual
+kernel and the solve reads and writes the lines through strided views. One rank: a line that
+crosses ranks would need a distributed tridiagonal solve.
 """
 import itertools
 
@@ -60,6 +64,29 @@ class LineGS:
                 sel = tuple(slice(p, None, 2) for p in par) + (slice(None),)
                 colours.append((sel, [xp.ascontiguousarray(t[sel]) for t in tri]))
             self._plans.append((a, off, None, colours))
+        self._stencil_rhs = self._stencil_rhs_args() if backend.is_gpu(xp) else None
+
+    def _stencil_rhs_args(self):
+        """Per axis, for tridiag.relax_lines (one kernel a colour: the right-hand sides made for
+        the colour's lines only, no copies): the device addresses of the off-line coefficient
+        arrays and the shifts of their neighbours in the padded u, in elements. None where the
+        lines are too long for the kernel, and in 3D (a colour's lines there are a 2D lattice, not
+        one stride)."""
+        op, xp = self.op, self.op.xp
+        shape = op.box.padded_shape
+        if op.box.dim != 2 or not all(tri is None for _, _, tri, _ in self._plans) or \
+                not all(tridiag.fits(op.box.shape[a], op.dtype) for a, _, _, _ in self._plans):
+            return None
+        if not all(self.coefs[k].flags.c_contiguous for k in range(len(self.coefs))):
+            return None
+        strides = [int(numpy.prod(shape[d + 1:])) for d in range(len(shape))]
+        out = {}
+        for a, off, _, _ in self._plans:
+            ptrs = xp.asarray([self.coefs[k].data.ptr for k in off], dtype=numpy.uint64)
+            shifts = xp.asarray([sum(o * st for o, st in zip(op.offsets[k], strides)) for k in off],
+                                dtype=numpy.int64)
+            out[a] = (ptrs, shifts)
+        return out
 
     def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
         if zero_guess:
@@ -68,9 +95,19 @@ class LineGS:
         plans = self._plans[::-1] if reverse else self._plans
         ui = grid.interior(u)
         full = grid.full_lattice(op.box)
+        fused = self._stencil_rhs if u.flags.c_contiguous and u.shape == op.box.padded_shape else None
         for _ in range(sweeps):
             for a, off, tri, colours in plans:
                 for colour in (colours[::-1] if reverse else colours):
+                    if fused is not None:                     # one kernel a colour
+                        sel, (lo, dg, up) = colour
+                        ptrs, shifts = fused[a]
+                        lines = lambda x: xp.moveaxis(x, a, -1)[sel]  # noqa: E731
+                        first = self.coefs[off[0]] if off else f
+                        tridiag.relax_lines(lo, dg, up, lines(f), (ptrs, first, lines(first)), shifts,
+                                            lines(ui), self.omega)
+                        exchange(u)
+                        continue
                     rhs = self._rhs                           # f minus the couplings off the line
                     kernels.residual(rhs, f, [self.coefs[k] for k in off],
                                      [grid.view(u, full, op.offsets[k], padded=True) for k in off])

@@ -106,10 +106,16 @@ __device__ __forceinline__ void eliminate(T (&a)[N], T (&b)[N], T (&c)[N], T (&d
 
 // rhs and x may be strided views (element i of system s at s * sys + i * elem): a line
 // smoother reads its right-hand sides and writes its unknowns in place, x <- x + omega (y - x).
+// With COUPLINGS >= 0, rhs is the grid's f and the right-hand side is made here, for the lines
+// solved only: f - sum_k coefs[k] u(+ shifts[k]), x being the lines' view of the padded u and
+// coefs[k] pointers to arrays of f's shape (the lines' element i of system s at
+// c0 + s * c_sys + i * c_elem).
 extern "C" __global__ void __launch_bounds__(THREADS) partition_solve(const int n,
         const T* __restrict__ lower, const T* __restrict__ diag, const T* __restrict__ upper,
         const T* __restrict__ rhs, const long long rhs_sys, const long long rhs_elem,
-        T* __restrict__ x, const long long x_sys, const long long x_elem, const T omega)
+        T* __restrict__ x, const long long x_sys, const long long x_elem, const T omega,
+        const unsigned long long* __restrict__ coefs, const long long c0, const long long c_sys,
+        const long long c_elem, const long long* __restrict__ shifts)
 {
     extern __shared__ unsigned char smem[];
     const int len = max(n, 7 * THREADS);
@@ -122,21 +128,48 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_solve(const int 
     const int m = n / S;                // separators t S + S - 1, t < m
     const size_t base = (size_t)blockIdx.x * n;
     const T* r = rhs + blockIdx.x * rhs_sys;
+#if COUPLINGS < 0
     for (int i = threadIdx.x; i < n; i += THREADS) {
         copy_async(sa + i, lower + base + i);
         copy_async(sb + i, diag + base + i);
         copy_async(sc + i, upper + base + i);
         copy_async(sd + i, r + i * rhs_elem);
     }
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::);
+#else
+    // the right-hand sides of this block's line, made while the coefficients' copies fly: the
+    // loop unrolled (n <= S THREADS), so that all its loads are independent and in flight at once
+    const T* cf[COUPLINGS > 0 ? COUPLINGS : 1];
+    long long sh[COUPLINGS > 0 ? COUPLINGS : 1];
+#pragma unroll
+    for (int q = 0; q < COUPLINGS; ++q) {
+        cf[q] = (const T*)coefs[q] + c0 + blockIdx.x * c_sys;
+        sh[q] = shifts[q];
+    }
+    const T* u = x + blockIdx.x * x_sys;
+#pragma unroll
+    for (int it = 0; it < S; ++it) {
+        const int i = threadIdx.x + it * THREADS;
+        if (i < n) {
+            copy_async(sa + i, lower + base + i);
+            copy_async(sb + i, diag + base + i);
+            copy_async(sc + i, upper + base + i);
+            T v = r[i * rhs_elem];
+#pragma unroll
+            for (int q = 0; q < COUPLINGS; ++q)
+                v -= cf[q][i * c_elem] * u[i * x_elem + sh[q]];
+            sd[i] = v;
+        }
+    }
 #endif
-    __syncthreads();
 
     // Thread t's chunk lo..lo + S - 2 and separator p = lo + S - 1; past the end, x = 0 equations
     const int t = threadIdx.x, lo = t * S, p = lo + S - 1;
     const bool own = t < m;
     T a[L1], b[L1], c[L1], d[L1];
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::);
+#endif
+    __syncthreads();
 #pragma unroll
     for (int j = 0; j < L1; ++j) {
         const int k = lo + j;
@@ -236,9 +269,9 @@ _OPT_IN_LIMIT = 227 * 1024       # Hopper's largest dynamic shared memory a bloc
 
 
 @functools.lru_cache(maxsize=None)
-def _partition_kernel(ctype, threads, stride):
+def _partition_kernel(ctype, threads, stride, couplings=-1):
     source = (_PARTITION_SOURCE.replace("VALUE", ctype).replace("THREADS_PER_SYSTEM", str(threads))
-              .replace("CHUNK_STRIDE", str(stride)))
+              .replace("CHUNK_STRIDE", str(stride)).replace("COUPLINGS", str(couplings)))
     return backend.cupy.RawKernel(source, "partition_solve")
 
 
@@ -264,6 +297,30 @@ def _lines(a, n):
     return a, a.strides[0] // a.itemsize, a.strides[1] // a.itemsize
 
 
+def _threads(n, threads):
+    if threads is None:   # 96 threads at n = 1023 and 1025 beat 64, 128, 160 and 256 on an H200
+        threads = min(256, 32 * -(-(n + 1) // (11 * 32)))
+    if threads % 32 or not 32 <= threads <= 256:
+        raise ValueError(f"cyclic_reduction: threads={threads} is not a multiple of 32 from 32 to 256")
+    return threads
+
+
+def _launch(coefs, n, batch, threads, rhs, x, omega, stencil=None):
+    """The partition kernel on systems with contiguous coefficients ``coefs``; rhs and x are
+    (array, system stride, element stride); ``stencil``: (coefficient pointers, their strides,
+    shifts in u, count) for right-hand sides made from the grid."""
+    dtype = numpy.dtype(coefs[0].dtype)
+    stride, shared = _layout(n, threads, dtype.itemsize)
+    kernel = _partition_kernel(_CTYPES[dtype], threads, stride, -1 if stencil is None else int(stencil[-1]))
+    if shared > _STATIC_LIMIT:
+        kernel.max_dynamic_shared_size_bytes = shared
+    ptrs, c0, c_sys, c_elem, shifts, count = stencil or (numpy.uint64(0), 0, 0, 0, numpy.uint64(0), 0)
+    i64 = numpy.int64
+    kernel((batch,), (threads,), (numpy.int32(n), *coefs, rhs[0], i64(rhs[1]), i64(rhs[2]), x[0], i64(x[1]),
+                                  i64(x[2]), dtype.type(omega), ptrs, i64(c0), i64(c_sys), i64(c_elem), shifts),
+           shared_mem=shared)
+
+
 def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None, omega=1.0):
     """Solve the tridiagonal systems along the last axis on the GPU (CuPy arrays, float32 or
     float64). One thread block of ``threads`` per system (a multiple of 32 up to 256; by default
@@ -279,26 +336,44 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None, omega=1.0)
     batch = diag.size // n if n else 0
     if batch == 0:
         return out
-    if threads is None:   # 96 threads at n = 1023 and 1025 beat 64, 128, 160 and 256 on an H200
-        threads = min(256, 32 * -(-(n + 1) // (11 * 32)))
-    if threads % 32 or not 32 <= threads <= 256:
-        raise ValueError(f"cyclic_reduction: threads={threads} is not a multiple of 32 from 32 to 256")
-    stride, shared = _layout(n, threads, dtype.itemsize)
+    threads = _threads(n, threads)
     r = _lines(rhs, n) if rhs.dtype == dtype else None
     if r is None:
         r = _lines(cp.ascontiguousarray(rhs, dtype=dtype), n)
     x = _lines(out, n) if out.dtype == dtype else None
-    if shared > _OPT_IN_LIMIT or x is None:
-        y = thomas(*coefs, r[0].reshape(rhs.shape), cp) if shared > _OPT_IN_LIMIT else \
+    too_long = _layout(n, threads, dtype.itemsize)[1] > _OPT_IN_LIMIT
+    if too_long or x is None:
+        y = thomas(*coefs, r[0].reshape(rhs.shape), cp) if too_long else \
             cyclic_reduction(*coefs, r[0].reshape(rhs.shape), threads=threads)
         out[...] = y if omega == 1.0 else out + omega * (y - out)
         return out
-    kernel = _partition_kernel(_CTYPES[dtype], threads, stride)
-    if shared > _STATIC_LIMIT:
-        kernel.max_dynamic_shared_size_bytes = shared
-    kernel((batch,), (threads,), (numpy.int32(n), *coefs, r[0], numpy.int64(r[1]), numpy.int64(r[2]),
-                                  x[0], numpy.int64(x[1]), numpy.int64(x[2]), dtype.type(omega)), shared_mem=shared)
+    _launch(coefs, n, batch, threads, r, x, omega)
     return out
+
+
+def fits(n, dtype):
+    """Whether the GPU kernel takes systems of n unknowns (in shared memory) at the default
+    threads; longer ones go through the Thomas algorithm."""
+    return _layout(n, _threads(n, None), numpy.dtype(dtype).itemsize)[1] <= _OPT_IN_LIMIT
+
+
+def relax_lines(lower, diag, upper, f, coefs, shifts, u, omega=1.0):
+    """One colour of a line smoother on the GPU in one kernel: the right-hand sides
+    f - sum_k coefs[k] u(+ shifts[k]) made for the lines solved, the solutions relaxing ``u``
+    in place. ``f``, ``u`` and the coefficient arrays are seen as (lines, n) views of one
+    selection, each with its own strides (u: of the padded grid, whose neighbours ``shifts``
+    (device int64, in elements) reach); lower, diag, upper are contiguous. ``coefs`` is (device
+    uint64 array of the coefficient arrays' addresses, one of those arrays, and its (lines, n)
+    view: where the selection starts in it, and its strides)."""
+    ptrs, array, view = coefs
+    n = diag.shape[-1]
+    batch = diag.size // n
+    if batch == 0:
+        return u
+    c0 = (view.data.ptr - array.data.ptr) // view.itemsize
+    _launch([lower, diag, upper], n, batch, _threads(n, None), _lines(f, n), _lines(u, n), omega,
+            (ptrs, c0, *_lines(view, n)[1:], shifts, shifts.size))
+    return u
 
 
 def solve(lower, diag, upper, rhs, xp, out=None, omega=1.0):
