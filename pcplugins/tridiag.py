@@ -26,7 +26,7 @@ reduction levels, the ones that touch every unknown, are replaced by the chunk e
 only the system of the separators, 1/S of the unknowns, is left to the parallel reduction. The
 odd stride keeps the threads' side-by-side walks over their chunks on distinct shared-memory
 banks (the role of the paper's even/odd layout). On an H200, with 8192 systems of 1025
-unknowns, it reads at 75% (double) and 65% (float) of the copy bandwidth, where the paper's scheme
+unknowns, it reads at 74% (double) and 65% (float) of the copy bandwidth, where the paper's scheme
 (one reduction level in registers, the rest in shared memory) read at 35% and 29%
 (benchmarks/tridiag.py).
 
