@@ -95,7 +95,8 @@ class LineGS:
         plans = self._plans[::-1] if reverse else self._plans
         ui = grid.interior(u)
         full = grid.full_lattice(op.box)
-        fused = self._stencil_rhs if u.flags.c_contiguous and u.shape == op.box.padded_shape else None
+        fused = self._stencil_rhs if (u.flags.c_contiguous and u.shape == op.box.padded_shape
+                                      and u.dtype == f.dtype == op.dtype) else None
         for _ in range(sweeps):
             for a, off, tri, colours in plans:
                 for colour in (colours[::-1] if reverse else colours):
