@@ -70,12 +70,18 @@ def synchronize(xp):
 
 
 def any_true(mask):
-    """bool(mask.any()) for a boolean array, as the maximum of its bytes. CuPy's any() is a CUB
-    block reduction compiled (with CUB's headers) per input-size class: on an H100 a first any()
-    of 1000 and then of 3001 entries took 6 s each, and the first colouring of a new AMG level
-    size 12.7 s. A maximum goes to the device-wide CUB routines built with CuPy (a first max() of
-    1000 entries took 21 ms there)."""
-    return mask.size > 0 and bool(mask.view(numpy.int8).max())
+    """bool(mask.any()) for a boolean array (see any_flag)."""
+    return mask.size > 0 and bool(any_flag(mask))
+
+
+def any_flag(mask):
+    """1 if any entry of a non-empty boolean array is true, else 0, as a 0-d array on its device
+    (no host transfer): the maximum of its bytes. CuPy's any() is a CUB block reduction compiled
+    (with CUB's headers) per input-size class: on an H100 a first any() of 1000 and then of 3001
+    entries took 6 s each, and the first colouring of a new AMG level size 12.7 s. A maximum goes
+    to the device-wide CUB routines built with CuPy (a first max() of 1000 entries took 21 ms
+    there)."""
+    return mask.view(numpy.int8).max()
 
 
 def all_true(mask):

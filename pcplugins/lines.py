@@ -74,10 +74,9 @@ class LineGS:
         one stride)."""
         op, xp = self.op, self.op.xp
         shape = op.box.padded_shape
-        if op.box.dim != 2 or not all(tri is None for _, _, tri, _ in self._plans) or \
-                not all(tridiag.fits(op.box.shape[a], op.dtype) for a, _, _, _ in self._plans):
+        if op.box.dim != 2 or not all(tridiag.fits(op.box.shape[a], op.dtype) for a, _, _, _ in self._plans):
             return None
-        if not all(self.coefs[k].flags.c_contiguous for k in range(len(self.coefs))):
+        if not all(c.flags.c_contiguous for c in self.coefs):
             return None
         strides = [int(numpy.prod(shape[d + 1:])) for d in range(len(shape))]
         out = {}

@@ -210,7 +210,7 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
         if c.size == 0:                  # a rank without points
             stats.append(xp.asarray([0.0, numpy.inf, -numpy.inf]))
             continue
-        nonzero = (c != 0).view(numpy.int8).max().astype(numpy.float64)   # not any(): see backend.any_true
+        nonzero = backend.any_flag(c != 0).astype(numpy.float64)
         if tol is None:
             stats.append(xp.stack([nonzero, nonzero, nonzero]))
             continue

@@ -305,10 +305,22 @@ def _threads(n, threads):
     return threads
 
 
+def _relax(out, y, omega):
+    """out <- out + omega (y - out), y itself where omega is 1."""
+    out[...] = y if omega == 1.0 else out + omega * (y - out)
+    return out
+
+
+def fits(n, dtype, threads=None):
+    """Whether the GPU kernel takes systems of n unknowns in shared memory (at ``threads``, by
+    default its default); longer ones go through the Thomas algorithm."""
+    return _layout(n, _threads(n, threads), numpy.dtype(dtype).itemsize)[1] <= _OPT_IN_LIMIT
+
+
 def _launch(coefs, n, batch, threads, rhs, x, omega, stencil=None):
     """The partition kernel on systems with contiguous coefficients ``coefs``; rhs and x are
-    (array, system stride, element stride); ``stencil``: (coefficient pointers, their strides,
-    shifts in u, count) for right-hand sides made from the grid."""
+    (array, system stride, element stride); ``stencil``: (coefficient pointers, c0, c_sys, c_elem,
+    shifts in u, their count) for right-hand sides made from the grid (see the kernel)."""
     dtype = numpy.dtype(coefs[0].dtype)
     stride, shared = _layout(n, threads, dtype.itemsize)
     kernel = _partition_kernel(_CTYPES[dtype], threads, stride, -1 if stencil is None else int(stencil[-1]))
@@ -341,20 +353,12 @@ def cyclic_reduction(lower, diag, upper, rhs, out=None, threads=None, omega=1.0)
     if r is None:
         r = _lines(cp.ascontiguousarray(rhs, dtype=dtype), n)
     x = _lines(out, n) if out.dtype == dtype else None
-    too_long = _layout(n, threads, dtype.itemsize)[1] > _OPT_IN_LIMIT
-    if too_long or x is None:
-        y = thomas(*coefs, r[0].reshape(rhs.shape), cp) if too_long else \
-            cyclic_reduction(*coefs, r[0].reshape(rhs.shape), threads=threads)
-        out[...] = y if omega == 1.0 else out + omega * (y - out)
-        return out
+    if not fits(n, dtype, threads):
+        return _relax(out, thomas(*coefs, r[0].reshape(rhs.shape), cp), omega)
+    if x is None:               # out not evenly strided: solve into a new array, then copy
+        return _relax(out, cyclic_reduction(*coefs, r[0].reshape(rhs.shape), threads=threads), omega)
     _launch(coefs, n, batch, threads, r, x, omega)
     return out
-
-
-def fits(n, dtype):
-    """Whether the GPU kernel takes systems of n unknowns (in shared memory) at the default
-    threads; longer ones go through the Thomas algorithm."""
-    return _layout(n, _threads(n, None), numpy.dtype(dtype).itemsize)[1] <= _OPT_IN_LIMIT
 
 
 def relax_lines(lower, diag, upper, f, coefs, shifts, u, omega=1.0):
@@ -383,7 +387,4 @@ def solve(lower, diag, upper, rhs, xp, out=None, omega=1.0):
     if backend.is_gpu(xp) and numpy.dtype(diag.dtype) in _CTYPES:
         return cyclic_reduction(lower, diag, upper, rhs, out=out, omega=omega)
     y = thomas(lower, diag, upper, rhs, xp)
-    if out is None:
-        return y
-    out[...] = y if omega == 1.0 else out + omega * (y - out)
-    return out
+    return y if out is None else _relax(out, y, omega)
