@@ -39,7 +39,7 @@ import pcplugins  # noqa: E402
 from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend, bridge  # noqa: E402
 
-AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG"}
+AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG", "pc_amg_cycle": "k"}
 CONFIGS = {
     "pcplugins.AMG (auxgrid, K-cycle)": dict(AMG, pc_amg_aggregation="auxgrid"),
     "pcplugins.AMG (auxgrid, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_fcg_mmax=1),
@@ -47,6 +47,7 @@ CONFIGS = {
                                                                      ksp_fcg_mmax=1, pc_amg_storage="csr"),
     "pcplugins.AMG (auxgrid, K-cycle, cg)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="cg"),
     "pcplugins.AMG (auxgrid, K-cycle, fgmres)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="fgmres"),
+    "pcplugins.AMG (auxgrid, W-cycle, cg)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="cg", pc_amg_cycle="w"),
     "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
     "pcplugins.AMG (pairwise, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="pairwise", ksp_fcg_mmax=1),
     "pcplugins.AMG (pairwise, K-cycle, cg)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg"),

@@ -8,7 +8,8 @@ the auxiliary-grid aggregation).
                                                 [PETSc options, e.g. -mat_type aijcusparse -ksp_view]
 
 Defaults (any of them can be overridden): -ksp_type fcg -ksp_fcg_mmax 1 -ksp_norm_type
-unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8; with -mat_type
+unpreconditioned -pc_type python -pc_python_type pcplugins.AMG -ksp_rtol 1e-8, and the paper's
+K-cycle (-pc_amg_cycle k) where the KSP is flexible (fcg, fgmres, gcr); with -mat_type
 aijcusparse the default is -ksp_type fgmres (PETSc 3.26's fcg does its VecMTDot on the host for
 CUDA vectors).
 ``-jump J``: kappa = 10^J on two rectangles.
@@ -28,7 +29,8 @@ import pcplugins  # noqa: E402
 from problems import timed_solve  # noqa: E402
 
 DEFAULTS = {"ksp_type": "fcg", "ksp_fcg_mmax": 1, "ksp_norm_type": "unpreconditioned", "pc_type": "python",
-            "pc_python_type": "pcplugins.AMG", "ksp_rtol": 1e-8}
+            "pc_python_type": "pcplugins.AMG", "ksp_rtol": 1e-8, "pc_amg_cycle": "k"}
+FLEXIBLE = ("fcg", "fgmres", "gcr")
 
 
 def main():
@@ -37,6 +39,8 @@ def main():
     if "cusparse" in opts.getString("mat_type", ""):
         defaults.pop("ksp_fcg_mmax")
         defaults["ksp_type"] = "fgmres"
+    if opts.getString("ksp_type", defaults["ksp_type"]) not in FLEXIBLE:
+        defaults.pop("pc_amg_cycle")          # the K-cycle is nonlinear: the PC's own linear default
     for name, value in defaults.items():
         if not opts.hasName(name):
             opts[name] = value

@@ -29,7 +29,8 @@ def main():
     opts = PETSc.Options()
     if not opts.hasName("pc_type"):
         opts["pc_type"] = "python"
-        opts["pc_python_type"] = "pcplugins.GMG"
+        if not opts.hasName("pc_python_type"):     # a user's -pc_python_type stays
+            opts["pc_python_type"] = "pcplugins.GMG"
     if not opts.hasName("ksp_type"):
         opts["ksp_type"] = "cg"
     n = opts.getInt("n", 65)

@@ -24,7 +24,8 @@ __version__ = "0.1.0"
 _EXPORTS = {"GMG": ("gmg", "GMG"), "FFTPoisson": ("fftpoisson", "FFTPoisson"), "AMG": ("amg", "AMG"),
             "ShiftedLaplace": ("shiftedlaplace", "ShiftedLaplace"), "IDRS": ("idrs", "IDRS"),
             "set_wavenumber": ("bridge", "compose_wavenumber"),
-            "set_coordinates": ("bridge", "compose_coordinates")}
+            "set_coordinates": ("bridge", "compose_coordinates"),
+            "PCPluginError": ("bridge", "PCPluginError")}
 
 
 def __getattr__(name):

@@ -10,8 +10,11 @@ colour Gauss-Seidel; the K-cycle. Any assembled scalar AIJ matrix, no DM needed;
 aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy). On several ranks the
 hierarchy is distributed by rows (kcycle.py, distributed.py): aggregates within a rank, hybrid
 smoothers, global inner products, the coarsest level gathered.
-The K-cycle is nonlinear: use a flexible outer method (fcg, fgmres), or -pc_amg_cycle v with cg.
-On CUDA vectors prefer fgmres: PETSc 3.26's fcg computes its VecMTDot on the host there.
+The default cycle is the W-cycle: a fixed linear operator (symmetric for a symmetric matrix), so
+any KSP may use it, CG, GMRES and BiCGStab included. The K-cycle (-pc_amg_cycle k) converges in
+fewer iterations but is nonlinear, a different operator at every application: only a flexible outer
+method (fcg, fgmres, gcr) gives right answers with it. On CUDA vectors prefer fgmres: PETSc 3.26's
+fcg computes its VecMTDot on the host there.
 """
 
 import numpy
@@ -23,23 +26,24 @@ OPTIONS = [
     Option("pc_amg_aggregation", "str", "auto",
            "Aggregation (auto: auxgrid when coordinates are known, else pairwise)",
            ("auto", "auxgrid", "pairwise")),
-    Option("pc_amg_cycle", "str", "k", "Cycle (k: K-cycle / nonlinear AMLI; needs a flexible KSP)",
-           ("k", "v", "w")),
-    Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level"),
+    Option("pc_amg_cycle", "str", "w", "Cycle: w and v are linear (any KSP); k: the K-cycle (nonlinear "
+           "AMLI), fewer iterations, but ONLY under a flexible KSP (-ksp_type fcg or fgmres)", ("k", "v", "w")),
+    Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
     Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),
-    Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps"),
-    Option("pc_amg_post", "int", 1, "Post-smoothing sweeps"),
+    Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
+    Option("pc_amg_post", "int", 1, "Post-smoothing sweeps", lo=0),
     Option("pc_amg_coarse_size", "int", None,
-           "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)"),
-    Option("pc_amg_max_levels", "int", 25, "Most levels"),
+           "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)", lo=1),
+    Option("pc_amg_max_levels", "int", 25, "Most levels", lo=2),
     Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (coarse: ELL "
            "on the aux grid's coarse levels whose rows have at most 9 (3D: 27) entries, CSR elsewhere; "
            "ell: every serial level; auto: coarse on the GPU, csr on the CPU)", ("auto", "coarse", "csr", "ell")),
-    Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold"),
+    Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold", lo=0, hi=1,
+           open="hi"),
     Option("pc_amg_gather_size", "int", 65536,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
-           "(a serial hierarchy continues there); 0: keep every level distributed"),
+           "(a serial hierarchy continues there); 0: keep every level distributed", lo=0),
     Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
            "levels' part) as one captured CUDA graph"),
     Option("pc_amg_device", "str", "auto",
@@ -52,11 +56,15 @@ class AMG:
         self.mg, self.values, self.timings = None, None, {}
         self._bad = None
         self.comm = None
+        self._graphs = None
+        self.empty, self.block_size, self._symmetric = False, 1, None
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
+    @bridge.user_errors
     def setFromOptions(self, pc):
         self.values = bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
 
+    @bridge.user_errors
     def setUp(self, pc):
         with bridge.event("AMGSetUp"):
             self._setup(pc)
@@ -65,7 +73,12 @@ class AMG:
         self._free()
         # the graphs call back into this object (a reference cycle): dropped here, their GPU
         # memory goes now, not at Python's next garbage collection
+        if getattr(self, "_graphs", None) is not None:
+            self._graphs.free()
+        if self.mg is not None:
+            self.mg.free()
         self.mg = self._graphs = self._run = None
+        self.empty = False
 
     def destroy(self, pc):
         # PCDestroy does not reset a Python PC: without this the graphs' reference cycle waited
@@ -77,8 +90,31 @@ class AMG:
         if self.comm is not None:
             self.comm.free()          # the previous hierarchy's neighbourhood communicators
 
+    @bridge.user_errors
+    def applyTranspose(self, pc, x, y):
+        """PCApplyTranspose: the V- and W-cycles with as many pre- as post-sweeps are their own
+        transpose for a symmetric matrix; elsewhere a named error."""
+        why = self.not_symmetric(pc)
+        if why:
+            raise bridge.error("pcplugins.AMG: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
+                               f"needs a symmetric preconditioner, and this one is not: {why}")
+        self.apply(pc, x, y)
+
+    def not_symmetric(self, pc):
+        v = self.values
+        if v["cycle"] == "k":
+            return "the K-cycle is nonlinear (-pc_amg_cycle k); use -pc_amg_cycle w or v"
+        if v["pre"] != v["post"]:
+            return f"-pc_amg_pre {v['pre']} and -pc_amg_post {v['post']} differ"
+        if self._symmetric is None:
+            self._symmetric = bridge.operator_is_symmetric(pc, False)
+        return "" if self._symmetric else "the matrix is not symmetric"
+
+    @bridge.user_errors
     def apply(self, pc, x, y):
-        with bridge.event("AMGApply"):
+        if self.empty:                    # a 0 x 0 matrix: nothing to do, as PETSc's own PCs
+            return
+        with bridge.event("AMGApply"), numpy.errstate(all="ignore"):
             xp = self.xp
             if self._bad is not None and bool(self._bad):
                 bridge.set_failed(pc, True)
@@ -98,6 +134,7 @@ class AMG:
     def _cycle(self, x, out):
         out[...] = self.mg.cycle(x)
 
+    @bridge.user_errors
     def view(self, pc, viewer=None):
         bridge.view_lines(viewer, self.describe())
 
@@ -105,23 +142,24 @@ class AMG:
     def _setup(self, pc):
         v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
         self.values = v
-        for name in ("kcycle_its", "pre", "post", "coarse_size", "max_levels", "gather_size"):
-            if v[name] is not None and v[name] < (2 if name == "max_levels" else
-                                                  0 if name in ("pre", "post", "gather_size") else 1):
-                raise bridge.error(f"option -pc_amg_{name}: invalid value {v[name]}")
+        self.reset(pc)
+        self._symmetric = None
+        M = bridge.pc_matrix(pc, "pcplugins.AMG")
+        self.block_size = M.getBlockSize()
+        if M.getSize()[0] == 0:
+            self.empty, self.device = True, "cpu"
+            return
         t0 = bridge.clock()
-        M = bridge.pc_matrix(pc)
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cusparse" in M.getType() and backend.gpu_available() else "cpu"
         try:
             xp = backend.namespace(device)
         except RuntimeError as e:
-            raise bridge.error(f"-pc_amg_device {v['device']}: {e}") from None
+            raise bridge.error(f"pcplugins.AMG: option -pc_amg_device {v['device']}: {e}") from None
         self.xp, self.device = xp, device
         bridge.set_event_namespace(xp)
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
-        self._free()
         self.comm = bridge.CSRComm(pc)
         A, self.matrix_source = bridge.aij_csr(pc, xp, self.comm)
         self._check(A)
@@ -129,7 +167,11 @@ class AMG:
         t1 = bridge.clock()
         coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
         if v["aggregation"] != "pairwise":
-            coords, source = bridge.amg_coordinates(pc, A.own.shape[0] if self.comm.size > 1 else A.shape[0], xp)
+            n = A.own.shape[0] if self.comm.size > 1 else A.shape[0]
+            coords, source = self.comm.agreed(bridge.amg_coordinates, pc, n, xp)
+            if len(set(self.comm.allgather(coords is None))) > 1:
+                raise bridge.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
+                                   "every rank (pcplugins.set_coordinates with each rank's own rows)")
             if coords is None and v["aggregation"] == "auxgrid":
                 raise bridge.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
                                    f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
@@ -172,6 +214,8 @@ class AMG:
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
+        if getattr(self, "empty", False):
+            return ["pcplugins.AMG: the matrix is empty (0 x 0): the preconditioner does nothing"]
         if self.mg is None:
             return ["pcplugins.AMG: not set up"]
         why = {"auxgrid": f"auxiliary grid (quadtree/octree) from {self.coord_source}",
@@ -182,7 +226,14 @@ class AMG:
         t = self.timings
         if self.comm.size > 1:
             dev += f", {self.comm.size} ranks, {self.comm.exchanges} ghost exchanges so far"
+        notes = []
+        if self.values["cycle"] == "k":
+            notes.append("the K-cycle is a NONLINEAR preconditioner: right answers only under a flexible KSP "
+                         "(-ksp_type fcg or fgmres); under cg, gmres or bcgs use -pc_amg_cycle w")
+        if self.block_size > 1:
+            notes.append(f"the matrix's block size {self.block_size} is not used: every unknown is aggregated as "
+                         "a scalar (no block/near-null-space aggregation)")
         return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
-                 f"matrix: {self.matrix_source}", f"aggregation: {why}"] + self.mg.describe() +
+                 f"matrix: {self.matrix_source}", f"aggregation: {why}"] + notes + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"
                  % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])

@@ -4,6 +4,7 @@
 Everything numerical is delegated to the array core (grid, stencil, multigrid, ...), which never
 sees a PETSc object.
 """
+import functools
 import math
 import time
 
@@ -17,45 +18,103 @@ class PCPluginError(RuntimeError):
     """A user-facing error; petsc4py turns an exception in a Python PC into a PETSc error."""
 
 
+PCPluginError.__module__ = "pcplugins"      # as PETSc prints it: pcplugins.PCPluginError: message
+
+
 def error(msg):
     return PCPluginError(msg)
+
+
+def user_errors(method):
+    """For the PCs' entry points (setFromOptions, setUp, apply, ...): a PCPluginError, which is
+    about the user's input, reaches PETSc without the Python frames it passed through, so PETSc's
+    error shows the message and one frame, not a traceback of our internals. With the option
+    -pcplugins_traceback the whole traceback stays, for debugging. Other exceptions (our bugs) keep
+    theirs."""
+    @functools.wraps(method)
+    def entry(self, *args):
+        try:
+            return method(self, *args)
+        except PCPluginError as e:
+            if PETSc.Options().getBool("pcplugins_traceback", False):
+                raise
+            raise e.with_traceback(None) from None
+    return entry
 
 
 # -- options -------------------------------------------------------------------------------------
 
 class Option:
-    def __init__(self, name, kind, default, help, choices=None):
+    """One entry of a PC's options table: ``kind`` int, real, bool or str; ``choices`` for
+    strings; ``lo``/``hi`` the valid range of a number (inclusive, ``open`` names the ends that
+    are excluded: "lo", "hi" or "lohi"). Reals must be finite."""
+
+    def __init__(self, name, kind, default, help, choices=None, lo=None, hi=None, open=""):
         self.name, self.kind, self.default, self.help, self.choices = name, kind, default, help, choices
+        self.lo, self.hi, self.open = lo, hi, open
+
+    @property
+    def key(self):
+        """The name inside the PC: the option's name without its first two words (pc_gmg_)."""
+        return self.name.split("_", 2)[-1]
+
+    def range_text(self):
+        if self.lo is None and self.hi is None:
+            return ""
+        lo = "-inf" if self.lo is None else f"{self.lo:g}"
+        hi = "inf" if self.hi is None else f"{self.hi:g}"
+        return ("(" if "lo" in self.open or self.lo is None else "[") + f"{lo}, {hi}" + \
+            (")" if "hi" in self.open or self.hi is None else "]")
+
+    def in_range(self, v):
+        if self.kind == "real" and not math.isfinite(v):
+            return False
+        lo_ok = self.lo is None or (v > self.lo if "lo" in self.open else v >= self.lo)
+        hi_ok = self.hi is None or (v < self.hi if "hi" in self.open else v <= self.hi)
+        return lo_ok and hi_ok
 
 
 def read_options(pc, table, title):
     """Read ``table`` (a list of Option) from the options database under the PC's prefix;
-    print them for -help; reject unknown values with a message naming the option."""
+    print them for -help (current values and valid ranges); reject unknown values and values out
+    of range with a message naming the option, the value and what is accepted. The options
+    database is the same on every rank, so every rank stops together."""
     prefix = pc.getOptionsPrefix() or ""
     opts = PETSc.Options(prefix)
-    if PETSc.Options().hasName("help"):
-        lines = [f"{title} options -------------------------------------------------"]
-        for o in table:
-            d = "" if o.default is None else o.default
-            ch = f" (choose one of) {' '.join(o.choices)}" if o.choices else ""
-            lines.append(f"  -{prefix}{o.name} <{d}>: {o.help}{ch}")
-        PETSc.Sys.Print("\n".join(lines), comm=pc.getComm())
     values = {}
     for o in table:
         if not opts.hasName(o.name):
-            values[o.name.split("_", 2)[-1]] = o.default
+            values[o.key] = o.default
             continue
         try:
             v = {"int": opts.getInt, "real": opts.getReal, "bool": opts.getBool,
                  "str": opts.getString}[o.kind](o.name)
         except (PETSc.Error, KeyError, ValueError, TypeError):
-            raise error(f"option -{prefix}{o.name}: cannot read the value as {o.kind}") from None
+            raise error(f"{title}: option -{prefix}{o.name}: cannot read the value as {o.kind}") from None
         if o.choices and v is not None:
             v = str(v).lower()
             if v not in o.choices:
-                raise error(f"option -{prefix}{o.name}: unknown value '{v}'; "
+                raise error(f"{title}: option -{prefix}{o.name}: unknown value '{v}'; "
                             f"expected one of {', '.join(o.choices)}")
-        values[o.name.split("_", 2)[-1]] = v
+        if o.kind in ("int", "real") and not o.in_range(v):
+            rng = o.range_text()
+            raise error(f"{title}: option -{prefix}{o.name}: {v:g} is out of range; the value must be "
+                        + ("a finite number" if not rng else
+                           f"{'finite and ' if o.kind == 'real' else ''}in {rng}"))
+        values[o.key] = v
+    if values.get("pre") == 0 and values.get("post") == 0:
+        names = [o.name for o in table if o.key in ("pre", "post")]
+        raise error(f"{title}: options -{prefix}{names[0]} and -{prefix}{names[1]} are both 0: a cycle "
+                    "without smoothing is no multigrid; give at least one sweep")
+    if PETSc.Options().hasName("help"):
+        lines = [f"{title} options -------------------------------------------------"]
+        for o in table:
+            cur = values[o.key]
+            cur = "" if cur is None else (int(cur) if o.kind == "bool" else cur)
+            ch = f" (choose one of) {' '.join(o.choices)}" if o.choices else ""
+            rng = f" (range {o.range_text()})" if o.range_text() else ""
+            lines.append(f"  -{prefix}{o.name} <{cur}>: {o.help}{ch}{rng}")
+        PETSc.Sys.Print("\n".join(lines), comm=pc.getComm())
     return values
 
 
@@ -99,8 +158,8 @@ def set_event_namespace(xp):
 def dmda_box(pc, dof=1, who="pcplugins.GMG"):
     """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x); the DMDA must
     have ``dof`` fields."""
-    dm = pc.getDM()
-    if dm is None or not dm.handle:
+    dm = pc_dm(pc)
+    if dm is None:
         raise error(f"{who} needs a DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp"
                     + ("; for operators without a grid use pcplugins.AMG" if dof == 1 else ""))
     if dm.getType() != "da":
@@ -120,14 +179,44 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG"):
 
 # -- the operator ---------------------------------------------------------------------------------
 
-def operator_matrix(pc, box):
+def operator_is_symmetric(pc, declared):
+    """Whether the PC's operator is symmetric: a declared Laplacian is; an AIJ matrix is asked
+    (MatIsSymmetric, collective, to a tolerance relative to its largest entry); any other
+    matrix is taken as not symmetric."""
+    if declared:
+        return True
     M = pc_matrix(pc)
+    if not is_aij(M):
+        return False
+    return bool(M.isSymmetric(1e-12 * max(M.norm(PETSc.NormType.INFINITY), 1e-300)))
+
+
+def pc_dm(pc):
+    """The DM of the PC (KSPSetDM), else the DM of its matrix (a matrix from DMCreateMatrix knows
+    its DMDA, MatGetDM, even where the application never calls KSPSetDM), else None."""
+    dm = pc.getDM()
+    if dm is not None and dm.handle:
+        return dm
+    try:
+        A, P = pc.getOperators()
+        for M in (P, A):
+            if M is not None and M.handle:
+                dm = M.getDM()
+                if dm is not None and dm.handle:
+                    return dm
+    except (PETSc.Error, AttributeError):
+        pass
+    return None
+
+
+def operator_matrix(pc, box, who="pcplugins.GMG"):
+    M = pc_matrix(pc, who)
     m, n = M.getSize()
     if m != n:
-        raise error(f"the operator must be square, it is {m} x {n}")
+        raise error(f"{who}: the operator must be square, it is {m} x {n}")
     if m != box.global_size:
         gs = "x".join(str(v) for v in reversed(box.global_shape))
-        raise error(f"the operator has {m} rows but the DMDA grid {gs} has {box.global_size} points")
+        raise error(f"{who}: the operator has {m} rows but the DMDA grid {gs} has {box.global_size} points")
     return M
 
 
@@ -166,13 +255,13 @@ def _grid_positions(index, boxes, xp):
     return pos
 
 
-def stencil_from_aij(M, box, dm, xp, dtype, mpi):
+def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     """Offsets present in an assembled DMDA operator and their coefficient arrays on this rank's
     box. The index work runs in ``xp``: on the GPU for a 17M-row matrix it takes a fraction of a
     second instead of the host's many seconds; on one rank an aijcusparse matrix is read from
     PETSc's device CSR."""
     if not is_aij(M):
-        raise error(f"pcplugins.GMG reads assembled AIJ matrices; the operator is '{M.getType()}' "
+        raise error(f"{who} reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
     # one rank's aijcusparse matrix is read on the device; getValuesCSR walks the host copy
     csr = (_device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse"
@@ -181,8 +270,13 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi):
     d = box.dim
     nrows = box.size
     if mpi.min(int(backend.all_true(xp.isfinite(vals)))) == 0:
-        raise error("the operator has NaN or Inf entries")
+        raise error(f"{who}: the operator has NaN or Inf entries")
     rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
+    # DMCreateMatrix preallocates the whole stencil pattern with explicit zeros: a stored zero is
+    # no coupling (the diagonal is kept whatever its value)
+    keep = xp.flatnonzero(vals != 0)
+    if int(keep.size) != int(vals.size):
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
     slot = xp.zeros(cols.size, dtype=numpy.int64)
     cpos = _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp)
     rest_r = rows
@@ -191,11 +285,12 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi):
         off = cpos[a] - (rest_r % n + box.start[a])
         rest_r = rest_r // n
         if mpi.min(-int(xp.abs(off).max()) if off.size else 0) < -1:
-            raise error("the operator couples grid points more than one apart: pcplugins.GMG "
-                        "supports stencil width 1 (5/7/9/27-point stencils)")
+            raise error(f"{who}: the operator couples grid points more than one apart (nonzero entries); "
+                        "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
         slot += (off + 1) * 3 ** (d - 1 - a)
     present = numpy.flatnonzero(backend.to_host(xp.bincount(slot, minlength=3 ** d)))
-    present = sorted(set(present.tolist()) | {(3 ** d - 1) // 2})     # the diagonal always
+    # the union over ranks: every rank must build the same stencil (its collectives follow it)
+    present = sorted(set().union(*mpi.allgather(set(present.tolist()))) | {(3 ** d - 1) // 2})
     compact = numpy.zeros(3 ** d, dtype=numpy.int64)
     compact[present] = numpy.arange(len(present))
     coefs = xp.zeros((len(present), nrows), dtype=dtype)
@@ -256,7 +351,7 @@ def sample_laplacian(M, box, dm, mpi):
             cols, vals = M.getRow(row)
             pos = _grid_positions(numpy.asarray(cols, dtype=numpy.int64), boxes, numpy)
             found[name] = [(tuple(int(pos[a][k]) - point[a] for a in range(d)), float(v))
-                           for k, v in enumerate(vals)]
+                           for k, v in enumerate(vals) if v != 0 or cols[k] == row]   # no stored zeros
     merged = {}
     for part in mpi.allgather(found):
         merged.update(part)
@@ -296,6 +391,23 @@ class Collective:
 
     def allgather(self, x):
         return [x] if self.mpi is None else self.mpi.allgather(x)
+
+    def check(self, problem):
+        """Raise on every rank when any rank found a ``problem`` (its message; None: none), with
+        the message of the lowest such rank: a check that fails on some ranks only must stop all
+        of them, or the others wait in the next collective for ever."""
+        found = [p for p in self.allgather(problem) if p]
+        if found:
+            raise error(found[0])
+
+    def agreed(self, fn, *args):
+        """``fn(*args)``, with its PCPluginError raised on every rank (``check``)."""
+        try:
+            out, problem = fn(*args), None
+        except PCPluginError as e:
+            out, problem = None, str(e)
+        self.check(problem)
+        return out
 
 
 class CSRComm(Collective):
@@ -701,8 +813,8 @@ def amg_coordinates(pc, n, xp):
             raise error(f"pcplugins.AMG: the coordinates Vec has {v.getLocalSize()} entries; the matrix "
                         f"has {n} rows, so {dim}D coordinates need {n * dim}")
         return _finite_coordinates(v, n, dim, xp), "the Vec composed on the PC as \"coordinates\""
-    dm = pc.getDM()
-    if dm is not None and dm.handle and dm.getType() == "da":
+    dm = pc_dm(pc)
+    if dm is not None and dm.getType() == "da":
         dim = dm.getDim()
         if dm.getDof() != 1 or math.prod(dm.getSizes()[:dim]) != pc_matrix(pc).getSize()[0]:
             return None, "the PC's DMDA does not match the matrix (dof or size)"
@@ -745,8 +857,8 @@ def scalar_is_complex():
 def square_dmda(pc, dof, who):
     """(n, dim) for the PC's DMDA, which must be 2D or 3D with n points along every axis and
     ``dof`` fields."""
-    dm = pc.getDM()
-    if dm is None or not dm.handle or dm.getType() != "da":
+    dm = pc_dm(pc)
+    if dm is None or dm.getType() != "da":
         raise error(f"{who} needs a 2D or 3D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
     dim = dm.getDim()
     if dim not in (2, 3):
@@ -767,13 +879,14 @@ def _composed_vec(pc, name):
     return v if v is None or isinstance(v, PETSc.Vec) else PETSc.Vec(v)
 
 
-def composed_real_array(pc, name, n):
+def composed_real_array(pc, name, n, who="the PC"):
     """The values of a Vec composed on the PC under ``name`` (n entries, real parts), or None."""
     v = _composed_vec(pc, name)
     if v is None:
         return None
     if v.getSize() != n:
-        raise error(f"the Vec \"{name}\" composed on the PC has {v.getSize()} entries, expected {n}")
+        raise error(f"{who}: the Vec \"{name}\" composed on the PC has {v.getSize()} entries, expected {n} "
+                    "(one per grid point, the whole grid on every rank)")
     return numpy.array(v.getArray(readonly=True)).real.astype(float)
 
 
@@ -787,7 +900,11 @@ def compose_wavenumber(pc, k):
     return v
 
 
-def pc_matrix(pc):
+def pc_matrix(pc, who="the PC"):
     """The matrix a PC is built from (its Pmat, else its Amat)."""
     A, P = pc.getOperators()
-    return P if P is not None and P.handle else A
+    M = P if P is not None and P.handle else A
+    if M is None or not M.handle or M.getSize()[0] < 0:
+        raise error(f"{who} has no operator (none was set, or PCReset/KSPReset released it): call "
+                    "KSPSetOperators before KSPSetUp/KSPSolve")
+    return M

@@ -16,7 +16,7 @@ import numpy
 from . import backend, bridge, fused, grid, kernels, multigrid, stencil
 
 class DMDAPC:
-    OPTIONS, TITLE, EVENT, WHAT = [], "", "", ""
+    OPTIONS, TITLE, EVENT, WHAT, PREFIX = [], "", "", "", ""
 
     def __init__(self):
         self.mg = None
@@ -24,23 +24,61 @@ class DMDAPC:
         self.timings = {}
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
+    @bridge.user_errors
     def setFromOptions(self, pc):
         self.values = bridge.read_options(pc, self.OPTIONS, self.TITLE)
 
+    @bridge.user_errors
     def setUp(self, pc):
         with bridge.event(self.EVENT + "SetUp"):
             self._setup(pc)
 
     def reset(self, pc):
-        self.mg = self._graphs = None      # as AMG.reset: the graphs' memory goes now
+        # the graphs and the hierarchy's own callbacks hold reference cycles: broken here, so
+        # their (GPU) memory goes now and not at Python's next cyclic garbage collection
+        graphs = getattr(self, "_graphs", None)
+        if graphs is not None:
+            graphs.free()
+        if self.mg is not None and hasattr(self.mg, "free"):
+            self.mg.free()
+        self.mg = self._graphs = None
+        self._elim = self._elim_fused = self._op64 = self.comm = None
+        self._symmetric_operator = None
 
     def destroy(self, pc):
         self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
 
+    @bridge.user_errors
     def apply(self, pc, x, y):
-        with bridge.event(self.EVENT + "Apply"):
+        with bridge.event(self.EVENT + "Apply"), numpy.errstate(all="ignore"):
+            # NaN/Inf are detected and reported as a PC failure (_finite), not as NumPy warnings
             self._apply(pc, x, y)
 
+    @bridge.user_errors
+    def applyTranspose(self, pc, x, y):
+        """PCApplyTranspose: the preconditioner is its own transpose where it is symmetric (a
+        symmetric operator, V/W cycles with as many pre- as post-sweeps, smoothing reversed on
+        the way up); elsewhere a named error."""
+        why = self.not_symmetric(pc)
+        if why:
+            raise bridge.error(f"{self.TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
+                               f"needs a symmetric preconditioner, and this one is not: {why}")
+        self.apply(pc, x, y)
+
+    def not_symmetric(self, pc):
+        """Why this preconditioner is not symmetric ('' when it is)."""
+        if self.mg is None:
+            return "not set up"
+        if getattr(self, "_symmetric_operator", None) is None:
+            self._symmetric_operator = bridge.operator_is_symmetric(pc, self.values["operator"] == "laplacian")
+        if not self._symmetric_operator:
+            return "the operator is not symmetric"
+        return self._cycle_not_symmetric()
+
+    def _cycle_not_symmetric(self):
+        return ""
+
+    @bridge.user_errors
     def view(self, pc, viewer=None):
         bridge.view_lines(viewer, self.describe())
 
@@ -49,11 +87,12 @@ class DMDAPC:
         v = self.values if self.values is not None else bridge.read_options(pc, self.OPTIONS, self.TITLE)
         self.values = v
         self.timings = {}
+        self.reset(pc)
         if bridge.scalar_is_complex():
             raise bridge.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
-        dm, box = bridge.dmda_box(pc)
-        M = bridge.operator_matrix(pc, box)
+        dm, box = bridge.dmda_box(pc, who=self.TITLE)
+        M = bridge.operator_matrix(pc, box, self.TITLE)
         device = v["device"]
         if v.get("gpu_levels") == 0:
             device = "cpu"                  # the hybrid cycle with no GPU level
@@ -63,14 +102,12 @@ class DMDAPC:
         try:
             xp = backend.namespace(device)
         except RuntimeError as e:
-            raise bridge.error(f"-pc_gmg_device {v['device']}: {e}") from None
+            raise bridge.error(f"{self.TITLE}: option -{self.PREFIX}device {v['device']}: {e}") from None
         bridge.set_event_namespace(xp)
         self.xp, self.device = xp, device
         self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
         self.mixed = (v.get("mixed_inner_cycles") or 0, v.get("mixed_inner_digits") or 0.0)
-        if self.mixed[0] < 0 or self.mixed[1] < 0:
-            raise bridge.error(f"options -pc_gmg_mixed_inner_cycles/-digits must be >= 0, got {self.mixed}")
         if any(self.mixed):
             # defect correction: the elimination and the fine residual in double, the cycle in single
             self.dtype = numpy.dtype(numpy.float64)
@@ -106,17 +143,20 @@ class DMDAPC:
         if v["operator"] == "laplacian":
             w, layer, bdiag = bridge.sample_laplacian(M if bridge.is_aij(M) else None, box, dm, mpi)
             mgbox = bridge.interior_box(box) if layer else box
+            if layer:
+                self._check_interior(mgbox)
             op = stencil.laplacian(mgbox, w, xp, dt)
             if layer:
                 self._elim = op
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
                 self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
-        offsets, coefs = bridge.stencil_from_aij(M, box, dm, xp, dt, mpi)
+        offsets, coefs = bridge.stencil_from_aij(M, box, dm, xp, dt, mpi, self.TITLE)
         layer = bridge.dirichlet_layer(box, offsets, coefs, mpi)
         mgbox = box
         if layer:
             mgbox = bridge.interior_box(box)
+            self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
             on_layer = bridge.layer_mask(box, xp)
             dfull = coefs[offsets.index((0,) * box.dim)]
@@ -132,9 +172,14 @@ class DMDAPC:
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
         d = masked[offsets.index((0,) * box.dim)]
-        if mpi.min(int(backend.all_true(d > 0))) == 0:
-            raise bridge.error(f"{self.TITLE} needs a positive diagonal; the operator has a zero or "
-                               "negative diagonal entry")
+        bad = None
+        if not backend.all_true(d > 0):
+            k = int(backend.to_host(xp.flatnonzero((d <= 0).ravel())[0]))
+            at = numpy.unravel_index(k, mgbox.shape)
+            point = [s + i + (1 if layer else 0) for s, i in zip(mgbox.start, at)][::-1]
+            bad = (f"{self.TITLE} needs a positive diagonal; the row of grid point (i, j{', k' if box.dim == 3 else ''}) = "
+                   f"({', '.join(map(str, point))}) has diagonal {float(d.ravel()[k]):g}")
+        mpi.check(bad)
         tol = None if v["operator"] == "assembled" else 0.0
         op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=_Reduce(mpi))
         w = stencil.laplacian_weights(op)
@@ -145,6 +190,17 @@ class DMDAPC:
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
         return op, layer, kind
+
+    def _check_interior(self, mgbox):
+        """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
+        part of the DMDA is boundary points only stops every rank, with the partition to change."""
+        empty = [r for r, n in enumerate(self.mpi.allgather(mgbox.size)) if n == 0]
+        if empty:
+            raise bridge.error(
+                f"{self.TITLE}: rank{'s' if len(empty) > 1 else ''} {', '.join(map(str, empty))} of "
+                f"{self.mpi.size} own{'s' if len(empty) == 1 else ''} only boundary points (the identity rows "
+                "on the grid's outer layer), no interior unknown: use fewer ranks, or a DMDA partition "
+                "(-da_processors_x/y/z, DMDASetOwnershipRanges) that gives every rank an interior point")
 
     def _use_fused_elimination(self, v, op, w):
         """The one-pass boundary elimination kernel, for a constant Laplacian on one GPU rank (in
@@ -329,6 +385,8 @@ class DMDAPC:
                  + self._precision_note()
                  + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
                  f"operator: {self.operator_kind}",
+                 *([f"not a symmetric preconditioner: {self._cycle_not_symmetric()}; with CG use fcg, or "
+                    "fgmres/bcgs"] if self._cycle_not_symmetric() else []),
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
                                  if self.layer else "Dirichlet values eliminated (interior unknowns only)"),
                  f"operator complexity {self.mg.operator_complexity():.3f}, "

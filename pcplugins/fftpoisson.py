@@ -21,11 +21,13 @@ OPTIONS = [
 
 
 class FFTPoisson(DMDAPC):
-    OPTIONS, TITLE, EVENT, WHAT = OPTIONS, "pcplugins.FFTPoisson", "FFTPoisson", "fast Poisson solver"
+    OPTIONS, TITLE, EVENT, WHAT, PREFIX = (OPTIONS, "pcplugins.FFTPoisson", "FFTPoisson", "fast Poisson solver",
+                                           "pc_fft_")
 
     def _build(self, op, v):
         if self.mpi.size > 1:
-            raise bridge.error("pcplugins.FFTPoisson runs on one MPI rank")
+            raise bridge.error(f"pcplugins.FFTPoisson runs on one MPI rank, this PC has {self.mpi.size}: "
+                               "use pcplugins.GMG under MPI")
         w = stencil.laplacian_weights(op)
         if w is None:
             raise bridge.error("pcplugins.FFTPoisson needs the constant-coefficient Dirichlet Laplacian "

@@ -15,19 +15,21 @@ from .bridge import Option
 from .dmdapc import DMDAPC
 
 OPTIONS = [
-    Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)"),
-    Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns"),
+    Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)", lo=1),
+    Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns", lo=1),
     Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
            multigrid.CYCLES + ("homg",)),
     Option("pc_gmg_multiplicative_cycles", "int", 1,
-           "Cycles per application (as -pc_mg_multiplicative_cycles): fewer Krylov iterations for more cycles"),
-    Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)"),
+           "Cycles per application (as -pc_mg_multiplicative_cycles): fewer Krylov iterations for more cycles",
+           lo=1),
+    Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)", lo=1),
     Option("pc_gmg_fmg_interpolation", "str", "cubic",
            "FMG: interpolation of each level's starting solution", ("cubic", "linear")),
     Option("pc_gmg_smoother", "str", "redblack", "Smoother", multigrid.SMOOTHERS),
-    Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)"),
-    Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps"),
-    Option("pc_gmg_post", "int", 1, "Post-smoothing sweeps"),
+    Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)",
+           lo=0, hi=2, open="lohi"),
+    Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
+    Option("pc_gmg_post", "int", 1, "Post-smoothing sweeps", lo=0),
     Option("pc_gmg_transfer", "str", "linear",
            "Transfers: (bi/tri)linear + full weighting, or Feng et al. eqs. 4.6/4.10", ("linear", "paper")),
     Option("pc_gmg_operator", "str", "auto",
@@ -42,16 +44,16 @@ OPTIONS = [
            "float64 Krylov method)", ("double", "single")),
     Option("pc_gmg_mixed_inner_cycles", "int", 0,
            "Mixed-precision defect correction (Goddeke, Strzodka): float32 cycles per application, "
-           "float64 residuals and updates (0: off)"),
+           "float64 residuals and updates (0: off)", lo=0),
     Option("pc_gmg_mixed_inner_digits", "real", 0.0,
-           "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)"),
+           "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)", lo=0, hi=15),
     Option("pc_gmg_fused", "bool", True,
            "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers)"),
     Option("pc_gmg_gpu_levels", "int", None,
            "Hybrid CPU-GPU cycle (Feng et al. Algorithm 3): the finest levels on the GPU, the rest "
-           "on the CPU (0: all on the CPU; default: all on the GPU)"),
+           "on the CPU (0: all on the CPU; default: all on the GPU)", lo=0),
     Option("pc_gmg_gather_size", "int", 32768,
-           "MPI: coarse levels with at most this many points are gathered onto every rank"),
+           "MPI: coarse levels with at most this many points are gathered onto every rank", lo=0),
     Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     Option("pc_gmg_graph_coarse", "bool", True,
            "Where the whole cycle is not captured (-pc_gmg_graph 0, mixed digits): replay the coarse "
@@ -60,16 +62,25 @@ OPTIONS = [
 
 
 class GMG(DMDAPC):
-    OPTIONS, TITLE, EVENT, WHAT = OPTIONS, "pcplugins.GMG", "GMG", "geometric multigrid"
+    OPTIONS, TITLE, EVENT, WHAT, PREFIX = OPTIONS, "pcplugins.GMG", "GMG", "geometric multigrid", "pc_gmg_"
+
+    def _cycle_not_symmetric(self):
+        v = self.values
+        if v["cycle"] in ("f", "fmg"):
+            return (f"the {v['cycle'].upper()}-cycle is not symmetric (its coarse visits are not their own "
+                    "reverse): use -pc_gmg_cycle v or w")
+        if v["cycle"] == "homg":
+            return "HOMG's MFMG cycle is not symmetric"
+        if v["pre"] != v["post"]:
+            return f"-pc_gmg_pre {v['pre']} and -pc_gmg_post {v['post']} differ"
+        if v["mixed_inner_digits"]:
+            return "the defect correction stops on a tolerance (-pc_gmg_mixed_inner_digits), which is nonlinear"
+        return ""
 
     def _build(self, op, v):
-        if v["gpu_levels"] is not None and v["gpu_levels"] < 0:
-            raise bridge.error(f"option -pc_gmg_gpu_levels: must be >= 0, got {v['gpu_levels']}")
-        if v["multiplicative_cycles"] < 1:
-            raise bridge.error(f"option -pc_gmg_multiplicative_cycles: must be >= 1, got {v['multiplicative_cycles']}")
         if v["cycle"] == "homg":
             if v["multiplicative_cycles"] != 1:
-                raise bridge.error("option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is restarted by "
+                raise bridge.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is restarted by "
                                    "the Krylov method (-ksp_type richardson), not repeated inside the PC")
             return self._build_homg(op, v)
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
@@ -88,11 +99,14 @@ class GMG(DMDAPC):
         return mg
 
     def _build_homg(self, op, v):
+        if self.mpi.size > 1:
+            raise bridge.error(f"pcplugins.GMG: -pc_gmg_cycle homg runs on one MPI rank, this PC has "
+                               f"{self.mpi.size}: use another cycle (v, w, f, fmg) under MPI")
         w = stencil.laplacian_weights(op)
-        if w is None or self.mpi.size > 1:
-            raise bridge.error("-pc_gmg_cycle homg needs the constant-coefficient Laplacian on one rank; "
+        if w is None:
+            raise bridge.error("pcplugins.GMG: -pc_gmg_cycle homg needs the constant-coefficient Laplacian; "
                                f"the operator is: {self.operator_kind}")
         try:
             return homg.HOMG(op, w, v["homg_max_it"], 0.8 if v["omega"] is None else v["omega"])
         except ValueError as e:
-            raise bridge.error(f"-pc_gmg_cycle homg: {e}") from None
+            raise bridge.error(f"pcplugins.GMG: -pc_gmg_cycle homg: {e}") from None

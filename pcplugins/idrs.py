@@ -17,7 +17,7 @@ from petsc4py import PETSc
 from . import bridge
 from .bridge import Option
 
-OPTIONS = [Option("ksp_idrs_s", "int", 4, "Dimension s of the shadow space (IDR(s))")]
+OPTIONS = [Option("ksp_idrs_s", "int", 4, "Dimension s of the shadow space (IDR(s))", lo=1)]
 TITLE = "pcplugins.IDRS"
 
 
@@ -26,14 +26,14 @@ class IDRS:
         self.s, self.vecs, self.products = 4, None, 0
 
     # -- KSPPYTHON protocol ----------------------------------------------------------------------------
+    @bridge.user_errors
     def setFromOptions(self, ksp):
         s = bridge.read_options(ksp, OPTIONS, TITLE)["s"]
-        if s < 1:
-            raise bridge.error(f"option -ksp_idrs_s: must be >= 1, got {s}")
         if s != self.s:
             self.reset(ksp)
         self.s = s
 
+    @bridge.user_errors
     def setUp(self, ksp):
         if self.vecs is None:
             s = self.s
@@ -53,6 +53,7 @@ class IDRS:
                                    f"preconditioning; an iteration is {self.s + 1} products "
                                    f"({self.products} in the last solve)"])
 
+    @bridge.user_errors
     def solve(self, ksp, b, x):
         A, _ = ksp.getOperators()
         pc = ksp.getPC()

@@ -172,6 +172,15 @@ class AggregationMG:
             return False
         return int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
 
+    def free(self):
+        """Release the levels now, and the replicated levels' graphs (their callback refers back
+        to the hierarchy: a reference cycle that would hold the GPU memory until Python's cyclic
+        garbage collector runs)."""
+        rep = getattr(self.coarse, "inner", None)
+        if isinstance(rep, _Replicated):
+            rep.free()
+        self.levels, self.coarse = [], None
+
     # -- cycles ---------------------------------------------------------------------------------------
     def cycle(self, f):
         """An approximation of A^-1 f (a new array)."""
@@ -281,6 +290,12 @@ class _Replicated:
         if backend.is_gpu(xp) and opts.graph and self.mg.coarse.inv is not None:
             self.run = backend.CycleGraphs(self._run, backend.cupy.cuda.MemoryPool(),
                                            buffers=(xp.zeros(n), xp.zeros(n)))
+
+    def free(self):
+        if isinstance(self.run, backend.CycleGraphs):
+            self.run.free()
+        self.run = None
+        self.mg.free()
 
     def _run(self, f, out):
         out[...] = self.mg.cycle(f) if self.whole else self.mg.correction(f)

@@ -90,6 +90,33 @@ class Gathered:
         return self.inner.prolong_add(fine_pad, self.e_part)
 
 
+class GatheredSolve:
+    """The coarsest level's solve where that level is still distributed (a one-level hierarchy
+    under MPI: a grid too small to coarsen, or -pc_gmg_levels 1). The coarsest solve must be of the
+    whole problem whatever the rank count, or each rank would solve its own part alone: the
+    operator's coefficients are gathered onto every rank once, each right-hand side at every
+    visit, and every rank solves the whole grid (``make(op)``) and keeps its own part."""
+
+    def __init__(self, op, comm, level, make):
+        box, whole, xp = op.box, op.box.whole(), op.xp
+        coefs = op.coefs if op.constant else [comm.gather(level, c, box, xp.zeros(whole.shape, op.dtype))
+                                              for c in op.coefs]
+        self.inner = make(stencil.StencilOperator(whole, op.offsets, coefs, xp, op.dtype))
+        self.comm, self.level, self.box = comm, level, box
+        self.f = xp.zeros(whole.shape, op.dtype)
+        self.u = xp.zeros(whole.padded_shape, op.dtype)
+        self.own = tuple(slice(s, s + n) for s, n in zip(box.start, box.shape))
+
+    def solve(self, u, f):
+        self.comm.gather(self.level, f, self.box, self.f)
+        self.inner.solve(self.u, self.f)
+        grid.interior(u)[...] = grid.interior(self.u)[self.own]
+        return u
+
+    def describe(self):
+        return self.inner.describe() + ", the whole level gathered onto every rank"
+
+
 @dataclasses.dataclass
 class Options:
     levels: int = None            # None: by the coarsening rule (grid.py)
@@ -203,12 +230,27 @@ class Multigrid:
             lev.smoother = self._smoother(lev)
         last = self.levels[-1]
         self.exact_coarse = opt.coarse_solve == "direct"
+        make = None
         if opt.coarse_solve == "direct":
-            last.coarse_solve = coarse.DirectSolve(last.op)
+            make = coarse.DirectSolve
         elif opt.coarse_solve == "polynomial":
-            last.coarse_solve = coarse.PolynomialSolve(last.op, opt.coarse_degree)
+            make = lambda op: coarse.PolynomialSolve(op, opt.coarse_degree)    # noqa: E731
         else:
             last.smoother = self._smoother(last)
+        if make is not None and self.comm.size > 1 and not last.replicated:
+            last.coarse_solve = GatheredSolve(last.op, self.comm, last.index, make)
+        elif make is not None:
+            last.coarse_solve = make(last.op)
+
+    def free(self):
+        """Release the levels and the coarse levels' graphs now: their closures refer back to
+        this object, a reference cycle that would hold the (GPU) arrays until Python's cyclic
+        garbage collector runs."""
+        for g in self._coarse_graphs.values():
+            g.free()
+        self._coarse_graphs = {}
+        self.levels = []
+        self.event = None
 
     # -- setup -------------------------------------------------------------------------------------
     def _exchange(self, lev):

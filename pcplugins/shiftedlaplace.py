@@ -22,17 +22,19 @@ from . import backend, bridge, grid, helmholtz, slmg, stencil
 from .bridge import Option
 
 OPTIONS = [
-    Option("pc_sl_k", "real", None, "Wavenumber k (or a field: pcplugins.set_wavenumber)"),
+    Option("pc_sl_k", "real", None, "Wavenumber k (or a field: pcplugins.set_wavenumber)", lo=0),
     Option("pc_sl_beta1", "real", 1.0, "Shift: M = -Laplace - (beta1 - i beta2) k^2"),
     Option("pc_sl_beta2", "real", 0.6, "Shift's imaginary part (the paper: 0.6 with bcgs, 0.65 with IDR(s))"),
     Option("pc_sl_boundary", "str", "absorbing",
            "Boundary of the DMDA grid: first-order absorbing (boundary nodes are unknowns) or Dirichlet",
            ("absorbing", "dirichlet")),
     Option("pc_sl_cycle", "str", "f", "Multigrid cycle", ("v", "w", "f")),
-    Option("pc_sl_omega", "real", 0.9, "Damping of the 4-colour Gauss-Seidel smoother"),
-    Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps"),
-    Option("pc_sl_post", "int", 1, "Post-smoothing sweeps"),
-    Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this"),
+    Option("pc_sl_omega", "real", 0.9, "Damping of the 4-colour Gauss-Seidel smoother", lo=0, hi=2,
+           open="lohi"),
+    Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
+    Option("pc_sl_post", "int", 1, "Post-smoothing sweeps", lo=0),
+    Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this", lo=0,
+           open="lo"),
     Option("pc_sl_prolongation", "str", "auto",
            "Prolongation (auto: dezeeuw in 2D with the absorbing boundary, else bilinear)",
            ("auto", "bilinear", "dezeeuw")),
@@ -40,13 +42,13 @@ OPTIONS = [
            "Coarsest-grid solve: dense inverse (direct; a host sparse LU beyond 4096 unknowns), a GMRES "
            "polynomial on the device, or auto (direct up to 4096 unknowns, the polynomial beyond)",
            ("auto", "direct", "polynomial")),
-    Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial"),
+    Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial", lo=1),
     Option("pc_sl_hierarchy", "str", "auto",
            "Levels: csr (assembled matrices, one rank, the GPU cycle as one CUDA graph), stencil (stencil "
            "levels on the distributed DMDA, any number of ranks), auto (csr on one rank, stencil on several)",
            ("auto", "csr", "stencil")),
     Option("pc_sl_gather_size", "int", 32768,
-           "Stencil levels under MPI: gather levels with at most this many points onto every rank"),
+           "Stencil levels under MPI: gather levels with at most this many points onto every rank", lo=0),
     Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     Option("pc_sl_precision", "str", "double",
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
@@ -60,24 +62,39 @@ TITLE = "pcplugins.ShiftedLaplace"
 
 class ShiftedLaplace:
     def __init__(self):
-        self.mg, self.values = None, None
+        self.mg, self.values, self._graphs = None, None, None
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
+    @bridge.user_errors
     def setFromOptions(self, pc):
         self.values = bridge.read_options(pc, OPTIONS, TITLE)
 
+    @bridge.user_errors
     def setUp(self, pc):
         with bridge.event("SLSetUp"):
             self._setup(pc)
 
     def reset(self, pc):
-        self.mg = self._graphs = self._run = None      # as AMG.reset: the graphs' memory goes now
+        # the graphs call back into this object, the levels' closures into their hierarchy:
+        # reference cycles broken here, so the (GPU) memory goes now, not at the next collection
+        if self._graphs is not None:
+            self._graphs.free()
+        if self.mg is not None and hasattr(self.mg, "free"):
+            self.mg.free()
+        self.mg = self._graphs = self._run = None
 
     def destroy(self, pc):
         self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
 
+    @bridge.user_errors
+    def applyTranspose(self, pc, x, y):
+        raise bridge.error(f"{TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) is not "
+                           "available: the cycle is not its own transpose (F-cycle; in the real-equivalent form "
+                           "the transpose is the conjugate); use -ksp_type bcgs, gmres or fgmres")
+
+    @bridge.user_errors
     def apply(self, pc, x, y):
-        with bridge.event("SLApply"):
+        with bridge.event("SLApply"), numpy.errstate(all="ignore"):
             with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
                 if backend.array_module(xa) is self.xp and backend.array_module(ya) is self.xp:
                     self._run(xa, ya)
@@ -94,6 +111,7 @@ class ShiftedLaplace:
         else:
             out[...] = self.mg.cycle(a)
 
+    @bridge.user_errors
     def view(self, pc, viewer=None):
         bridge.view_lines(viewer, self.describe())
 
@@ -101,33 +119,24 @@ class ShiftedLaplace:
     def _setup(self, pc):
         v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, TITLE)
         self.values = v
+        self.reset(pc)
         self.real_equivalent = not bridge.scalar_is_complex()
         dof = 2 if self.real_equivalent else 1
         n, dim = bridge.square_dmda(pc, dof, TITLE)
         points = n ** dim
-        M = bridge.pc_matrix(pc)
+        M = bridge.pc_matrix(pc, TITLE)
         if M.getSize()[0] != points * dof:
             raise bridge.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n}^{dim} DMDA "
                                f"{'(dof 2) ' if self.real_equivalent else ''}needs {points * dof}")
-        k = bridge.composed_real_array(pc, "wavenumber", points)
-        self.k_source = "the Vec \"wavenumber\" composed on the PC"
-        if k is None:
-            if v["k"] is None:
-                raise bridge.error(f"{TITLE} needs the wavenumber: -pc_sl_k K, or a field through "
-                                   "pcplugins.set_wavenumber(pc, k)")
-            k, self.k_source = v["k"], f"-pc_sl_k {v['k']:g}"
-        elif v["k"] is not None:
-            raise bridge.error(f"{TITLE}: both -pc_sl_k and a wavenumber field were given; choose one")
-        k = numpy.asarray(k, dtype=float)
-        if not numpy.all(numpy.isfinite(k)) or numpy.any(k < 0):
-            raise bridge.error(f"{TITLE}: the wavenumber must be finite and >= 0")
-        for name in ("pre", "post"):
-            if v[name] < 0:
-                raise bridge.error(f"option -pc_sl_{name}: must be >= 0, got {v[name]}")
-        if v["gather_size"] < 0:
-            raise bridge.error(f"option -pc_sl_gather_size: must be >= 0, got {v['gather_size']}")
-        if v["coarse_degree"] < 1:
-            raise bridge.error(f"option -pc_sl_coarse_degree: must be >= 1, got {v['coarse_degree']}")
+        mpi = bridge.Collective(pc)
+        # a field given on some ranks only, or wrong on some, stops every rank with the message
+        k, self.k_source = mpi.agreed(self._wavenumber, pc, v, points)
+        if len(set(mpi.allgather(self.k_source))) > 1:
+            raise bridge.error(f"{TITLE}: a wavenumber field was set on some ranks only; set it on every rank "
+                               "(pcplugins.set_wavenumber with the whole field)")
+        if v["boundary"] == "absorbing" and float(k.max()) == 0:
+            raise bridge.error(f"{TITLE}: k = 0 everywhere with -pc_sl_boundary absorbing makes M the pure "
+                               "Neumann Laplacian, which is singular: give k > 0, or -pc_sl_boundary dirichlet")
         size = pc.getComm().getSize()
         hierarchy = v["hierarchy"] if v["hierarchy"] != "auto" else ("stencil" if size > 1 else "csr")
         if hierarchy == "csr" and size > 1:
@@ -146,7 +155,7 @@ class ShiftedLaplace:
         try:
             self.xp = backend.namespace(device)
         except RuntimeError as e:
-            raise bridge.error(f"-pc_sl_device {v['device']}: {e}") from None
+            raise bridge.error(f"{TITLE}: option -pc_sl_device {v['device']}: {e}") from None
         self.device = device
         if backend.is_gpu(self.xp) and size > 1:
             bridge.use_petsc_device(M)
@@ -191,6 +200,23 @@ class ShiftedLaplace:
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
                                                buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))
         self._run = self._graphs or self._cycle
+
+    @staticmethod
+    def _wavenumber(pc, v, points):
+        """(k, where from): -pc_sl_k or the field composed on the PC, checked."""
+        k = bridge.composed_real_array(pc, "wavenumber", points, TITLE)
+        source = "the Vec \"wavenumber\" composed on the PC"
+        if k is None:
+            if v["k"] is None:
+                raise bridge.error(f"{TITLE} needs the wavenumber: -pc_sl_k K, or a field through "
+                                   "pcplugins.set_wavenumber(pc, k)")
+            k, source = v["k"], f"-pc_sl_k {v['k']:g}"
+        elif v["k"] is not None:
+            raise bridge.error(f"{TITLE}: both -pc_sl_k and a wavenumber field were given; choose one")
+        k = numpy.asarray(k, dtype=float)
+        if not numpy.all(numpy.isfinite(k)) or numpy.any(k < 0):
+            raise bridge.error(f"{TITLE}: the wavenumber must be finite and >= 0")
+        return k, source
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):

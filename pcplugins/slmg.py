@@ -240,6 +240,10 @@ class StencilMG:
         self.mg = multigrid.Multigrid(op, options, comm, event)
         self.dtype, self.levels, self.omega, self.prolongation = op.dtype, self.mg.levels, omega, prolongation
 
+    def free(self):
+        self.mg.free()
+        self.levels = []
+
     def cycle(self, f):
         """One cycle for M u = f (this rank's points, flat) from u = 0; a new flat array."""
         u = self.mg.cycle(f.reshape(self.mg.fine_box.shape).astype(self.dtype, copy=False))

@@ -65,16 +65,17 @@ def petsc_solve(da, A, b, options=None, ksp_type="cg", pc=None, prefix="", rtol=
     return ksp, x
 
 
-def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij", rhs=None):
+def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij", rhs=None, cycle="k"):
     """Solve the SciPy matrix A (as a PETSc ``mat_type`` matrix, no DM) with pcplugins.AMG, the
     coordinates ``xy`` attached if given, to ``rtol`` on the true residual (unpreconditioned norm).
+    ``cycle``: the paper's K-cycle under fcg by default (the PC's own default is the W-cycle).
     Returns (iterations, true relative residual, ksp)."""
     import numpy
     from petsc4py import PETSc
     import meshes
     import pcplugins
     M = meshes.petsc_matrix(A, mat_type)
-    with petsc_options(options or {}):
+    with petsc_options(dict({"pc_amg_cycle": cycle} if cycle else {}, **(options or {}))):
         ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
         ksp.setOperators(M)
         ksp.setType(ksp_type)

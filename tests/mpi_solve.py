@@ -1,7 +1,7 @@
 """Run under mpiexec by test_mpi.py: solve one model problem and save (on rank 0) the solution in
 natural ordering, the iteration count and the converged reason.
 
-    mpiexec -n P python tests/mpi_solve.py OUT.npz n dim convention jump [PETSc options]
+    mpiexec -n P python tests/mpi_solve.py OUT.npz n|NXxNYxNZ dim convention jump [PETSc options]
 
 Poisson (poisson_system) with CG and pcplugins.GMG, or with ``convention`` helmholtz MP1 on
 (n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned Bi-CGSTAB and
@@ -11,7 +11,8 @@ import sys
 
 import petsc4py
 
-out, n, dim, convention, jump = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+out, n, dim, convention, jump = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+n = tuple(int(m) for m in n.split("x")) if "x" in n else int(n)      # "33x33x7": points along x, y, z
 petsc4py.init([sys.argv[0]] + sys.argv[6:])
 from petsc4py import PETSc  # noqa: E402
 

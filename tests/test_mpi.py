@@ -204,3 +204,56 @@ def test_shifted_laplace_example_in_parallel(tmp_path):
         assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
         out[P] = (res.stdout.split("iterations")[0], png.read_bytes())
     assert out[1] == out[2]
+
+
+@pytest.mark.parametrize("case,message", [
+    ("coords_rank0", "vertex coordinates were found on some ranks only"),
+    ("coords_length", "the coordinates Vec has"),
+    ("coords_nan", "the coordinates contain NaN or Inf"),
+    ("wavenumber_length", "the Vec \"wavenumber\" composed on the PC has 288 entries, expected 289"),
+    ("wavenumber_rank0", "pcplugins.ShiftedLaplace needs the wavenumber")])
+def test_bad_input_on_one_rank_stops_every_rank(case, message):
+    """An input wrong on one rank only (tests/mpi_bad_input.py): every rank raises the error with
+    the failing rank's message, within the timeout (a hang fails the test)."""
+    P = 2
+    res = mpiexec(P, "mpi_bad_input.py", [case], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count(message) >= P, out
+    assert "solved" not in out
+
+
+def test_rank_with_one_boundary_layer(tmp_path):
+    """A 33 x 33 x 7 DMDA split 2, 2, 2, 1 along z over 4 ranks: with interior unknowns only (every
+    rank's rows see different stencil offsets; all must build the same stencil) the iterates are
+    the serial ones; with the tutorial convention the last rank owns only the identity rows of the
+    boundary layer, and every rank stops with the message that says so (no hang)."""
+    split = ["-da_processors_x", "1", "-da_processors_y", "1", "-da_processors_z", "4"]
+    fixed = ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
+    ref = run(tmp_path, 1, ("33x33x7", 3, "interior", 0.0), fixed)
+    got = run(tmp_path, 4, ("33x33x7", 3, "interior", 0.0), fixed + split)
+    assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+    res = mpiexec(4, "mpi_solve.py", [str(tmp_path / "x.npz"), "33x33x7", "3", "petsc", "0", *split], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count("rank 3 of 4 owns only boundary points") >= 4, out
+
+
+@pytest.mark.parametrize("n,options", [(3, []), (9, []), (33, ["-pc_gmg_levels", "1"])])
+def test_poisson_example_small_grids_rank_independent(n, options):
+    """examples/poisson.py on 2D grids too small to coarsen much (3^2: one unknown on the second
+    rank's row, the hang of an earlier version; 9^2) and with one level forced: the coarsest solve is
+    of the whole problem on every rank, so 2 ranks take the iterations of 1."""
+    its = []
+    for P in (1, 2):
+        res = mpiexec(P, os.path.join("..", "examples", "poisson.py"),
+                      ["-n", str(n), "-dim", "2", "-ksp_rtol", "1e-8", *options], timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        its.append(res.stdout)
+    count = [int(s.split(" iterations")[0].split()[-1]) for s in its]
+    assert count[0] == count[1] and count[0] <= 2, its
+
+
+def test_homg_under_mpi_names_the_rank_count():
+    res = mpiexec(2, os.path.join("..", "examples", "poisson.py"),
+                  ["-n", "17", "-dim", "2", "-ksp_type", "richardson", "-pc_gmg_cycle", "homg"], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count("-pc_gmg_cycle homg runs on one MPI rank, this PC has 2") >= 2, out

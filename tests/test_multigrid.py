@@ -246,6 +246,46 @@ def test_coarse_levels_graph_stands_for_each_visit(monkeypatch, cycle, cycles):
     assert mg.coarse_graph_note == "off (capture failed)"
 
 
+def test_free_breaks_the_coarse_graphs_reference_cycle(monkeypatch):
+    """The coarse levels' graphs call back into their Multigrid (a reference cycle): free()
+    releases the hierarchy at once, without Python's cyclic collector (on the GPU those arrays are
+    device memory that a C application or a Newton loop would otherwise hold)."""
+    import gc
+    import weakref
+
+    class Stand_in:
+        def __init__(self, run, pool=None):
+            self.run, self.on, self.note, self.graphs = run, True, "on", {}
+
+        def __call__(self, x, out):
+            self.run(x, out)
+
+        def free(self):
+            self.run = None
+
+    monkeypatch.setattr(backend, "CycleGraphs", Stand_in)
+    box = grid.Box((63, 63))
+    f = np.ones(box.shape)
+    gc.collect()
+    gc.disable()
+    try:
+        kept = []
+        for free in (False, True):
+            mg = multigrid.Multigrid(stencil.laplacian(box, [-1.0] * 2, np))
+            with monkeypatch.context() as m:
+                m.setattr(backend, "is_gpu", lambda xp: True)
+                assert mg.replay_coarse_levels(max_unknowns=1000) == 1
+            mg.cycle(f)
+            if free:
+                mg.free()
+            ref = weakref.ref(mg)
+            del mg
+            kept.append(ref() is not None)
+    finally:
+        gc.enable()
+    assert kept == [True, False]      # without free() the cycle keeps it; with free() it is gone
+
+
 def test_semicoarsening_and_odd_sizes_converge():
     op = stencil.laplacian(grid.Box((40, 5, 3)), [-1.0, -1.0, -1.0], np)
     mg = multigrid.Multigrid(op, multigrid.Options(coarse_size=4))

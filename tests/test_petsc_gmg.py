@@ -214,7 +214,7 @@ def test_error_wide_stencil():
     B.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
     B.setValue(0, 40, -0.1)
     B.assemble()
-    assert "stencil width 1" in setup_error(da, B)
+    assert "stencils of width 1" in setup_error(da, B)
 
 
 def test_error_negative_diagonal():
