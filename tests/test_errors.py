@@ -362,6 +362,8 @@ def test_poisson_example_keeps_the_users_python_type():
     here = os.path.dirname(__file__)
     res = subprocess.run([sys.executable, os.path.join(here, "..", "examples", "poisson.py"), "-n", "17", "-dim", "2",
                           "-pc_python_type", "pcplugins.FFTPoisson", "-ksp_view"], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.path.join(here, "..")), timeout=120)
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(here, ".."),
+                                                                          os.environ.get("PYTHONPATH", "")])),
+                         timeout=120)
     assert res.returncode == 0, res.stderr
     assert "pcplugins.FFTPoisson: fast Poisson solver" in res.stdout and "pcplugins.GMG" not in res.stdout

@@ -20,7 +20,7 @@ def mpiexec(P, script, args, timeout=300):
     """``script`` (a path from tests/) under mpiexec on P ranks, pcplugins importable."""
     cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PYTHONPATH=os.path.join(HERE, "..")))
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, ".."), os.environ.get("PYTHONPATH", "")])))
 
 
 def run(tmp_path, P, problem, options):
