@@ -37,7 +37,8 @@ import scipy.sparse  # noqa: E402
 import meshes  # noqa: E402
 import pcplugins  # noqa: E402
 from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
-from pcplugins import backend, bridge  # noqa: E402
+from pcplugins import backend  # noqa: E402
+from pcplugins.petsc import mat  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG", "pc_amg_cycle": "k"}
 CONFIGS = {
@@ -161,7 +162,7 @@ def csr_read_times(A):
     M.mult(b, x)
     out = {}
     for label, f in (("getValuesCSR (host)", M.getValuesCSR),
-                     ("MatSeqAIJGetCSRAndMemType (device, copied)", lambda: bridge._device_csr(M.handle, M.getSize()[0], M))):
+                     ("MatSeqAIJGetCSRAndMemType (device, copied)", lambda: mat._device_csr(M.handle, M.getSize()[0], M))):
         f()
         backend.cupy.cuda.runtime.deviceSynchronize()
         t = time.perf_counter()

@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from pcplugins import backend, fft, grid, multigrid, stencil
+from pcplugins import backend
+from pcplugins.core import fft, grid, multigrid, stencil
 
 MODES = [((1, 1, 1), 1.0), ((2, 1, 1), 0.5), ((1, 3, 2), 0.3), ((3, 2, 1), 0.2)]
 

@@ -16,7 +16,7 @@ import numpy as np
 import cupy as cp
 from cupyx.profiler import benchmark
 
-from pcplugins import fused, grid, multigrid, stencil
+from pcplugins.core import fused, grid, multigrid, stencil
 
 
 def arg(name, default):

@@ -24,7 +24,7 @@ import cupy as cp
 import numpy
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
-from pcplugins import tridiag  # noqa: E402
+from pcplugins.core import tridiag  # noqa: E402
 
 
 def device_time(f, calls=10, reps=15, graph=True):

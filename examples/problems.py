@@ -182,7 +182,7 @@ def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centr
     unit cube (our extension). In parallel (``comm``, default COMM_WORLD) each rank assembles its
     own rows. Returns (da, A, b); A as AIJ (type from -mat_type)."""
     import scipy.sparse
-    from pcplugins import helmholtz
+    from pcplugins.core import helmholtz
     comm = comm or PETSc.COMM_WORLD
     n = N + 1 if boundary == "absorbing" else N - 1
     H = helmholtz.operator(n, k, shift, boundary, dim=dim)

@@ -11,9 +11,10 @@ and a Krylov method PETSc's KSPIDR counts differently: -ksp_type python -ksp_pyt
 Vertex coordinates for AMG's auxiliary grid: pcplugins.set_coordinates(pc, xyz); a wavenumber field
 for ShiftedLaplace: pcplugins.set_wavenumber(pc, k).
 
-The numerical core (grid, stencil, smoothers, transfer, coarse, multigrid, aggregation, kcycle,
-slmg) works on NumPy or CuPy arrays and never imports PETSc; the preconditioner classes are loaded
-on first use.
+The layers: ``backend`` (NumPy or CuPy, CUDA graphs), ``core/`` (arrays only: grids, stencils,
+smoothers, transfers, coarse solves, hierarchies and cycles), ``petsc/`` (everything that touches
+petsc4py) and ``pcs/`` (the preconditioners, loaded on first use). tests/test_layers.py holds them
+to it.
 """
 import importlib
 
@@ -21,11 +22,11 @@ __version__ = "0.1.0"
 
 
 # public name -> (module, attribute), imported on first use
-_EXPORTS = {"GMG": ("gmg", "GMG"), "FFTPoisson": ("fftpoisson", "FFTPoisson"), "AMG": ("amg", "AMG"),
-            "ShiftedLaplace": ("shiftedlaplace", "ShiftedLaplace"), "IDRS": ("idrs", "IDRS"),
-            "set_wavenumber": ("bridge", "compose_wavenumber"),
-            "set_coordinates": ("bridge", "compose_coordinates"),
-            "PCPluginError": ("bridge", "PCPluginError")}
+_EXPORTS = {"GMG": ("pcs.gmg", "GMG"), "FFTPoisson": ("pcs.fftpoisson", "FFTPoisson"), "AMG": ("pcs.amg", "AMG"),
+            "ShiftedLaplace": ("pcs.shiftedlaplace", "ShiftedLaplace"), "IDRS": ("pcs.idrs", "IDRS"),
+            "set_wavenumber": ("petsc.compose", "compose_wavenumber"),
+            "set_coordinates": ("petsc.compose", "compose_coordinates"),
+            "PCPluginError": ("petsc.errors", "PCPluginError")}
 
 
 def __getattr__(name):

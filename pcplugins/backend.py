@@ -1,10 +1,9 @@
-"""Array backend: NumPy on the host, CuPy on the GPU, and zero-copy array views of PETSc Vecs.
+"""Array backend: NumPy on the host, CuPy on the GPU, and CUDA graphs of whole cycles.
 
 The numerical core is written once against an array namespace ``xp`` (``numpy`` or ``cupy``).
-This module picks the namespace, moves arrays between host and device, and views a PETSc Vec's
-own memory as an array (CuPy through DLPack, or the raw device pointer for complex scalars, for
-``cuda`` Vecs; NumPy for host Vecs). It depends
-on nothing else in pcplugins.
+This module picks the namespace, moves arrays between host and device, and replays a cycle as a
+CUDA graph. It depends on nothing else in pcplugins and never touches PETSc (views of PETSc's Vecs
+are petsc/vec.py's).
 """
 import contextlib
 
@@ -87,41 +86,6 @@ def any_flag(mask):
 def all_true(mask):
     """bool(mask.all()), as any_true does it (a minimum of the bytes)."""
     return mask.size == 0 or bool(mask.view(numpy.int8).min())
-
-
-def vec_is_cuda(vec):
-    return "cuda" in vec.getType()
-
-
-@contextlib.contextmanager
-def vec_array(vec, mode="r"):
-    """Yield the local part of ``vec`` as a 1-D array sharing its memory.
-
-    ``mode`` is 'r' (read), 'w' (write) or 'rw'. CUDA Vecs give a CuPy array (DLPack, no copy);
-    host Vecs a NumPy array. PCPYTHON's input vector is locked read-only: ask for 'r'.
-    """
-    if vec_is_cuda(vec):
-        if cupy is None:
-            raise RuntimeError("a CUDA Vec reached pcplugins but CuPy is not installed")
-        from petsc4py import PETSc
-        dtype = numpy.dtype(PETSc.ScalarType)
-        if dtype.kind != "c":
-            yield cupy.from_dlpack(vec.toDLPack(mode))
-            # DLPack views need no restore: PETSc's device array stays valid while the Vec lives,
-            # and writes through it mark the device copy as the current one (toDLPack's mode).
-            return
-        # petsc4py's DLPack export refuses complex scalars: view the raw device pointer instead,
-        # between VecCUDAGetArray[Read|Write] and its restore
-        ptr = vec.getCUDAHandle(mode)
-        try:
-            n = vec.getLocalSize()
-            mem = cupy.cuda.UnownedMemory(ptr, n * dtype.itemsize, vec)
-            yield cupy.ndarray(n, dtype, cupy.cuda.MemoryPointer(mem, 0))
-        finally:
-            vec.restoreCUDAHandle(ptr, mode)
-    else:
-        with vec.getBuffer(readonly=(mode == "r")) as a:  # VecGetArray[Read] ... Restore
-            yield a
 
 
 _CAPTURE_STREAMS = {}

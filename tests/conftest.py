@@ -102,7 +102,8 @@ def amg_galerkin_error(mg):
     of a distributed hierarchy; tests/mpi_solve.py, tests/test_amg.py)."""
     import numpy
     import scipy.sparse
-    from pcplugins import backend, sparse
+    from pcplugins import backend
+    from pcplugins.core import sparse
     comm = mg.comm
     worst = 0.0
     for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):

@@ -12,7 +12,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 import meshes
-from pcplugins import aggregation, kcycle, smoothers, sparse
+from pcplugins.core import aggregation, kcycle, smoothers, sparse
 
 from conftest import amg_galerkin_error, amg_solve, petsc_options
 
@@ -231,7 +231,7 @@ def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother):
     stay within two of one rank's. ``gather``: -pc_amg_gather_size (200: the levels from the
     second on replicated). Measured: 10, 10, 10 (auxgrid), 10, 11, 11 (pairwise), 10, 10, 10 (gathered),
     14, 14, 14 (pairwise, Chebyshev: the global polynomial)."""
-    from pcplugins import distributed
+    from pcplugins.core import distributed
     n = 31
     A = (lap2d(n) + scipy.sparse.diags(numpy.where(numpy.arange(n * n) % n < n // 2, 0.0, 3.0))).tocsr()
     b = numpy.random.default_rng(0).random(n * n)

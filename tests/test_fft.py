@@ -7,7 +7,7 @@ from conftest import petsc_solve
 from petsc4py import PETSc
 from problems import poisson_system
 
-from pcplugins import fft, grid, stencil
+from pcplugins.core import fft, grid, stencil
 
 
 @pytest.mark.parametrize("shape,w", [((13, 21), [-1.0, -3.0]), ((7, 9, 11), [-2.0, -1.0, -0.5])])

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from conftest import amg_solve, gpu, petsc_options, petsc_solve, real_scalars
-from pcplugins import backend, fused, grid, kernels, multigrid, stencil, transfer
+from pcplugins import backend
+from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
 
 pytestmark = gpu
 
@@ -66,7 +67,7 @@ def test_cyclic_reduction_matches_thomas(n, dtype, tol, threads):
     diagonally dominant systems, batched over two axes, into an output poisoned with NaN: short
     systems leave most threads past the end, 32 threads put up to 128 unknowns in a chunk, and
     n = 4097 in double needs 131 KB of shared memory (the opt-in limit)."""
-    from pcplugins import tridiag
+    from pcplugins.core import tridiag
     cp = backend.cupy
     rng = np.random.default_rng(n)
     shape = (3, 7, n)
@@ -110,7 +111,7 @@ def test_cyclic_reduction_in_place_on_strided_lines(axis, omega, dtype, tol):
     """Every other line of a padded grid along either axis, right-hand sides and unknowns read and
     written through strided views (a line smoother's colour), relaxed by omega, against the Thomas
     twin; the points off the colour's lines keep their values."""
-    from pcplugins import tridiag
+    from pcplugins.core import tridiag
     cp = backend.cupy
     rng = np.random.default_rng(axis)
     u = rng.standard_normal((67, 69))
@@ -130,7 +131,7 @@ def test_cyclic_reduction_in_place_on_strided_lines(axis, omega, dtype, tol):
 
 
 def test_cyclic_reduction_rejects_bad_threads():
-    from pcplugins import tridiag
+    from pcplugins.core import tridiag
     a = backend.cupy.ones((2, 9))
     with pytest.raises(ValueError, match="threads=48"):
         tridiag.cyclic_reduction(-a, 3 * a, -a, a, threads=48)
@@ -214,7 +215,7 @@ def test_fused_transfers_match_twin(box, coarsened, dtype):
 @pytest.mark.parametrize("box", SUBBOXES, ids=str)
 @pytest.mark.parametrize("omega,zero", [(1.0, False), (1.3, False), (1.0, True)])
 def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
-    from pcplugins import smoothers
+    from pcplugins.core import smoothers
     cp = backend.cupy
     w = [-1.0, -4.0, -0.5][:box.dim]
     rng = np.random.default_rng(4)
@@ -250,7 +251,7 @@ def pair_rows(request):
 def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_rows):
     """relax_pair (both colours a pass, u and scratch in turn) gives the twin's sweeps, and
     leaves scratch's halo zero."""
-    from pcplugins import smoothers
+    from pcplugins.core import smoothers
     cp = backend.cupy
     box, w = grid.Box(shape), [-1.0, -4.0, -0.5]
     rng = np.random.default_rng(6)
@@ -440,7 +441,7 @@ def test_hybrid_cycle_same_iterates_for_every_split(shape, variable):
 def test_homg_cupy_matches_numpy(shape):
     """NumPy, the CuPy expressions and the fused kernel (fused.homg_iterate), float64 to
     rounding, and the fused kernel in float32."""
-    from pcplugins import homg
+    from pcplugins.core import homg
     f = np.random.default_rng(8).standard_normal(shape)
     w = [-1.0, -2.0, -1.5][:len(shape)]
     outs = []
@@ -484,7 +485,7 @@ def test_fused_cubic_upsample_matches_twin(shape):
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
 def test_amg_cupy_matches_numpy(method, smoother):
     import meshes
-    from pcplugins import kcycle, sparse
+    from pcplugins.core import kcycle, sparse
     cp = backend.cupy
     p, t = meshes.mesh("quasi", 48)
     A, xy = meshes.p1_poisson(p, t)
@@ -527,7 +528,7 @@ def test_csr_row_kernels_match_twins(dtype, tol):
     type) against the SciPy expressions, with an improper colouring (same-colour neighbours) where
     the update order would matter, and the kernel (not cuSPARSE) is what ran."""
     import scipy.sparse
-    from pcplugins import sparse
+    from pcplugins.core import sparse
     cp = backend.cupy
     rng = np.random.default_rng(5)
     A = scipy.sparse.random(300, 300, density=0.03, random_state=6, format="csr") + scipy.sparse.identity(300)
@@ -579,7 +580,7 @@ def test_amg_cycle_is_captured_as_a_graph():
 
 @pytest.mark.parametrize("boundary", ["absorbing", "dirichlet"])
 def test_helmholtz_operator_built_on_the_device(boundary):
-    from pcplugins import helmholtz
+    from pcplugins.core import helmholtz
     cp = backend.cupy
     k = np.linspace(5.0, 9.0, 19 * 19).reshape(19, 19)
     ref = helmholtz.operator(19, k, (1.0, 0.6), boundary)
@@ -593,7 +594,7 @@ def test_helmholtz_operator_built_on_the_device(boundary):
 def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n, prolongation):
     """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
     NumPy, with either coarsest-grid solve, in 2D (bilinear and de Zeeuw's prolongation) and 3D."""
-    from pcplugins import helmholtz, slmg
+    from pcplugins.core import helmholtz, slmg
     cp = backend.cupy
     k = 0.625 * (n - 1)
     M = helmholtz.operator(n, k, shift=(1.0, 0.6), dim=dim)
@@ -670,7 +671,7 @@ def test_shifted_laplace_stencil_levels_on_cuda_vecs(dim, N):
 def test_device_dot_matches_numpy(n, dtype):
     """sparse.dot's two-stage device reduction (per-block partial sums, then their sum) against
     NumPy, on sizes around the block size and beyond the 1024 blocks of the first stage."""
-    from pcplugins import sparse
+    from pcplugins.core import sparse
     rng = np.random.default_rng(n)
     a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
     got = sparse.dot(backend.cupy.asarray(a), backend.cupy.asarray(b), backend.cupy)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from pcplugins import grid, multigrid, stencil, tridiag
+from pcplugins.core import grid, multigrid, stencil, tridiag
 
 
 def test_batched_thomas_matches_banded_solve():

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pcplugins import backend, fft, grid, kernels, multigrid, stencil, transfer
+from pcplugins import backend
+from pcplugins.core import fft, grid, kernels, multigrid, stencil, transfer
 
 
 def laplacian2d(n, xp=np):
@@ -367,7 +368,7 @@ def paper_problem(n):
 
 @pytest.mark.parametrize("max_it,restarts", [(4, 13), (32, 10)])   # measured 12, 9
 def test_homg_restarted_mfmg_converges(max_it, restarts):
-    from pcplugins import homg
+    from pcplugins.core import homg
     op, f, u = paper_problem(127)
     solver = homg.HOMG(op, [-(128 ** 2)] * 2, max_it)
     v = np.zeros(op.box.padded_shape)
@@ -383,7 +384,7 @@ def test_homg_restarted_mfmg_converges(max_it, restarts):
 def test_homg_one_cycle_l1_error():
     """Information beside the paper's Fig. 4 (about 5% at MaxI 4, 1.6% at MaxI 32 on 128^2; our
     coarse-to-fine MFMG reading gives 21% and 12% on 129^2): checked only to stay where it is."""
-    from pcplugins import homg
+    from pcplugins.core import homg
     op, f, u = paper_problem(127)
     errs = []
     for max_it in (4, 32):

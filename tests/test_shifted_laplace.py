@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins import helmholtz, slmg
+from pcplugins.core import helmholtz, slmg
 
 from conftest import complex_scalars, petsc_options, petsc_solve
 
@@ -104,7 +104,7 @@ def test_dezeeuw_bicgstab_counts(N, paper):
 def test_harmonic_ritz_values_of_a_full_krylov_space_are_the_eigenvalues():
     """With as many Arnoldi steps as unknowns the roots are A's eigenvalues and the polynomial
     solve is exact."""
-    from pcplugins import coarse
+    from pcplugins.core import coarse
     lam = numpy.array([1.0 + 2j, -3.0 + 0.5j, 0.2 - 1j, 4.0, 2.5 + 3j])
     A = scipy.sparse.diags(lam).tocsr()
     roots = coarse.harmonic_ritz_values(A, 5)
@@ -117,7 +117,7 @@ def test_polynomial_coarse_solve_is_linear_and_keeps_the_counts():
     """The GMRES polynomial on the coarsest grid (k h = 2.5) is one fixed linear operator, reduces
     the coarse residual by more than 100 at degree 16 (measured 1.6e-3 at N = 64), and Bi-CGSTAB
     needs as many iterations as with the exact coarse solve (MP1, N = 64 and 128: 10 and 20)."""
-    from pcplugins import coarse
+    from pcplugins.core import coarse
     n, k = 65, 40.0
     mg = slmg.ShiftedLaplaceMG(helmholtz.operator(n, k, shift=(1.0, 0.6)), n, numpy, k, coarse_solve="polynomial")
     assert isinstance(mg.coarse, coarse.CSRPolynomialSolve)

@@ -18,42 +18,43 @@ under MPI they are the stencil levels of the distributed DMDA (slmg.StencilMG, -
 """
 import numpy
 
-from . import backend, bridge, grid, helmholtz, slmg, stencil
-from .bridge import Option
+from .. import backend
+from ..core import grid, helmholtz, slmg, stencil
+from ..petsc import compose, dmda, errors, gpu, log, mat, mpi, options, pcbase, vec
 
 OPTIONS = [
-    Option("pc_sl_k", "real", None, "Wavenumber k (or a field: pcplugins.set_wavenumber)", lo=0),
-    Option("pc_sl_beta1", "real", 1.0, "Shift: M = -Laplace - (beta1 - i beta2) k^2"),
-    Option("pc_sl_beta2", "real", 0.6, "Shift's imaginary part (the paper: 0.6 with bcgs, 0.65 with IDR(s))"),
-    Option("pc_sl_boundary", "str", "absorbing",
+    options.Option("pc_sl_k", "real", None, "Wavenumber k (or a field: pcplugins.set_wavenumber)", lo=0),
+    options.Option("pc_sl_beta1", "real", 1.0, "Shift: M = -Laplace - (beta1 - i beta2) k^2"),
+    options.Option("pc_sl_beta2", "real", 0.6, "Shift's imaginary part (the paper: 0.6 with bcgs, 0.65 with IDR(s))"),
+    options.Option("pc_sl_boundary", "str", "absorbing",
            "Boundary of the DMDA grid: first-order absorbing (boundary nodes are unknowns) or Dirichlet",
            ("absorbing", "dirichlet")),
-    Option("pc_sl_cycle", "str", "f", "Multigrid cycle", ("v", "w", "f")),
-    Option("pc_sl_omega", "real", 0.9, "Damping of the 4-colour Gauss-Seidel smoother", lo=0, hi=2,
+    options.Option("pc_sl_cycle", "str", "f", "Multigrid cycle", ("v", "w", "f")),
+    options.Option("pc_sl_omega", "real", 0.9, "Damping of the 4-colour Gauss-Seidel smoother", lo=0, hi=2,
            open="lohi"),
-    Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
-    Option("pc_sl_post", "int", 1, "Post-smoothing sweeps", lo=0),
-    Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this", lo=0,
+    options.Option("pc_sl_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
+    options.Option("pc_sl_post", "int", 1, "Post-smoothing sweeps", lo=0),
+    options.Option("pc_sl_max_kh", "real", 2.5, "Coarsen while the coarse grid keeps k h at most this", lo=0,
            open="lo"),
-    Option("pc_sl_prolongation", "str", "auto",
+    options.Option("pc_sl_prolongation", "str", "auto",
            "Prolongation (auto: dezeeuw in 2D with the absorbing boundary, else bilinear)",
            ("auto", "bilinear", "dezeeuw")),
-    Option("pc_sl_coarse", "str", "auto",
+    options.Option("pc_sl_coarse", "str", "auto",
            "Coarsest-grid solve: dense inverse (direct; a host sparse LU beyond 4096 unknowns), a GMRES "
            "polynomial on the device, or auto (direct up to 4096 unknowns, the polynomial beyond)",
            ("auto", "direct", "polynomial")),
-    Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial", lo=1),
-    Option("pc_sl_hierarchy", "str", "auto",
+    options.Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial", lo=1),
+    options.Option("pc_sl_hierarchy", "str", "auto",
            "Levels: csr (assembled matrices, one rank, the GPU cycle as one CUDA graph), stencil (stencil "
            "levels on the distributed DMDA, any number of ranks), auto (csr on one rank, stencil on several)",
            ("auto", "csr", "stencil")),
-    Option("pc_sl_gather_size", "int", 32768,
+    options.Option("pc_sl_gather_size", "int", 32768,
            "Stencil levels under MPI: gather levels with at most this many points onto every rank", lo=0),
-    Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
-    Option("pc_sl_precision", "str", "double",
+    options.Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
+    options.Option("pc_sl_precision", "str", "double",
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
            ("double", "single")),
-    Option("pc_sl_device", "str", "auto",
+    options.Option("pc_sl_device", "str", "auto",
            "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
 ]
 
@@ -65,13 +66,13 @@ class ShiftedLaplace:
         self.mg, self.values, self._graphs = None, None, None
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
-    @bridge.user_errors
+    @errors.user_errors
     def setFromOptions(self, pc):
-        self.values = bridge.read_options(pc, OPTIONS, TITLE)
+        self.values = options.read_options(pc, OPTIONS, TITLE)
 
-    @bridge.user_errors
+    @errors.user_errors
     def setUp(self, pc):
-        with bridge.event("SLSetUp"):
+        with log.event("SLSetUp"):
             self._setup(pc)
 
     def reset(self, pc):
@@ -86,16 +87,16 @@ class ShiftedLaplace:
     def destroy(self, pc):
         self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
 
-    @bridge.user_errors
+    @errors.user_errors
     def applyTranspose(self, pc, x, y):
-        raise bridge.error(f"{TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) is not "
+        raise errors.error(f"{TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) is not "
                            "available: the cycle is not its own transpose (F-cycle; in the real-equivalent form "
                            "the transpose is the conjugate); use -ksp_type bcgs, gmres or fgmres")
 
-    @bridge.user_errors
+    @errors.user_errors
     def apply(self, pc, x, y):
-        with bridge.event("SLApply"), numpy.errstate(all="ignore"):
-            with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+        with log.event("SLApply"), numpy.errstate(all="ignore"):
+            with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
                 if backend.array_module(xa) is self.xp and backend.array_module(ya) is self.xp:
                     self._run(xa, ya)
                 else:                     # host Vecs with -pc_sl_device gpu, or a KSP mixing kinds
@@ -111,43 +112,43 @@ class ShiftedLaplace:
         else:
             out[...] = self.mg.cycle(a)
 
-    @bridge.user_errors
+    @errors.user_errors
     def view(self, pc, viewer=None):
-        bridge.view_lines(viewer, self.describe())
+        pcbase.view_lines(viewer, self.describe())
 
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
-        v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, TITLE)
+        v = self.values if self.values is not None else options.read_options(pc, OPTIONS, TITLE)
         self.values = v
         self.reset(pc)
-        self.real_equivalent = not bridge.scalar_is_complex()
+        self.real_equivalent = not mat.scalar_is_complex()
         dof = 2 if self.real_equivalent else 1
-        n, dim = bridge.square_dmda(pc, dof, TITLE)
+        n, dim = dmda.square_dmda(pc, dof, TITLE)
         points = n ** dim
-        M = bridge.pc_matrix(pc, TITLE)
+        M = mat.pc_matrix(pc, TITLE)
         if M.getSize()[0] != points * dof:
-            raise bridge.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n}^{dim} DMDA "
+            raise errors.error(f"{TITLE}: the operator has {M.getSize()[0]} rows, the {n}^{dim} DMDA "
                                f"{'(dof 2) ' if self.real_equivalent else ''}needs {points * dof}")
-        mpi = bridge.Collective(pc)
+        collective = mpi.Collective(pc)
         # a field given on some ranks only, or wrong on some, stops every rank with the message
-        k, self.k_source = mpi.agreed(self._wavenumber, pc, v, points)
-        if len(set(mpi.allgather(self.k_source))) > 1:
-            raise bridge.error(f"{TITLE}: a wavenumber field was set on some ranks only; set it on every rank "
+        k, self.k_source = collective.agreed(self._wavenumber, pc, v, points)
+        if len(set(collective.allgather(self.k_source))) > 1:
+            raise errors.error(f"{TITLE}: a wavenumber field was set on some ranks only; set it on every rank "
                                "(pcplugins.set_wavenumber with the whole field)")
         if v["boundary"] == "absorbing" and float(k.max()) == 0:
-            raise bridge.error(f"{TITLE}: k = 0 everywhere with -pc_sl_boundary absorbing makes M the pure "
+            raise errors.error(f"{TITLE}: k = 0 everywhere with -pc_sl_boundary absorbing makes M the pure "
                                "Neumann Laplacian, which is singular: give k > 0, or -pc_sl_boundary dirichlet")
         size = pc.getComm().getSize()
         hierarchy = v["hierarchy"] if v["hierarchy"] != "auto" else ("stencil" if size > 1 else "csr")
         if hierarchy == "csr" and size > 1:
-            raise bridge.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
+            raise errors.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
         self.hierarchy, self.ranks = hierarchy, size
         dezeeuw_fits = dim == 2 and v["boundary"] == "absorbing"
         prolongation = v["prolongation"]
         if prolongation == "auto":
             prolongation = "dezeeuw" if dezeeuw_fits else "bilinear"
         if prolongation == "dezeeuw" and not dezeeuw_fits:
-            raise bridge.error(f"-pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the boundary "
+            raise errors.error(f"-pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the boundary "
                                f"nodes on every level); here: {dim}D, {v['boundary']}")
         device = v["device"]
         if device == "auto":
@@ -155,17 +156,17 @@ class ShiftedLaplace:
         try:
             self.xp = backend.namespace(device)
         except RuntimeError as e:
-            raise bridge.error(f"{TITLE}: option -pc_sl_device {v['device']}: {e}") from None
+            raise errors.error(f"{TITLE}: option -pc_sl_device {v['device']}: {e}") from None
         self.device = device
         if backend.is_gpu(self.xp) and size > 1:
-            bridge.use_petsc_device(M)
-        bridge.set_event_namespace(self.xp)
+            gpu.use_petsc_device(M)
+        log.set_event_namespace(self.xp)
         shift = (v["beta1"], v["beta2"])
         dtype = numpy.complex64 if v["precision"] == "single" else numpy.complex128
         self.n, self.dim, self.kmax = n, dim, float(k.max())
-        t0 = bridge.clock()
+        t0 = log.clock()
         if hierarchy == "stencil":
-            dm, box = bridge.dmda_box(pc, dof, TITLE)
+            dm, box = dmda.dmda_box(pc, dof, TITLE)
             if v["boundary"] == "absorbing":  # the boundary nodes are unknowns: coarse points on them too
                 box = grid.Box(box.global_shape, box.start, box.shape, keep_ends=True)
             if k.ndim:                    # the field is given on the whole grid: this rank's part
@@ -174,24 +175,24 @@ class ShiftedLaplace:
             op = stencil.StencilOperator(box, offsets, coefs, self.xp, dtype)
             comm = None
             if size > 1:
-                comm = bridge.DMDAComm(pc, dm, False, self.xp, v["gather_size"], complex_levels=True, who=TITLE)
+                comm = mpi.DMDAComm(pc, dm, False, self.xp, v["gather_size"], complex_levels=True, who=TITLE)
                 comm.distribute(0, box)
-            t1 = bridge.clock()
+            t1 = log.clock()
             self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],
                                      pre=v["pre"], post=v["post"], max_kh=v["max_kh"], coarse_solve=v["coarse"],
-                                     degree=v["coarse_degree"], event=lambda name: bridge.event("SL" + name.capitalize()),
+                                     degree=v["coarse_degree"], event=lambda name: log.event("SL" + name.capitalize()),
                                      prolongation=prolongation)
         else:
             Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
             backend.synchronize(self.xp)
-            t1 = bridge.clock()
+            t1 = log.clock()
             self.mg = slmg.ShiftedLaplaceMG(Mh, n, self.xp, self.kmax,
                                             keep_boundary=v["boundary"] == "absorbing", cycle=v["cycle"],
                                             omega=v["omega"], pre=v["pre"], post=v["post"], max_kh=v["max_kh"],
                                             coarse_solve=v["coarse"], degree=v["coarse_degree"], dtype=dtype, dim=dim,
                                             prolongation=prolongation)
         backend.synchronize(self.xp)
-        self.timings = {"operator": t1 - t0, "hierarchy": bridge.clock() - t1}
+        self.timings = {"operator": t1 - t0, "hierarchy": log.clock() - t1}
         self._graphs = None
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
@@ -204,18 +205,18 @@ class ShiftedLaplace:
     @staticmethod
     def _wavenumber(pc, v, points):
         """(k, where from): -pc_sl_k or the field composed on the PC, checked."""
-        k = bridge.composed_real_array(pc, "wavenumber", points, TITLE)
+        k = compose.composed_real_array(pc, "wavenumber", points, TITLE)
         source = "the Vec \"wavenumber\" composed on the PC"
         if k is None:
             if v["k"] is None:
-                raise bridge.error(f"{TITLE} needs the wavenumber: -pc_sl_k K, or a field through "
+                raise errors.error(f"{TITLE} needs the wavenumber: -pc_sl_k K, or a field through "
                                    "pcplugins.set_wavenumber(pc, k)")
             k, source = v["k"], f"-pc_sl_k {v['k']:g}"
         elif v["k"] is not None:
-            raise bridge.error(f"{TITLE}: both -pc_sl_k and a wavenumber field were given; choose one")
+            raise errors.error(f"{TITLE}: both -pc_sl_k and a wavenumber field were given; choose one")
         k = numpy.asarray(k, dtype=float)
         if not numpy.all(numpy.isfinite(k)) or numpy.any(k < 0):
-            raise bridge.error(f"{TITLE}: the wavenumber must be finite and >= 0")
+            raise errors.error(f"{TITLE}: the wavenumber must be finite and >= 0")
         return k, source
 
     # -- view --------------------------------------------------------------------------------------------

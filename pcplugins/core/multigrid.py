@@ -7,7 +7,7 @@ the stencil weights scale by 1/4 per coarsened axis, which is what R A P gives w
 or Galerkin products R A P (any other operator), formed stencil-wise by probing.
 
 Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``; the
-serial ``Comm`` does nothing, the PETSc bridge supplies DMDA ghost updates under MPI.
+serial ``Comm`` does nothing, petsc/mpi.py supplies DMDA ghost updates under MPI.
 """
 import contextlib
 import dataclasses
@@ -15,13 +15,14 @@ import math
 
 import numpy
 
-from . import backend, coarse, fused, grid, lines, smoothers, stencil, transfer
+from .. import backend
+from . import coarse, fused, grid, lines, smoothers, stencil, transfer
 
 
 class Comm:
     """Serial communication: no ghosts to update, local sums are global.
 
-    Under MPI the bridge supplies a subclass: ``distribute(level, box)`` says whether a level with
+    Under MPI petsc/mpi.py supplies a subclass: ``distribute(level, box)`` says whether a level with
     this rank's ``box`` stays distributed (every rank owns points of it), ``exchange`` updates
     the ghost halo of a distributed level, and ``gather`` assembles a replicated coarse level
     from every rank's part.
@@ -182,7 +183,7 @@ def _carve(buf, shapes):
 class Multigrid:
     def __init__(self, op, options=None, comm=None, event=None):
         """``event(name)`` returns a context manager around each phase ('smooth', 'residual',
-        'restrict', 'prolong', 'coarse'): PETSc log events from the bridge, nothing by default."""
+        'restrict', 'prolong', 'coarse'): PETSc log events (petsc/log.py), nothing by default."""
         self.options = opt = options or Options()
         self.event = event or (lambda name: contextlib.nullcontext())
         if opt.cycle not in CYCLES:

@@ -19,7 +19,8 @@ import itertools
 
 import numpy
 
-from . import backend, grid, kernels, tridiag
+from .. import backend
+from . import grid, kernels, tridiag
 
 
 class LineGS:

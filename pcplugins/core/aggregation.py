@@ -21,7 +21,8 @@ import math
 
 import numpy
 
-from . import backend, sparse
+from .. import backend
+from . import sparse
 
 
 def depth(n, dim):

@@ -24,7 +24,8 @@ import time
 import numpy
 
 
-from . import aggregation, backend, coarse, distributed, smoothers, sparse
+from .. import backend
+from . import aggregation, coarse, distributed, smoothers, sparse
 
 
 

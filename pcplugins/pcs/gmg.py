@@ -10,52 +10,53 @@ memory; with host Vecs on NumPy (or on the GPU with -pc_gmg_device gpu, one copy
 The grid, operator, boundary, device and MPI handling is dmdapc.DMDAPC's; this module builds the
 hierarchy.
 """
-from . import backend, bridge, homg, multigrid, stencil
-from .bridge import Option
+from .. import backend
+from ..core import homg, multigrid, stencil
+from ..petsc import errors, log, options
 from .dmdapc import DMDAPC
 
 OPTIONS = [
-    Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)", lo=1),
-    Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns", lo=1),
-    Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
+    options.Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)", lo=1),
+    options.Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns", lo=1),
+    options.Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
            multigrid.CYCLES + ("homg",)),
-    Option("pc_gmg_multiplicative_cycles", "int", 1,
+    options.Option("pc_gmg_multiplicative_cycles", "int", 1,
            "Cycles per application (as -pc_mg_multiplicative_cycles): fewer Krylov iterations for more cycles",
            lo=1),
-    Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)", lo=1),
-    Option("pc_gmg_fmg_interpolation", "str", "cubic",
+    options.Option("pc_gmg_homg_max_it", "int", 32, "HOMG: most iterations per level (MaxI)", lo=1),
+    options.Option("pc_gmg_fmg_interpolation", "str", "cubic",
            "FMG: interpolation of each level's starting solution", ("cubic", "linear")),
-    Option("pc_gmg_smoother", "str", "redblack", "Smoother", multigrid.SMOOTHERS),
-    Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)",
+    options.Option("pc_gmg_smoother", "str", "redblack", "Smoother", multigrid.SMOOTHERS),
+    options.Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)",
            lo=0, hi=2, open="lohi"),
-    Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
-    Option("pc_gmg_post", "int", 1, "Post-smoothing sweeps", lo=0),
-    Option("pc_gmg_transfer", "str", "linear",
+    options.Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
+    options.Option("pc_gmg_post", "int", 1, "Post-smoothing sweeps", lo=0),
+    options.Option("pc_gmg_transfer", "str", "linear",
            "Transfers: (bi/tri)linear + full weighting, or Feng et al. eqs. 4.6/4.10", ("linear", "paper")),
-    Option("pc_gmg_operator", "str", "auto",
+    options.Option("pc_gmg_operator", "str", "auto",
            "Operator: detect from the matrix, declare the constant Laplacian (matrix-free), "
            "or force stored coefficients", ("auto", "laplacian", "assembled")),
-    Option("pc_gmg_coarse_solve", "str", "direct",
+    options.Option("pc_gmg_coarse_solve", "str", "direct",
            "Coarsest level: direct solve, or smoothing as in Feng et al. Remark 3.1", ("direct", "smooth")),
-    Option("pc_gmg_device", "str", "auto",
+    options.Option("pc_gmg_device", "str", "auto",
            "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
-    Option("pc_gmg_precision", "str", "double",
+    options.Option("pc_gmg_precision", "str", "double",
            "Precision of the hierarchy and the cycle (single: float32 multigrid inside the "
            "float64 Krylov method)", ("double", "single")),
-    Option("pc_gmg_mixed_inner_cycles", "int", 0,
+    options.Option("pc_gmg_mixed_inner_cycles", "int", 0,
            "Mixed-precision defect correction (Goddeke, Strzodka): float32 cycles per application, "
            "float64 residuals and updates (0: off)", lo=0),
-    Option("pc_gmg_mixed_inner_digits", "real", 0.0,
+    options.Option("pc_gmg_mixed_inner_digits", "real", 0.0,
            "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)", lo=0, hi=15),
-    Option("pc_gmg_fused", "bool", True,
+    options.Option("pc_gmg_fused", "bool", True,
            "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers)"),
-    Option("pc_gmg_gpu_levels", "int", None,
+    options.Option("pc_gmg_gpu_levels", "int", None,
            "Hybrid CPU-GPU cycle (Feng et al. Algorithm 3): the finest levels on the GPU, the rest "
            "on the CPU (0: all on the CPU; default: all on the GPU)", lo=0),
-    Option("pc_gmg_gather_size", "int", 32768,
+    options.Option("pc_gmg_gather_size", "int", 32768,
            "MPI: coarse levels with at most this many points are gathered onto every rank", lo=0),
-    Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
-    Option("pc_gmg_graph_coarse", "bool", True,
+    options.Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
+    options.Option("pc_gmg_graph_coarse", "bool", True,
            "Where the whole cycle is not captured (-pc_gmg_graph 0, mixed digits): replay the coarse "
            "levels (from 2^18 unknowns down) as one CUDA graph on their own arrays"),
 ]
@@ -80,7 +81,7 @@ class GMG(DMDAPC):
     def _build(self, op, v):
         if v["cycle"] == "homg":
             if v["multiplicative_cycles"] != 1:
-                raise bridge.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is restarted by "
+                raise errors.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is restarted by "
                                    "the Krylov method (-ksp_type richardson), not repeated inside the PC")
             return self._build_homg(op, v)
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
@@ -92,21 +93,21 @@ class GMG(DMDAPC):
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
         try:
             mg = multigrid.Multigrid(op, opts, comm=self.comm,
-                                     event=lambda name: bridge.event("GMG" + name.capitalize()))
+                                     event=lambda name: log.event("GMG" + name.capitalize()))
         except ValueError as e:
-            raise bridge.error(f"pcplugins.GMG: {e}") from None
+            raise errors.error(f"pcplugins.GMG: {e}") from None
         backend.synchronize(self.xp)
         return mg
 
     def _build_homg(self, op, v):
         if self.mpi.size > 1:
-            raise bridge.error(f"pcplugins.GMG: -pc_gmg_cycle homg runs on one MPI rank, this PC has "
+            raise errors.error(f"pcplugins.GMG: -pc_gmg_cycle homg runs on one MPI rank, this PC has "
                                f"{self.mpi.size}: use another cycle (v, w, f, fmg) under MPI")
         w = stencil.laplacian_weights(op)
         if w is None:
-            raise bridge.error("pcplugins.GMG: -pc_gmg_cycle homg needs the constant-coefficient Laplacian; "
+            raise errors.error("pcplugins.GMG: -pc_gmg_cycle homg needs the constant-coefficient Laplacian; "
                                f"the operator is: {self.operator_kind}")
         try:
             return homg.HOMG(op, w, v["homg_max_it"], 0.8 if v["omega"] is None else v["omega"])
         except ValueError as e:
-            raise bridge.error(f"pcplugins.GMG: -pc_gmg_cycle homg: {e}") from None
+            raise errors.error(f"pcplugins.GMG: -pc_gmg_cycle homg: {e}") from None

@@ -27,7 +27,7 @@ import functools
 
 import numpy
 
-from . import backend
+from .. import backend
 
 _SOURCE = r"""
 // Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1 (or i1 / ROWS where a

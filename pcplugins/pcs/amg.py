@@ -19,34 +19,35 @@ fcg computes its VecMTDot on the host there.
 
 import numpy
 
-from . import backend, bridge, kcycle
-from .bridge import Option
+from .. import backend
+from ..core import kcycle
+from ..petsc import compose, errors, gpu, log, mat, mpi, options, pcbase, vec
 
 OPTIONS = [
-    Option("pc_amg_aggregation", "str", "auto",
+    options.Option("pc_amg_aggregation", "str", "auto",
            "Aggregation (auto: auxgrid when coordinates are known, else pairwise)",
            ("auto", "auxgrid", "pairwise")),
-    Option("pc_amg_cycle", "str", "w", "Cycle: w and v are linear (any KSP); k: the K-cycle (nonlinear "
+    options.Option("pc_amg_cycle", "str", "w", "Cycle: w and v are linear (any KSP); k: the K-cycle (nonlinear "
            "AMLI), fewer iterations, but ONLY under a flexible KSP (-ksp_type fcg or fgmres)", ("k", "v", "w")),
-    Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
-    Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
+    options.Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
+    options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),
-    Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
-    Option("pc_amg_post", "int", 1, "Post-smoothing sweeps", lo=0),
-    Option("pc_amg_coarse_size", "int", None,
+    options.Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
+    options.Option("pc_amg_post", "int", 1, "Post-smoothing sweeps", lo=0),
+    options.Option("pc_amg_coarse_size", "int", None,
            "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)", lo=1),
-    Option("pc_amg_max_levels", "int", 25, "Most levels", lo=2),
-    Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (coarse: ELL "
+    options.Option("pc_amg_max_levels", "int", 25, "Most levels", lo=2),
+    options.Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (coarse: ELL "
            "on the aux grid's coarse levels whose rows have at most 9 (3D: 27) entries, CSR elsewhere; "
            "ell: every serial level; auto: coarse on the GPU, csr on the CPU)", ("auto", "coarse", "csr", "ell")),
-    Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold", lo=0, hi=1,
+    options.Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold", lo=0, hi=1,
            open="hi"),
-    Option("pc_amg_gather_size", "int", 65536,
+    options.Option("pc_amg_gather_size", "int", 65536,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
            "(a serial hierarchy continues there); 0: keep every level distributed", lo=0),
-    Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
+    options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
            "levels' part) as one captured CUDA graph"),
-    Option("pc_amg_device", "str", "auto",
+    options.Option("pc_amg_device", "str", "auto",
            "Where setup and cycle run (auto: the GPU when the matrix is aijcusparse)", ("auto", "cpu", "gpu")),
 ]
 
@@ -60,13 +61,13 @@ class AMG:
         self.empty, self.block_size, self._symmetric = False, 1, None
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
-    @bridge.user_errors
+    @errors.user_errors
     def setFromOptions(self, pc):
-        self.values = bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
+        self.values = options.read_options(pc, OPTIONS, "pcplugins.AMG")
 
-    @bridge.user_errors
+    @errors.user_errors
     def setUp(self, pc):
-        with bridge.event("AMGSetUp"):
+        with log.event("AMGSetUp"):
             self._setup(pc)
 
     def reset(self, pc):
@@ -90,13 +91,13 @@ class AMG:
         if self.comm is not None:
             self.comm.free()          # the previous hierarchy's neighbourhood communicators
 
-    @bridge.user_errors
+    @errors.user_errors
     def applyTranspose(self, pc, x, y):
         """PCApplyTranspose: the V- and W-cycles with as many pre- as post-sweeps are their own
         transpose for a symmetric matrix; elsewhere a named error."""
         why = self.not_symmetric(pc)
         if why:
-            raise bridge.error("pcplugins.AMG: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
+            raise errors.error("pcplugins.AMG: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
                                f"needs a symmetric preconditioner, and this one is not: {why}")
         self.apply(pc, x, y)
 
@@ -107,18 +108,18 @@ class AMG:
         if v["pre"] != v["post"]:
             return f"-pc_amg_pre {v['pre']} and -pc_amg_post {v['post']} differ"
         if self._symmetric is None:
-            self._symmetric = bridge.operator_is_symmetric(pc, False)
+            self._symmetric = mat.operator_is_symmetric(pc, False)
         return "" if self._symmetric else "the matrix is not symmetric"
 
-    @bridge.user_errors
+    @errors.user_errors
     def apply(self, pc, x, y):
         if self.empty:                    # a 0 x 0 matrix: nothing to do, as PETSc's own PCs
             return
-        with bridge.event("AMGApply"), numpy.errstate(all="ignore"):
+        with log.event("AMGApply"), numpy.errstate(all="ignore"):
             xp = self.xp
             if self._bad is not None and bool(self._bad):
-                bridge.set_failed(pc, True)
-            with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+                pcbase.set_failed(pc, True)
+            with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
                 if backend.array_module(xa) is xp and backend.array_module(ya) is xp:
                     self._run(xa, ya)
                     out = ya
@@ -129,51 +130,51 @@ class AMG:
                 # application (no synchronisation here)
                 self._bad = ~xp.isfinite(xp.sum(out))
             if xp is numpy and bool(self._bad):
-                bridge.set_failed(pc, True)
+                pcbase.set_failed(pc, True)
 
     def _cycle(self, x, out):
         out[...] = self.mg.cycle(x)
 
-    @bridge.user_errors
+    @errors.user_errors
     def view(self, pc, viewer=None):
-        bridge.view_lines(viewer, self.describe())
+        pcbase.view_lines(viewer, self.describe())
 
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
-        v = self.values if self.values is not None else bridge.read_options(pc, OPTIONS, "pcplugins.AMG")
+        v = self.values if self.values is not None else options.read_options(pc, OPTIONS, "pcplugins.AMG")
         self.values = v
         self.reset(pc)
         self._symmetric = None
-        M = bridge.pc_matrix(pc, "pcplugins.AMG")
+        M = mat.pc_matrix(pc, "pcplugins.AMG")
         self.block_size = M.getBlockSize()
         if M.getSize()[0] == 0:
             self.empty, self.device = True, "cpu"
             return
-        t0 = bridge.clock()
+        t0 = log.clock()
         device = v["device"]
         if device == "auto":
             device = "gpu" if "cusparse" in M.getType() and backend.gpu_available() else "cpu"
         try:
             xp = backend.namespace(device)
         except RuntimeError as e:
-            raise bridge.error(f"pcplugins.AMG: option -pc_amg_device {v['device']}: {e}") from None
+            raise errors.error(f"pcplugins.AMG: option -pc_amg_device {v['device']}: {e}") from None
         self.xp, self.device = xp, device
-        bridge.set_event_namespace(xp)
-        self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
-        self.comm = bridge.CSRComm(pc)
-        A, self.matrix_source = bridge.aij_csr(pc, xp, self.comm)
+        log.set_event_namespace(xp)
+        self.gpu_id = gpu.use_petsc_device(M) if backend.is_gpu(xp) else None
+        self.comm = mpi.CSRComm(pc)
+        A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
         self._check(A)
         backend.synchronize(xp)
-        t1 = bridge.clock()
+        t1 = log.clock()
         coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
         if v["aggregation"] != "pairwise":
             n = A.own.shape[0] if self.comm.size > 1 else A.shape[0]
-            coords, source = self.comm.agreed(bridge.amg_coordinates, pc, n, xp)
+            coords, source = self.comm.agreed(compose.amg_coordinates, pc, n, xp)
             if len(set(self.comm.allgather(coords is None))) > 1:
-                raise bridge.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
+                raise errors.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
                                    "every rank (pcplugins.set_coordinates with each rank's own rows)")
             if coords is None and v["aggregation"] == "auxgrid":
-                raise bridge.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
+                raise errors.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
                                    f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
                                    "\"coordinates\" (block size = dimension) on the PC")
         self.coord_source = source
@@ -184,9 +185,9 @@ class AMG:
         try:
             self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm)
         except ValueError as e:
-            raise bridge.error(f"pcplugins.AMG: {e}") from None
+            raise errors.error(f"pcplugins.AMG: {e}") from None
         backend.synchronize(xp)
-        t2 = bridge.clock()
+        t2 = log.clock()
         self.timings = {"matrix": t1 - t0, "hierarchy": t2 - t1}
         self.timings.update(self.mg.timings)
         self._bad = None
@@ -203,13 +204,13 @@ class AMG:
         xp, comm = self.xp, self.comm
         blocks, first = ((A.own, A.ghost), int(A.starts[comm.rank])) if comm.size > 1 else ((A,), 0)
         if comm.max(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
-            raise bridge.error("pcplugins.AMG: the matrix has NaN or Inf entries")
+            raise errors.error("pcplugins.AMG: the matrix has NaN or Inf entries")
         d = blocks[0].diagonal()
         bad = xp.nonzero(d <= 0)[0]
         row = first + int(bad[0]) if bad.size else -1
         where = [r for r in comm.allgather((row, float(d[bad[0]]) if bad.size else 0.0)) if r[0] >= 0]
         if where:
-            raise bridge.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal "
+            raise errors.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal "
                                f"{where[0][1]:g}")
 
     # -- view --------------------------------------------------------------------------------------------

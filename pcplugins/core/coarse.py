@@ -8,7 +8,8 @@ for CSR hierarchies of complex matrices, a fixed GMRES polynomial on the device.
 """
 import numpy
 
-from . import backend, grid, kernels, sparse
+from .. import backend
+from . import grid, kernels, sparse
 
 DENSE_LIMIT = 4096
 HOST_INVERSE = 512      # dense inverses up to this order are formed on the host

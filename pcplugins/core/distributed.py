@@ -5,7 +5,7 @@ square block of the columns it owns (``own``) and the block of the columns other
 (``ghost``, one column per entry of ``ghosts``, their sorted global indices). The values of
 those columns come through ``halo(x)``, an exchange the communicator builds.
 
-The communicator ``comm`` is the bridge's (mpi4py; ``SerialComm`` on one rank): ``size``,
+The communicator ``comm`` is petsc/mpi.py's (mpi4py; ``SerialComm`` on one rank): ``size``,
 ``rank``, ``allsum``, ``allmin``, ``allmax`` and ``allgather`` of host values, and
 ``halo(ghosts, starts, xp)``, which returns a callable giving the values of the global unknowns
 ``ghosts`` from every rank's owned values (``starts``: the first global row of each rank, and
@@ -16,7 +16,8 @@ product P^T A P needs one exchange at setup: the coarse index of each ghost colu
 """
 import numpy
 
-from . import backend, coarse, sparse
+from .. import backend
+from . import coarse, sparse
 
 
 class SerialComm:

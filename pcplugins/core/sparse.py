@@ -14,7 +14,7 @@ import functools
 
 import numpy
 
-from . import backend
+from .. import backend
 
 
 def module(xp):

@@ -4,7 +4,7 @@ A subclass names its options (``OPTIONS``, ``TITLE``, ``EVENT``) and builds its 
 fine-level stencil operator (``_build``); this class does the rest of the PCPYTHON protocol: the
 grid from the PC's DMDA, the operator (declared Laplacian, or read from the assembled matrix), both
 boundary conventions (PETSc's identity rows on the outer layer are eliminated), the device and
-precision, MPI (a bridge.DMDAComm), the application on views of PETSc's Vecs with CUDA graphs,
+precision, MPI (a petsc.mpi.DMDAComm), the application on views of PETSc's Vecs with CUDA graphs,
 NaN checks, -help, -ksp_view and -log_view.
 
 The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_box``,
@@ -13,7 +13,9 @@ The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_b
 """
 import numpy
 
-from . import backend, bridge, fused, grid, kernels, multigrid, stencil
+from .. import backend
+from ..core import fused, grid, kernels, multigrid, stencil
+from ..petsc import dmda, errors, gpu, log, mat, mpi, options, pcbase, vec
 
 class DMDAPC:
     OPTIONS, TITLE, EVENT, WHAT, PREFIX = [], "", "", "", ""
@@ -24,13 +26,13 @@ class DMDAPC:
         self.timings = {}
 
     # -- PCPYTHON protocol ---------------------------------------------------------------------------
-    @bridge.user_errors
+    @errors.user_errors
     def setFromOptions(self, pc):
-        self.values = bridge.read_options(pc, self.OPTIONS, self.TITLE)
+        self.values = options.read_options(pc, self.OPTIONS, self.TITLE)
 
-    @bridge.user_errors
+    @errors.user_errors
     def setUp(self, pc):
-        with bridge.event(self.EVENT + "SetUp"):
+        with log.event(self.EVENT + "SetUp"):
             self._setup(pc)
 
     def reset(self, pc):
@@ -48,20 +50,20 @@ class DMDAPC:
     def destroy(self, pc):
         self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
 
-    @bridge.user_errors
+    @errors.user_errors
     def apply(self, pc, x, y):
-        with bridge.event(self.EVENT + "Apply"), numpy.errstate(all="ignore"):
+        with log.event(self.EVENT + "Apply"), numpy.errstate(all="ignore"):
             # NaN/Inf are detected and reported as a PC failure (_finite), not as NumPy warnings
             self._apply(pc, x, y)
 
-    @bridge.user_errors
+    @errors.user_errors
     def applyTranspose(self, pc, x, y):
         """PCApplyTranspose: the preconditioner is its own transpose where it is symmetric (a
         symmetric operator, V/W cycles with as many pre- as post-sweeps, smoothing reversed on
         the way up); elsewhere a named error."""
         why = self.not_symmetric(pc)
         if why:
-            raise bridge.error(f"{self.TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
+            raise errors.error(f"{self.TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
                                f"needs a symmetric preconditioner, and this one is not: {why}")
         self.apply(pc, x, y)
 
@@ -70,7 +72,7 @@ class DMDAPC:
         if self.mg is None:
             return "not set up"
         if getattr(self, "_symmetric_operator", None) is None:
-            self._symmetric_operator = bridge.operator_is_symmetric(pc, self.values["operator"] == "laplacian")
+            self._symmetric_operator = mat.operator_is_symmetric(pc, self.values["operator"] == "laplacian")
         if not self._symmetric_operator:
             return "the operator is not symmetric"
         return self._cycle_not_symmetric()
@@ -78,21 +80,21 @@ class DMDAPC:
     def _cycle_not_symmetric(self):
         return ""
 
-    @bridge.user_errors
+    @errors.user_errors
     def view(self, pc, viewer=None):
-        bridge.view_lines(viewer, self.describe())
+        pcbase.view_lines(viewer, self.describe())
 
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
-        v = self.values if self.values is not None else bridge.read_options(pc, self.OPTIONS, self.TITLE)
+        v = self.values if self.values is not None else options.read_options(pc, self.OPTIONS, self.TITLE)
         self.values = v
         self.timings = {}
         self.reset(pc)
-        if bridge.scalar_is_complex():
-            raise bridge.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
+        if mat.scalar_is_complex():
+            raise errors.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
-        dm, box = bridge.dmda_box(pc, who=self.TITLE)
-        M = bridge.operator_matrix(pc, box, self.TITLE)
+        dm, box = dmda.dmda_box(pc, who=self.TITLE)
+        M = mat.operator_matrix(pc, box, self.TITLE)
         device = v["device"]
         if v.get("gpu_levels") == 0:
             device = "cpu"                  # the hybrid cycle with no GPU level
@@ -102,27 +104,27 @@ class DMDAPC:
         try:
             xp = backend.namespace(device)
         except RuntimeError as e:
-            raise bridge.error(f"{self.TITLE}: option -{self.PREFIX}device {v['device']}: {e}") from None
-        bridge.set_event_namespace(xp)
+            raise errors.error(f"{self.TITLE}: option -{self.PREFIX}device {v['device']}: {e}") from None
+        log.set_event_namespace(xp)
         self.xp, self.device = xp, device
-        self.gpu_id = bridge.use_petsc_device(M) if backend.is_gpu(xp) else None
+        self.gpu_id = gpu.use_petsc_device(M) if backend.is_gpu(xp) else None
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
         self.mixed = (v.get("mixed_inner_cycles") or 0, v.get("mixed_inner_digits") or 0.0)
         if any(self.mixed):
             # defect correction: the elimination and the fine residual in double, the cycle in single
             self.dtype = numpy.dtype(numpy.float64)
         self._elim_fused = None
-        self.mpi = bridge.Collective(pc)
-        t = bridge.clock()
+        self.mpi = mpi.Collective(pc)
+        t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
-        self.timings["operator"] = bridge.clock() - t
+        self.timings["operator"] = log.clock() - t
         if self.mpi.size > 1:
-            self.comm = bridge.DMDAComm(pc, dm, self.layer, xp, v.get("gather_size", 0))
+            self.comm = mpi.DMDAComm(pc, dm, self.layer, xp, v.get("gather_size", 0))
             self.comm.distribute(0, op.box)
         else:
             self.comm = multigrid.Comm()
         self._inner = _inner_slices(box, op.box, self.layer)
-        t = bridge.clock()
+        t = log.clock()
         self._op64 = None
         if any(self.mixed):
             self._op64 = op
@@ -130,7 +132,7 @@ class DMDAPC:
                                          [c.astype(numpy.float32) for c in op.coefs], xp, numpy.float32)
         self.mg = self._build(op, v)
         backend.synchronize(xp)
-        self.timings["hierarchy"] = bridge.clock() - t
+        self.timings["hierarchy"] = log.clock() - t
         self.box = box
         self.copy_time = 0.0
         self.applications = 0
@@ -139,10 +141,10 @@ class DMDAPC:
         self._prepare_apply()
 
     def _fine_operator(self, v, box, dm, M, xp):
-        dt, mpi = self.dtype, self.mpi
+        dt, collective = self.dtype, self.mpi
         if v["operator"] == "laplacian":
-            w, layer, bdiag = bridge.sample_laplacian(M if bridge.is_aij(M) else None, box, dm, mpi)
-            mgbox = bridge.interior_box(box) if layer else box
+            w, layer, bdiag = dmda.sample_laplacian(M if mat.is_aij(M) else None, box, dm, collective)
+            mgbox = dmda.interior_box(box) if layer else box
             if layer:
                 self._check_interior(mgbox)
             op = stencil.laplacian(mgbox, w, xp, dt)
@@ -151,18 +153,18 @@ class DMDAPC:
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
                 self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
-        offsets, coefs = bridge.stencil_from_aij(M, box, dm, xp, dt, mpi, self.TITLE)
-        layer = bridge.dirichlet_layer(box, offsets, coefs, mpi)
+        offsets, coefs = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
+        layer = dmda.dirichlet_layer(box, offsets, coefs, collective)
         mgbox = box
         if layer:
-            mgbox = bridge.interior_box(box)
+            mgbox = dmda.interior_box(box)
             self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
-            on_layer = bridge.layer_mask(box, xp)
+            on_layer = dmda.layer_mask(box, xp)
             dfull = coefs[offsets.index((0,) * box.dim)]
             db = dfull[on_layer]
-            lo = mpi.min(float(db.min()) if db.size else numpy.inf)
-            hi = -mpi.min(-float(db.max()) if db.size else numpy.inf)
+            lo = collective.min(float(db.min()) if db.size else numpy.inf)
+            hi = -collective.min(-float(db.max()) if db.size else numpy.inf)
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:
@@ -179,9 +181,9 @@ class DMDAPC:
             point = [s + i + (1 if layer else 0) for s, i in zip(mgbox.start, at)][::-1]
             bad = (f"{self.TITLE} needs a positive diagonal; the row of grid point (i, j{', k' if box.dim == 3 else ''}) = "
                    f"({', '.join(map(str, point))}) has diagonal {float(d.ravel()[k]):g}")
-        mpi.check(bad)
+        collective.check(bad)
         tol = None if v["operator"] == "assembled" else 0.0
-        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=_Reduce(mpi))
+        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=_Reduce(collective))
         w = stencil.laplacian_weights(op)
         if layer and w is not None and numpy.isscalar(self._invdb):
             self._use_fused_elimination(v, op, w)
@@ -196,7 +198,7 @@ class DMDAPC:
         part of the DMDA is boundary points only stops every rank, with the partition to change."""
         empty = [r for r, n in enumerate(self.mpi.allgather(mgbox.size)) if n == 0]
         if empty:
-            raise bridge.error(
+            raise errors.error(
                 f"{self.TITLE}: rank{'s' if len(empty) > 1 else ''} {', '.join(map(str, empty))} of "
                 f"{self.mpi.size} own{'s' if len(empty) == 1 else ''} only boundary points (the identity rows "
                 "on the grid's outer layer), no interior unknown: use fewer ranks, or a DMDA partition "
@@ -213,28 +215,28 @@ class DMDAPC:
         xp, shape = self.xp, self.box.shape
         self.applications += 1
         if not bool(self._finite):      # the previous application's check
-            bridge.set_failed(pc, True)
-        with bridge.vec_array(x, "r") as xa, bridge.vec_array(y, "w") as ya:
+            pcbase.set_failed(pc, True)
+        with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
             src, dst = xa.reshape(shape), ya.reshape(shape)
             host_vecs = backend.array_module(xa) is not xp or backend.array_module(ya) is not xp
             if host_vecs:                       # -pc_gmg_device gpu with host Vecs, or a KSP mixing kinds
                 if self._x is None:
                     self._x, self._y = xp.zeros(shape), xp.zeros(shape)
-                t = bridge.clock()
+                t = log.clock()
                 self._x[...] = backend.to_namespace(src, xp)
-                self.copy_time += bridge.clock() - t
+                self.copy_time += log.clock() - t
                 src, out = self._x, self._y
             else:
                 out = dst
             self._run(src, out)
             if self._op64 is not None and self.stalled:
-                bridge.set_failed(pc, True)
+                pcbase.set_failed(pc, True)
             if host_vecs:
-                t = bridge.clock()
+                t = log.clock()
                 dst[...] = backend.to_namespace(out, backend.array_module(dst))
-                self.copy_time += bridge.clock() - t
+                self.copy_time += log.clock() - t
         if xp is numpy and not self._finite:
-            bridge.set_failed(pc, True)
+            pcbase.set_failed(pc, True)
 
     def _prepare_apply(self):
         xp = self.xp
@@ -412,7 +414,7 @@ def _inner_slices(box, mgbox, layer):
 
 
 class _Reduce:
-    """bridge.Collective as the core's ``comm.allmin``."""
+    """mpi.Collective as the core's ``comm.allmin``."""
 
-    def __init__(self, mpi):
-        self.allmin = mpi.min
+    def __init__(self, collective):
+        self.allmin = collective.min

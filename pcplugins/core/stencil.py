@@ -11,7 +11,8 @@ import itertools
 
 import numpy
 
-from . import backend, grid, kernels
+from .. import backend
+from . import grid, kernels
 
 
 class StencilOperator:
@@ -117,7 +118,7 @@ class StencilOperator:
 
 
 def _host(a):
-    from . import backend
+    from .. import backend
     return backend.to_host(a)
 
 

@@ -39,7 +39,7 @@ import functools
 
 import numpy
 
-from . import backend
+from .. import backend
 
 
 def thomas(lower, diag, upper, rhs, xp):

@@ -16,7 +16,8 @@ post-smoother reverses the pre-smoother, which keeps the V-cycle symmetric (CG n
 """
 import numpy
 
-from . import backend, grid, kernels, sparse
+from .. import backend
+from . import grid, kernels, sparse
 
 
 def _noop(u):

@@ -15,7 +15,7 @@ import functools
 
 import numpy
 
-from . import backend
+from .. import backend
 
 
 @functools.lru_cache(maxsize=None)

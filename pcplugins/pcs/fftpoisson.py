@@ -7,16 +7,16 @@ solver; the baseline Feng, Shu, Xu, Zhang compare full multigrid with.
 The operator comes from the matrix (it must be the 5/7-point Laplacian with constant axis weights,
 in either boundary convention) or is declared with -pc_fft_operator laplacian; one MPI rank.
 """
-from . import bridge, fft, stencil
-from .bridge import Option
+from ..core import fft, stencil
+from ..petsc import errors, options
 from .dmdapc import DMDAPC
 
 OPTIONS = [
-    Option("pc_fft_operator", "str", "auto",
+    options.Option("pc_fft_operator", "str", "auto",
            "Operator: detect the Laplacian from the matrix, or declare it (matrix-free)", ("auto", "laplacian")),
-    Option("pc_fft_device", "str", "auto",
+    options.Option("pc_fft_device", "str", "auto",
            "Where the transforms run (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
-    Option("pc_fft_precision", "str", "double", "Precision of the transforms", ("double", "single")),
+    options.Option("pc_fft_precision", "str", "double", "Precision of the transforms", ("double", "single")),
 ]
 
 
@@ -26,10 +26,10 @@ class FFTPoisson(DMDAPC):
 
     def _build(self, op, v):
         if self.mpi.size > 1:
-            raise bridge.error(f"pcplugins.FFTPoisson runs on one MPI rank, this PC has {self.mpi.size}: "
+            raise errors.error(f"pcplugins.FFTPoisson runs on one MPI rank, this PC has {self.mpi.size}: "
                                "use pcplugins.GMG under MPI")
         w = stencil.laplacian_weights(op)
         if w is None:
-            raise bridge.error("pcplugins.FFTPoisson needs the constant-coefficient Dirichlet Laplacian "
+            raise errors.error("pcplugins.FFTPoisson needs the constant-coefficient Dirichlet Laplacian "
                                f"(5/7-point star, zero row sum); the operator is: {self.operator_kind}")
         return fft.DirichletFFT(op, w)

@@ -14,10 +14,9 @@ systems are solved on the host. PETSc's monitors, tolerances and converged reaso
 import numpy
 from petsc4py import PETSc
 
-from . import bridge
-from .bridge import Option
+from ..petsc import errors, options, pcbase
 
-OPTIONS = [Option("ksp_idrs_s", "int", 4, "Dimension s of the shadow space (IDR(s))", lo=1)]
+OPTIONS = [options.Option("ksp_idrs_s", "int", 4, "Dimension s of the shadow space (IDR(s))", lo=1)]
 TITLE = "pcplugins.IDRS"
 
 
@@ -26,14 +25,14 @@ class IDRS:
         self.s, self.vecs, self.products = 4, None, 0
 
     # -- KSPPYTHON protocol ----------------------------------------------------------------------------
-    @bridge.user_errors
+    @errors.user_errors
     def setFromOptions(self, ksp):
-        s = bridge.read_options(ksp, OPTIONS, TITLE)["s"]
+        s = options.read_options(ksp, OPTIONS, TITLE)["s"]
         if s != self.s:
             self.reset(ksp)
         self.s = s
 
-    @bridge.user_errors
+    @errors.user_errors
     def setUp(self, ksp):
         if self.vecs is None:
             s = self.s
@@ -49,11 +48,11 @@ class IDRS:
         self.vecs = None
 
     def view(self, ksp, viewer=None):
-        bridge.view_lines(viewer, [f"{TITLE}: IDR(s) with biorthogonalisation, s = {self.s}, right "
+        pcbase.view_lines(viewer, [f"{TITLE}: IDR(s) with biorthogonalisation, s = {self.s}, right "
                                    f"preconditioning; an iteration is {self.s + 1} products "
                                    f"({self.products} in the last solve)"])
 
-    @bridge.user_errors
+    @errors.user_errors
     def solve(self, ksp, b, x):
         A, _ = ksp.getOperators()
         pc = ksp.getPC()

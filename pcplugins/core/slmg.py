@@ -36,7 +36,8 @@ the same polynomial), so one application agrees with ShiftedLaplaceMG's to round
 import numpy
 import scipy.sparse
 
-from . import backend, coarse, grid, multigrid, smoothers, sparse, transfer
+from .. import backend
+from . import coarse, grid, multigrid, smoothers, sparse, transfer
 
 
 def prolongation_1d(n, keep_boundary):

@@ -1,0 +1,223 @@
+"""The grid of a PC's DMDA, and a stencil operator read from an assembled DMDA matrix: offsets,
+coefficients, the boundary convention (identity rows on the outer layer, as PETSc's DMDA
+tutorials write it) and a declared Laplacian's weights."""
+import numpy
+from petsc4py import PETSc
+
+from .. import backend
+from ..core import grid, stencil
+from .errors import error
+from .mat import _device_csr, is_aij
+
+
+def pc_dm(pc):
+    """The DM of the PC (KSPSetDM), else the DM of its matrix (a matrix from DMCreateMatrix knows
+    its DMDA, MatGetDM, even where the application never calls KSPSetDM), else None."""
+    dm = pc.getDM()
+    if dm is not None and dm.handle:
+        return dm
+    try:
+        A, P = pc.getOperators()
+        for M in (P, A):
+            if M is not None and M.handle:
+                dm = M.getDM()
+                if dm is not None and dm.handle:
+                    return dm
+    except (PETSc.Error, AttributeError):
+        pass
+    return None
+
+
+def dmda_box(pc, dof=1, who="pcplugins.GMG"):
+    """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x); the DMDA must
+    have ``dof`` fields."""
+    dm = pc_dm(pc)
+    if dm is None:
+        raise error(f"{who} needs a DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp"
+                    + ("; for operators without a grid use pcplugins.AMG" if dof == 1 else ""))
+    if dm.getType() != "da":
+        raise error(f"{who} needs a DMDA, but the DM attached to the PC is of type '{dm.getType()}'")
+    if dm.getDof() != dof:
+        raise error(f"{who} supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}" if dof == 1
+                    else f"{who} needs a DMDA with dof {dof}, this one has dof {dm.getDof()}")
+    dim = dm.getDim()
+    if dim not in (2, 3):
+        raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")
+    if any(b != PETSc.DM.BoundaryType.NONE for b in dm.getBoundaryType()[:dim]):
+        raise error(f"{who} does not support periodic or ghosted DMDA boundaries yet")
+    sizes = dm.getSizes()[:dim][::-1]
+    ranges = dm.getRanges()[:dim][::-1]
+    return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges])
+
+
+def square_dmda(pc, dof, who):
+    """(n, dim) for the PC's DMDA, which must be 2D or 3D with n points along every axis and
+    ``dof`` fields."""
+    dm = pc_dm(pc)
+    if dm is None or dm.getType() != "da":
+        raise error(f"{who} needs a 2D or 3D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
+    dim = dm.getDim()
+    if dim not in (2, 3):
+        raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")
+    sizes = dm.getSizes()[:dim]
+    if len(set(sizes)) != 1:
+        raise error(f"{who} needs a square (cubic) grid, the DMDA is {' x '.join(map(str, sizes))}")
+    if dm.getDof() != dof:
+        form = ("complex scalars: one complex unknown per point (dof 1)" if dof == 1 else
+                "a real PETSc: the real-equivalent form, real and imaginary parts interleaved (dof 2)")
+        raise error(f"{who}: with {form}; the DMDA has dof {dm.getDof()}")
+    return sizes[0], dim
+
+
+def rank_boxes(dm):
+    """Every rank's box of a DMDA, in rank order (PETSc numbers rank i + m (j + n k) along x, y,
+    z; its global ordering is rank by rank, each rank's points in natural order)."""
+    dim = dm.getDim()
+    counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:dim]]       # x, y, z
+    starts = [numpy.concatenate([[0], numpy.cumsum(c)[:-1]]) for c in counts]
+    boxes = []
+    for coords in numpy.ndindex(*[len(c) for c in reversed(counts)]):         # (k, j, i)
+        ijk = coords[::-1]
+        st = [int(starts[a][ijk[a]]) for a in range(dim)][::-1]
+        sh = [int(counts[a][ijk[a]]) for a in range(dim)][::-1]
+        boxes.append(grid.Box(dm.getSizes()[:dim][::-1], st, sh))
+    return boxes
+
+
+def _grid_positions(index, boxes, xp):
+    """Grid positions (one array per axis) of PETSc global indices on a DMDA with ``boxes``."""
+    offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])[:-1]])
+    if len(boxes) == 1:
+        r = xp.zeros(index.shape, dtype=numpy.int64)
+    else:
+        r = xp.searchsorted(xp.asarray(offsets), index, side="right") - 1
+    rest = index - xp.asarray(offsets)[r]
+    pos = [None] * boxes[0].dim
+    for a in reversed(range(boxes[0].dim)):
+        n = xp.asarray(numpy.array([b.shape[a] for b in boxes]))[r]
+        pos[a] = rest % n + xp.asarray(numpy.array([b.start[a] for b in boxes]))[r]
+        rest = rest // n
+    return pos
+
+
+def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
+    """Offsets present in an assembled DMDA operator and their coefficient arrays on this rank's
+    box. The index work runs in ``xp``: on the GPU for a 17M-row matrix it takes a fraction of a
+    second instead of the host's many seconds; on one rank an aijcusparse matrix is read from
+    PETSc's device CSR."""
+    if not is_aij(M):
+        raise error(f"{who} reads assembled AIJ matrices; the operator is '{M.getType()}' "
+                    "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
+    # one rank's aijcusparse matrix is read on the device; getValuesCSR walks the host copy
+    csr = (_device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse"
+           else None)
+    indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
+    d = box.dim
+    nrows = box.size
+    if mpi.min(int(backend.all_true(xp.isfinite(vals)))) == 0:
+        raise error(f"{who}: the operator has NaN or Inf entries")
+    rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
+    # DMCreateMatrix preallocates the whole stencil pattern with explicit zeros: a stored zero is
+    # no coupling (the diagonal is kept whatever its value)
+    keep = xp.flatnonzero(vals != 0)
+    if int(keep.size) != int(vals.size):
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    slot = xp.zeros(cols.size, dtype=numpy.int64)
+    cpos = _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp)
+    rest_r = rows
+    for a in reversed(range(d)):          # rows: this rank's box in natural order
+        n = box.shape[a]
+        off = cpos[a] - (rest_r % n + box.start[a])
+        rest_r = rest_r // n
+        if mpi.min(-int(xp.abs(off).max()) if off.size else 0) < -1:
+            raise error(f"{who}: the operator couples grid points more than one apart (nonzero entries); "
+                        "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
+        slot += (off + 1) * 3 ** (d - 1 - a)
+    present = numpy.flatnonzero(backend.to_host(xp.bincount(slot, minlength=3 ** d)))
+    # the union over ranks: every rank must build the same stencil (its collectives follow it)
+    present = sorted(set().union(*mpi.allgather(set(present.tolist()))) | {(3 ** d - 1) // 2})
+    compact = numpy.zeros(3 ** d, dtype=numpy.int64)
+    compact[present] = numpy.arange(len(present))
+    coefs = xp.zeros((len(present), nrows), dtype=dtype)
+    coefs[xp.asarray(compact)[slot], rows] = vals       # an AIJ row holds each column once
+    offsets = stencil.box_offsets(d)
+    return [offsets[k] for k in present], [c.reshape(box.shape) for c in coefs]
+
+
+def layer_mask(box, xp=numpy):
+    """True on the outer layer of the global grid (over this rank's box), built on ``xp`` from one
+    small factor per axis (no full-size host array to upload)."""
+    on_layer = xp.zeros(box.shape, dtype=bool)
+    for a in range(box.dim):
+        g = numpy.arange(box.start[a], box.start[a] + box.shape[a])
+        edge = (g == 0) | (g == box.global_shape[a] - 1)
+        sh = [1] * box.dim
+        sh[a] = -1
+        on_layer |= xp.asarray(edge.reshape(sh))
+    return on_layer
+
+
+def dirichlet_layer(box, offsets, coefs, mpi):
+    """True when every row on the outer layer of the global grid is an identity-like row (only a
+    diagonal entry): PETSc's DMDA tutorial convention (ex45), where the boundary values are kept
+    as unknowns with scaled identity rows. Collective: every rank gets the same answer."""
+    if any(m < 3 for m in box.global_shape):
+        return False
+    on_layer = layer_mask(box, backend.array_module(coefs[0]))
+    ok = True
+    for o, c in zip(offsets, coefs):
+        if any(o):
+            ok = ok and not backend.any_true(c[on_layer] != 0)
+        else:
+            ok = ok and not backend.any_true(c[on_layer] <= 0)
+    return mpi.min(int(ok)) == 1
+
+
+def sample_laplacian(M, box, dm, mpi):
+    """For a declared Laplacian: axis weights, boundary convention and the boundary rows' value
+    from two rows of an AIJ matrix (the first grid point and a central one, read by the ranks that
+    own them), or the finite-difference -Laplacian with h = 1/(m+1) for a matrix-free operator.
+    Returns (weights, layer, boundary diagonal)."""
+    d = box.dim
+    if M is None or not is_aij(M):
+        return [-float((m + 1) ** 2) for m in box.global_shape], False, None
+    boxes = rank_boxes(dm)
+    offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])])
+    lo, hi = M.getOwnershipRange()
+    centre = tuple(m // 2 for m in box.global_shape)
+    found = {}
+    for name, point in (("corner", (0,) * d), ("centre", centre)):
+        r = next(k for k, b in enumerate(boxes)
+                 if all(s <= p < s + n for p, s, n in zip(point, b.start, b.shape)))
+        b = boxes[r]
+        row = int(offsets[r] + numpy.ravel_multi_index(
+            tuple(p - s for p, s in zip(point, b.start)), b.shape))
+        if lo <= row < hi:
+            cols, vals = M.getRow(row)
+            pos = _grid_positions(numpy.asarray(cols, dtype=numpy.int64), boxes, numpy)
+            found[name] = [(tuple(int(pos[a][k]) - point[a] for a in range(d)), float(v))
+                           for k, v in enumerate(vals) if v != 0 or cols[k] == row]   # no stored zeros
+    merged = {}
+    for part in mpi.allgather(found):
+        merged.update(part)
+    corner, central = merged["corner"], merged["centre"]
+    layer = len(corner) == 1
+    w = [None] * d
+    for off, v in central:
+        if sum(abs(o) for o in off) == 1:
+            w[[abs(o) for o in off].index(1)] = v
+    if any(v is None for v in w):
+        raise error("-pc_gmg_operator laplacian: the matrix's central row is not a 5/7-point stencil")
+    return w, layer, corner[0][1] if layer else None
+
+
+def interior_box(box):
+    """The box without the global outer layer."""
+    gs = tuple(m - 2 for m in box.global_shape)
+    st, sh = [], []
+    for s, n, m in zip(box.start, box.shape, box.global_shape):
+        lo, hi = max(s, 1), min(s + n, m - 1)
+        st.append(lo - 1)
+        sh.append(max(0, hi - lo))
+    return grid.Box(gs, st, sh)
+

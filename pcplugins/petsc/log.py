@@ -1,0 +1,45 @@
+"""PETSc log events for -log_view, one per phase of setup and application."""
+import time
+
+import numpy
+from petsc4py import PETSc
+
+from .. import backend
+
+
+_events = {}
+
+
+def event(name):
+    """A context manager timing ``name`` as a PETSc log event (GPU work synchronised only when
+    PETSc logging is on, so timings are right under -log_view and free otherwise)."""
+    ev = _events.get(name)
+    if ev is None:
+        ev = _events[name] = PETSc.Log.Event(name)
+    return _Timed(ev)
+
+
+class _Timed:
+    xp = numpy
+
+    def __init__(self, ev):
+        self.ev = ev
+
+    def __enter__(self):
+        if PETSc.Log.isActive():
+            backend.synchronize(_Timed.xp)
+        self.ev.begin()
+
+    def __exit__(self, *exc):
+        if PETSc.Log.isActive():
+            backend.synchronize(_Timed.xp)
+        self.ev.end()
+
+
+def set_event_namespace(xp):
+    _Timed.xp = xp
+
+
+def clock():
+    return time.perf_counter()
+

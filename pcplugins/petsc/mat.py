@@ -1,0 +1,211 @@
+"""The PC's matrix: which one, its checks, and its CSR arrays, through petsc4py or, for what
+petsc4py does not bind (device CSR, the blocks of an MPIAIJ matrix), through libpetsc by ctypes."""
+import numpy
+from petsc4py import PETSc
+
+from .. import backend
+from .errors import error
+
+
+def pc_matrix(pc, who="the PC"):
+    """The matrix a PC is built from (its Pmat, else its Amat)."""
+    A, P = pc.getOperators()
+    M = P if P is not None and P.handle else A
+    if M is None or not M.handle or M.getSize()[0] < 0:
+        raise error(f"{who} has no operator (none was set, or PCReset/KSPReset released it): call "
+                    "KSPSetOperators before KSPSetUp/KSPSolve")
+    return M
+
+
+def operator_matrix(pc, box, who="pcplugins.GMG"):
+    M = pc_matrix(pc, who)
+    m, n = M.getSize()
+    if m != n:
+        raise error(f"{who}: the operator must be square, it is {m} x {n}")
+    if m != box.global_size:
+        gs = "x".join(str(v) for v in reversed(box.global_shape))
+        raise error(f"{who}: the operator has {m} rows but the DMDA grid {gs} has {box.global_size} points")
+    return M
+
+
+def is_aij(M):
+    return "aij" in M.getType()
+
+
+def scalar_is_complex():
+    return numpy.dtype(PETSc.ScalarType).kind == "c"
+
+
+def operator_is_symmetric(pc, declared):
+    """Whether the PC's operator is symmetric: a declared Laplacian is; an AIJ matrix is asked
+    (MatIsSymmetric, collective, to a tolerance relative to its largest entry); any other
+    matrix is taken as not symmetric."""
+    if declared:
+        return True
+    M = pc_matrix(pc)
+    if not is_aij(M):
+        return False
+    return bool(M.isSymmetric(1e-12 * max(M.norm(PETSc.NormType.INFINITY), 1e-300)))
+
+
+def aij_csr(pc, xp, comm=None):
+    """The PC's operator on ``xp`` and where it was read from; checked: square, AIJ, real. On one
+    rank a CSR matrix (sparse.csr): aijcusparse matrices are read on the device (``_device_csr``)
+    when ``xp`` is CuPy, without a trip through the host. On several ranks (``comm``, a CSRComm)
+    this rank's rows as a distributed.Rows, from PETSc's two blocks (``_mpiaij_rows``), else
+    through MatGetValuesCSR."""
+    from ..core import distributed, sparse
+    M = pc_matrix(pc)
+    m, n = M.getSize()
+    if m != n:
+        raise error(f"pcplugins.AMG: the operator must be square, it is {m} x {n}")
+    if "aij" not in M.getType():
+        raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
+                    f"the operator is of type '{M.getType()}'")
+    if scalar_is_complex():
+        raise error("pcplugins.AMG supports real PETSc scalars only (this PETSc was configured with "
+                    "complex scalars)")
+    parallel = M.getComm().getSize() > 1
+    if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
+        raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
+                    f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
+    if parallel and comm.min(M.getLocalSize()[0]) == 0:
+        raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
+    device = backend.is_gpu(xp) and "cusparse" in M.getType()
+    if parallel:
+        rows = _mpiaij_rows(M, xp, comm)
+        if rows is not None:
+            return rows, f"PETSc's diagonal and off-diagonal blocks (MatMPIAIJGetSeqAIJ, host CSR), rows " \
+                         f"distributed over {comm.size} ranks"
+    csr = _device_csr(M.handle, M.getLocalSize()[0], M) if device and not parallel else None
+    source = "device CSR (MatSeqAIJGetCSRAndMemType, no host copy)"
+    if csr is None:
+        csr = M.getValuesCSR()
+        source = "MatGetValuesCSR (host)"
+    indptr, indices, data = csr
+    if parallel:
+        return distributed.Rows.from_csr(indptr, indices, data, comm, xp), \
+            source + f", rows distributed over {comm.size} ranks"
+    return sparse.csr(indptr, indices, data, n, xp), source
+
+
+_PETSC_LIB = None
+
+
+def _petsc_lib():
+    """libpetsc through ctypes, for the few functions petsc4py has no binding for (None when it
+    cannot be loaded)."""
+    import ctypes
+    global _PETSC_LIB
+    if _PETSC_LIB is None:
+        try:
+            import glob
+            import os
+            import petsc4py
+            cfg = petsc4py.get_config()
+            base = os.path.join(cfg["PETSC_DIR"], cfg.get("PETSC_ARCH", "") or "", "lib", "libpetsc.so")
+            # pip's build installs libpetsc.so as a linker script naming libpetsc.so.X.Y
+            lib = ctypes.CDLL(max(glob.glob(base + ".*"), key=len, default=base))
+            lib.MatSeqAIJGetCSRAndMemType.argtypes = [ctypes.c_void_p] * 5
+            lib.MatMPIAIJGetSeqAIJ.argtypes = [ctypes.c_void_p] * 4
+            lib.MatGetSize.argtypes = [ctypes.c_void_p] * 3
+            for f in ("MatGetRowIJ", "MatRestoreRowIJ", "MatSeqAIJGetArrayRead", "MatSeqAIJRestoreArrayRead"):
+                getattr(lib, f)
+            _PETSC_LIB = lib
+        except (OSError, AttributeError, KeyError):
+            _PETSC_LIB = False
+    return _PETSC_LIB or None
+
+
+def _petsc_int():
+    import ctypes
+    return ctypes.c_int64 if numpy.dtype(PETSc.IntType).itemsize == 8 else ctypes.c_int32
+
+
+def _device_csr(handle, nrows, owner):
+    """(indptr, indices, values) of the seqaijcusparse matrix ``handle`` (``nrows`` rows) as CuPy
+    copies of PETSc's device CSR, through MatSeqAIJGetCSRAndMemType. None when unavailable.
+    ``owner``: the petsc4py object that keeps the matrix alive while it is read."""
+    import ctypes
+    lib = _petsc_lib()
+    if lib is None:
+        return None
+    ii, jj, aa = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    mtype = ctypes.c_int()
+    if lib.MatSeqAIJGetCSRAndMemType(ctypes.c_void_p(handle), ctypes.byref(ii), ctypes.byref(jj),
+                                     ctypes.byref(aa), ctypes.byref(mtype)):
+        return None
+    if mtype.value == 0:                          # PETSC_MEMTYPE_HOST: nothing on the device
+        return None
+    cupy = backend.cupy
+    it = numpy.dtype(PETSc.IntType)
+    st = numpy.dtype(PETSc.ScalarType)
+
+    def view(ptr, count, dtype):
+        if count == 0:
+            return cupy.zeros(0, dtype)
+        mem = cupy.cuda.UnownedMemory(ptr.value, count * dtype.itemsize, owner)
+        return cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(mem, 0)).copy()
+
+    indptr = view(ii, nrows + 1, it)
+    nnz = int(indptr[-1])
+    return indptr, view(jj, nnz, it), view(aa, nnz, st)
+
+
+def _mpiaij_rows(M, xp, comm):
+    """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from the host CSR of
+    PETSc's two blocks (MatMPIAIJGetSeqAIJ: the diagonal block, and the off-diagonal block whose
+    columns index the sorted global indices ``colmap``; MatGetRowIJ, MatSeqAIJGetArrayRead), copied
+    once to ``xp``. (The device CSR of the off-diagonal block is stored with compressed rows.)
+    None when unavailable; every rank then takes the other path."""
+    import ctypes
+    from ..core import distributed, sparse
+    lib = _petsc_lib()
+    pint = _petsc_int()
+    n = M.getLocalSize()[0]
+    Ad, Ao, colmap = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    ok = lib is not None and not lib.MatMPIAIJGetSeqAIJ(ctypes.c_void_p(M.handle), ctypes.byref(Ad),
+                                                        ctypes.byref(Ao), ctypes.byref(colmap))
+    m, nghost = pint(), pint()
+    ok = ok and not lib.MatGetSize(Ao, ctypes.byref(m), ctypes.byref(nghost))
+    blocks = [_host_csr(lib, B, n) for B in (Ad, Ao)] if ok else [None]
+    if comm.min(int(all(b is not None for b in blocks))) == 0:
+        return None
+    nghost = nghost.value
+    ghosts = numpy.zeros(0, numpy.int64)
+    if nghost:
+        ghosts = numpy.ctypeslib.as_array(ctypes.cast(colmap, ctypes.POINTER(pint)), shape=(nghost,))
+        ghosts = ghosts.astype(numpy.int64)
+    sp = sparse.module(xp)
+    to = backend.to_namespace
+    own, ghost = (sp.csr_matrix((to(v.astype(numpy.float64), xp), to(j.astype(numpy.int32), xp),
+                                 to(i.astype(numpy.int32), xp)), shape=(n, cols))
+                  for (i, j, v), cols in zip(blocks, (n, nghost)))
+    return distributed.Rows(own, ghost, ghosts, distributed.starts_of(n, comm), comm, xp)
+
+
+def _host_csr(lib, B, n):
+    """Copies of the host CSR arrays of the seqaij matrix handle ``B`` (n rows), or None."""
+    import ctypes
+    pint = _petsc_int()
+    rows, ia, ja, done = pint(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+    aa = ctypes.c_void_p()
+    args = (B, pint(0), ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(rows), ctypes.byref(ia), ctypes.byref(ja),
+            ctypes.byref(done))
+    if lib.MatGetRowIJ(*args) or not done.value or rows.value != n:
+        return None
+    try:
+        i = numpy.ctypeslib.as_array(ctypes.cast(ia, ctypes.POINTER(pint)), shape=(n + 1,)).copy()
+        nnz = int(i[-1])
+        j = numpy.ctypeslib.as_array(ctypes.cast(ja, ctypes.POINTER(pint)), shape=(nnz,)).copy() if nnz else \
+            numpy.zeros(0, numpy.int64)
+        if lib.MatSeqAIJGetArrayRead(B, ctypes.byref(aa)):
+            return None
+        st = numpy.dtype(PETSc.ScalarType)
+        v = numpy.frombuffer((ctypes.c_char * (nnz * st.itemsize)).from_address(aa.value), st).copy() if nnz \
+            else numpy.zeros(0, st)
+        lib.MatSeqAIJRestoreArrayRead(B, ctypes.byref(aa))
+        return i, j, v
+    finally:
+        lib.MatRestoreRowIJ(*args)
+

@@ -1,0 +1,225 @@
+"""Communication for the PCs under MPI: collectives on the PC's communicator (every check that can
+fail on some ranks agreed before anyone raises), the halo exchange of a distributed CSR hierarchy,
+and the ghost updates and gathers of distributed DMDA levels."""
+import math
+import time
+
+import numpy
+from petsc4py import PETSc
+
+from .. import backend
+from ..core import grid, multigrid
+from .errors import PCPluginError, error
+from .mat import scalar_is_complex
+from .vec import vec_array
+
+
+class Collective:
+    """The few collectives the PCs need, on the PC's communicator (mpi4py only in parallel,
+    so serial use needs no mpi4py)."""
+
+    def __init__(self, pc):
+        self.size, self.rank = pc.getComm().getSize(), pc.getComm().getRank()
+        self.mpi = pc.getComm().tompi4py() if self.size > 1 else None
+
+    def min(self, x):
+        return self._reduce(x, "MIN")
+
+    def max(self, x):
+        return self._reduce(x, "MAX")
+
+    def sum(self, x):
+        return x if self.mpi is None else self.mpi.allreduce(x)
+
+    def _reduce(self, x, op):
+        if self.mpi is None:
+            return x
+        from mpi4py import MPI
+        return self.mpi.allreduce(x, op=getattr(MPI, op))
+
+    def allgather(self, x):
+        return [x] if self.mpi is None else self.mpi.allgather(x)
+
+    def check(self, problem):
+        """Raise on every rank when any rank found a ``problem`` (its message; None: none), with
+        the message of the lowest such rank: a check that fails on some ranks only must stop all
+        of them, or the others wait in the next collective for ever."""
+        found = [p for p in self.allgather(problem) if p]
+        if found:
+            raise error(found[0])
+
+    def agreed(self, fn, *args):
+        """``fn(*args)``, with its PCPluginError raised on every rank (``check``)."""
+        try:
+            out, problem = fn(*args), None
+        except PCPluginError as e:
+            out, problem = None, str(e)
+        self.check(problem)
+        return out
+
+
+class CSRComm(Collective):
+    """The communicator of a distributed CSR hierarchy (distributed.py, pcplugins.AMG): host
+    collectives and ``halo``, an exchange of the ghost values of a row distribution. Each halo
+    holds a neighbourhood communicator; ``free`` releases them (collective: PCSetUp and PCReset
+    call it on every rank)."""
+    allsum, allmin, allmax = Collective.sum, Collective.min, Collective.max
+
+    def __init__(self, pc):
+        super().__init__(pc)
+        self.exchanges, self.exchange_time = 0, 0.0
+        self._neighbourhoods = []
+
+    def halo(self, ghosts, starts, xp):
+        h = _Halo(self, ghosts, starts, xp)
+        self._neighbourhoods.append(h.neighbours)
+        return h
+
+    def free(self):
+        for g in self._neighbourhoods:
+            g.Free()
+        self._neighbourhoods = []
+
+
+class _Halo:
+    """Values of the global unknowns ``ghosts`` (sorted) from their owners (rank r owns
+    [starts[r], starts[r+1])). Set up once: an all-to-all of the requested indices, and a
+    neighbourhood (distributed graph) communicator of the ranks this one receives from and sends
+    to; then one MPI_Neighbor_alltoallv per call of just those values, so a call costs in the
+    number of neighbours, not of ranks. Through the host (our MPICH is not GPU-aware)."""
+
+    def __init__(self, comm, ghosts, starts, xp):
+        self.comm, self.xp = comm, xp
+        mpi, size = comm.mpi, comm.size
+        owner = numpy.searchsorted(starts, ghosts, side="right") - 1
+        recv_counts = numpy.bincount(owner, minlength=size).astype(numpy.int64)
+        send_counts = numpy.asarray(mpi.alltoall(recv_counts.tolist()), numpy.int64)
+        recv_displs = numpy.concatenate([[0], numpy.cumsum(recv_counts)[:-1]])
+        send_displs = numpy.concatenate([[0], numpy.cumsum(send_counts)[:-1]])
+        wanted = numpy.empty(int(send_counts.sum()), numpy.int64)
+        mpi.Alltoallv([numpy.ascontiguousarray(ghosts, numpy.int64), (recv_counts, recv_displs)],
+                      [wanted, (send_counts, send_displs)])
+        self.send = xp.asarray(wanted - starts[comm.rank])
+        self.n = len(ghosts)
+        sources, destinations = numpy.nonzero(recv_counts)[0], numpy.nonzero(send_counts)[0]
+        self.neighbours = mpi.Create_dist_graph_adjacent(sources.tolist(), destinations.tolist(), reorder=False)
+        self.recv = (recv_counts[sources], recv_displs[sources])
+        self.sent = (send_counts[destinations], send_displs[destinations])
+
+    def __call__(self, x):
+        t = time.perf_counter()
+        out = numpy.empty(self.n, x.dtype)
+        self.neighbours.Neighbor_alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])), self.sent],
+                                      [out, self.recv])
+        self.comm.exchanges += 1
+        self.comm.exchange_time += time.perf_counter() - t
+        return backend.to_namespace(out, self.xp)
+
+
+class DMDAComm(multigrid.Comm):
+    """Ghost updates and gathers for the multigrid levels of a distributed DMDA.
+
+    Levels with at most ``gather_size`` points are gathered onto every rank as well: each
+    distributed level costs six ghost updates per V-cycle, mostly latency on small levels, while
+    the gather costs one allgather per cycle.
+
+    Each distributed level gets its own DMDA (box stencil, width 1) whose ownership ranges nest
+    in the finer level's: a rank owning fine points [s, e) along an axis owns coarse points
+    [s // 2, e // 2) (grid.py). A level stays distributed while every rank owns points of it;
+    below, the levels are replicated (``multigrid.Gathered``). ``exchange`` copies the owned
+    values into the level's global Vec, runs DMGlobalToLocal and copies the ghosts back into the
+    halo; with CUDA Vecs those copies stay on the GPU (PETSc moves the ghosts through MPI).
+    Complex levels under a real PETSc (pcplugins.ShiftedLaplace's real-equivalent form) travel
+    as dof-2 DMDAs, real and imaginary parts interleaved.
+    """
+
+    def __init__(self, pc, dm, layer, xp, gather_size=0, complex_levels=False, who="pcplugins.GMG"):
+        self.gather_size = gather_size            # gather levels with at most this many points
+        self.who = who
+        self.pairs = complex_levels and not scalar_is_complex()   # complex values as (re, im) pairs
+        self.mpi = Collective(pc)
+        self.size = self.mpi.size
+        self.pcomm = pc.getComm()
+        self.xp = xp
+        self.dim = dm.getDim()
+        self.gpu = backend.is_gpu(xp)
+        counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:self.dim]][::-1]
+        ranges = [[(int(s), int(s + c)) for s, c in zip(numpy.cumsum(cs) - cs, cs)] for cs in counts]
+        gshape = tuple(dm.getSizes()[:self.dim][::-1])
+        self._ranges = {-1: (gshape, ranges)}
+        self._levels = {}
+        self._layer = layer
+        self.distribute(-1, None)                 # the user's grid, for the boundary elimination
+        if layer:
+            ranges = [[(max(s, 1) - 1, min(e, m - 1) - 1) for s, e in r] for r, m in zip(ranges, gshape)]
+            gshape = tuple(m - 2 for m in gshape)
+        self._ranges[0] = (gshape, ranges)
+        self.exchanges, self.exchange_time = 0, 0.0
+
+    def distribute(self, level, box):
+        if level > 0:
+            pshape, pranges = self._ranges[level - 1]
+            ranges = [[box.coarse_range(s, e) for s, e in r] if m != pm else r
+                      for r, m, pm in zip(pranges, box.global_shape, pshape)]
+            self._ranges[level] = (box.global_shape, ranges)
+        gshape, ranges = self._ranges[level]
+        if level > 0 and math.prod(gshape) <= self.gather_size:
+            return False              # small coarse levels: one gather beats many tiny exchanges
+        if any(e <= s for r in ranges for s, e in r):
+            if level <= 0:
+                raise error(f"{self.who}: a rank owns no {'interior ' if self._layer else ''}grid points; "
+                            "use fewer ranks or a larger grid")
+            return False
+        da = PETSc.DMDA().create(dim=self.dim, dof=2 if self.pairs else 1, sizes=gshape[::-1],
+                                 proc_sizes=[len(r) for r in ranges][::-1],
+                                 ownership_ranges=[[e - s for s, e in r] for r in ranges][::-1],
+                                 stencil_type=PETSc.DMDA.StencilType.BOX, stencil_width=1,
+                                 comm=self.pcomm, setup=False)
+        if self.gpu:
+            da.setVecType("cuda")
+        da.setUp()
+        own = [tuple(r) for r in da.getRanges()[:self.dim]][::-1]
+        ghost = [tuple(r) for r in da.getGhostRanges()[:self.dim]][::-1]
+        if box is not None and own != [(s, s + n) for s, n in zip(box.start, box.shape)]:
+            raise error(f"{self.who}: internal error, level {level} ownership {own} does not "
+                        f"match the hierarchy's box {box}")
+        sl = tuple(slice(gs - s + 1, ge - s + 1) for (s, _), (gs, ge) in zip(own, ghost))
+        shape = tuple(e - s for s, e in own)
+        gh_shape = tuple(ge - gs for gs, ge in ghost)
+        self._levels[level] = (da, da.createGlobalVec(), da.createLocalVec(), shape, gh_shape, sl)
+        return True
+
+    def exchange(self, level, u):
+        t = time.perf_counter()
+        da, g, loc, shape, gh_shape, sl = self._levels[level]
+        with vec_array(g, "w") as ga:
+            own = grid.interior(u)
+            if self.pairs:
+                ga = ga.reshape(shape + (2,))
+                ga[..., 0], ga[..., 1] = own.real, own.imag
+            else:
+                ga.reshape(shape)[...] = own
+        da.globalToLocal(g, loc)
+        with vec_array(loc, "r") as la:
+            if self.pairs:
+                la = la.reshape(gh_shape + (2,))
+                u[sl] = la[..., 0] + 1j * la[..., 1]
+            else:
+                u[sl] = la.reshape(gh_shape)
+        self.exchanges += 1
+        self.exchange_time += time.perf_counter() - t     # wall time: device copies are queued
+        return u
+
+    def allsum(self, x):
+        return self.mpi.sum(x)
+
+    def allmin(self, x):
+        return self.mpi.min(x)
+
+    def gather(self, level, part, part_box, out):
+        full = numpy.zeros(out.shape, dtype=out.dtype)
+        for start, shape, a in self.mpi.allgather((part_box.start, part_box.shape, backend.to_host(part))):
+            full[tuple(slice(s, s + n) for s, n in zip(start, shape))] = a
+        out[...] = backend.to_namespace(full, self.xp)
+        return out
+
