@@ -20,7 +20,7 @@ import pytest
 from conftest import real_scalars
 
 HERE = os.path.dirname(__file__)
-TUTORIALS = ("ex45", "ex50")
+TUTORIALS = ("ex45", "ex46", "ex50")
 KSPS = ("cg", "gmres", "bcgs", "fgmres")
 RTOL = 1e-8
 # cg, gmres and bcgs stop on the preconditioned residual by default: the true residual is then
@@ -158,3 +158,15 @@ def test_declared_laplacian_reads_past_stored_zeros(tutorials):
         assert res.returncode == 0, out
         its[op] = int(re.search(r"CONVERGED_RTOL iterations (\d+)", out).group(1))
     assert its["laplacian"] <= its["auto"] + 1 and its["auto"] <= 12, its
+
+
+@pytest.mark.parametrize("ksp", ["cg", "gmres"])
+def test_dm_of_the_matrix_without_kspsetdm(tutorials, ksp):
+    """ksp ex46 never calls KSPSetDM; its matrix came from DMCreateMatrix, so GMG takes the DMDA
+    from the matrix (MatGetDM) instead of stopping at "needs a DMDA"."""
+    res = run_tutorial(tutorials["ex46"], 1, "-da_grid_x", "65", "-da_grid_y", "65", "-ksp_type", ksp, "-pc_type",
+                       "python", "-pc_python_type", "pcplugins.GMG", "-ksp_rtol", str(RTOL),
+                       "-ksp_monitor_true_residual", "-ksp_converged_reason")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "CONVERGED_RTOL" in out, out
+    assert true_residual(out) <= TRUE_RTOL[ksp], out

@@ -21,7 +21,8 @@ import numpy
 
 from .. import backend
 from ..core import kcycle
-from ..petsc import compose, errors, gpu, log, mat, mpi, options, pcbase, vec
+from ..petsc import compose, errors, log, mat, mpi, options, pcbase, vec
+from ..petsc.pcbase import PythonPC
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
@@ -48,60 +49,28 @@ OPTIONS = [
     options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
            "levels' part) as one captured CUDA graph"),
     options.Option("pc_amg_device", "str", "auto",
-           "Where setup and cycle run (auto: the GPU when the matrix is aijcusparse)", ("auto", "cpu", "gpu")),
+           "Where setup and cycle run (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
+           "aijcusparse)", ("auto", "cpu", "gpu")),
 ]
 
 
-class AMG:
+class AMG(PythonPC):
+    TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.AMG", "pc_amg_", "AMG", OPTIONS
+
     def __init__(self):
-        self.mg, self.values, self.timings = None, None, {}
-        self._bad = None
-        self.comm = None
-        self._graphs = None
+        super().__init__()
+        self._bad = self._run = self.comm = None
         self.empty, self.block_size, self._symmetric = False, 1, None
 
-    # -- PCPYTHON protocol ---------------------------------------------------------------------------
-    @errors.user_errors
-    def setFromOptions(self, pc):
-        self.values = options.read_options(pc, OPTIONS, "pcplugins.AMG")
-
-    @errors.user_errors
-    def setUp(self, pc):
-        with log.event("AMGSetUp"):
-            self._setup(pc)
-
-    def reset(self, pc):
-        self._free()
-        # the graphs call back into this object (a reference cycle): dropped here, their GPU
-        # memory goes now, not at Python's next garbage collection
-        if getattr(self, "_graphs", None) is not None:
-            self._graphs.free()
-        if self.mg is not None:
-            self.mg.free()
-        self.mg = self._graphs = self._run = None
-        self.empty = False
-
-    def destroy(self, pc):
-        # PCDestroy does not reset a Python PC: without this the graphs' reference cycle waited
-        # for the garbage collector, and each destroyed AMG PC left three vectors of its private
-        # memory pool on the GPU
-        self.reset(pc)
-
-    def _free(self):
+    def _release(self):
         if self.comm is not None:
             self.comm.free()          # the previous hierarchy's neighbourhood communicators
-
-    @errors.user_errors
-    def applyTranspose(self, pc, x, y):
-        """PCApplyTranspose: the V- and W-cycles with as many pre- as post-sweeps are their own
-        transpose for a symmetric matrix; elsewhere a named error."""
-        why = self.not_symmetric(pc)
-        if why:
-            raise errors.error("pcplugins.AMG: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
-                               f"needs a symmetric preconditioner, and this one is not: {why}")
-        self.apply(pc, x, y)
+        self._run = None
+        self.empty = False
 
     def not_symmetric(self, pc):
+        """The V- and W-cycles with as many pre- as post-sweeps are symmetric for a symmetric
+        matrix."""
         v = self.values
         if v["cycle"] == "k":
             return "the K-cycle is nonlinear (-pc_amg_cycle k); use -pc_amg_cycle w or v"
@@ -111,56 +80,39 @@ class AMG:
             self._symmetric = mat.operator_is_symmetric(pc, False)
         return "" if self._symmetric else "the matrix is not symmetric"
 
-    @errors.user_errors
-    def apply(self, pc, x, y):
+    def _apply(self, pc, x, y):
         if self.empty:                    # a 0 x 0 matrix: nothing to do, as PETSc's own PCs
             return
-        with log.event("AMGApply"), numpy.errstate(all="ignore"):
-            xp = self.xp
-            if self._bad is not None and bool(self._bad):
-                pcbase.set_failed(pc, True)
-            with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
-                if backend.array_module(xa) is xp and backend.array_module(ya) is xp:
-                    self._run(xa, ya)
-                    out = ya
-                else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
-                    out = self.mg.cycle(backend.to_namespace(xa, xp))
-                    ya[...] = backend.to_host(out)
-                # NaN/Inf: checked where the result was computed, the flag read at the next
-                # application (no synchronisation here)
-                self._bad = ~xp.isfinite(xp.sum(out))
-            if xp is numpy and bool(self._bad):
-                pcbase.set_failed(pc, True)
+        xp = self.xp
+        if self._bad is not None and bool(self._bad):
+            pcbase.set_failed(pc, True)
+        with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
+            if backend.array_module(xa) is xp and backend.array_module(ya) is xp:
+                self._run(xa, ya)
+                out = ya
+            else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
+                out = self.mg.cycle(backend.to_namespace(xa, xp))
+                ya[...] = backend.to_host(out)
+            # NaN/Inf: checked where the result was computed, the flag read at the next
+            # application (no synchronisation here)
+            self._bad = ~xp.isfinite(xp.sum(out))
+        if xp is numpy and bool(self._bad):
+            pcbase.set_failed(pc, True)
 
     def _cycle(self, x, out):
         out[...] = self.mg.cycle(x)
 
-    @errors.user_errors
-    def view(self, pc, viewer=None):
-        pcbase.view_lines(viewer, self.describe())
-
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
-        v = self.values if self.values is not None else options.read_options(pc, OPTIONS, "pcplugins.AMG")
-        self.values = v
-        self.reset(pc)
+        v = self.values
         self._symmetric = None
-        M = mat.pc_matrix(pc, "pcplugins.AMG")
+        M = mat.pc_matrix(pc, self.TITLE)
         self.block_size = M.getBlockSize()
         if M.getSize()[0] == 0:
-            self.empty, self.device = True, "cpu"
+            self.empty = True
             return
         t0 = log.clock()
-        device = v["device"]
-        if device == "auto":
-            device = "gpu" if "cusparse" in M.getType() and backend.gpu_available() else "cpu"
-        try:
-            xp = backend.namespace(device)
-        except RuntimeError as e:
-            raise errors.error(f"pcplugins.AMG: option -pc_amg_device {v['device']}: {e}") from None
-        self.xp, self.device = xp, device
-        log.set_event_namespace(xp)
-        self.gpu_id = gpu.use_petsc_device(M) if backend.is_gpu(xp) else None
+        xp = self.select_device(M)
         self.comm = mpi.CSRComm(pc)
         A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
         self._check(A)
@@ -174,7 +126,7 @@ class AMG:
                 raise errors.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
                                    "every rank (pcplugins.set_coordinates with each rank's own rows)")
             if coords is None and v["aggregation"] == "auxgrid":
-                raise errors.error(f"-pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
+                raise errors.error(f"pcplugins.AMG: -pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
                                    f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
                                    "\"coordinates\" (block size = dimension) on the PC")
         self.coord_source = source
@@ -191,7 +143,6 @@ class AMG:
         self.timings = {"matrix": t1 - t0, "hierarchy": t2 - t1}
         self.timings.update(self.mg.timings)
         self._bad = None
-        self._graphs = None
         if backend.is_gpu(xp) and v["graph"] and self.mg.coarse.inv is not None and self.comm.size == 1:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             n = A.shape[0]
@@ -215,7 +166,7 @@ class AMG:
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
-        if getattr(self, "empty", False):
+        if self.empty:
             return ["pcplugins.AMG: the matrix is empty (0 x 0): the preconditioner does nothing"]
         if self.mg is None:
             return ["pcplugins.AMG: not set up"]

@@ -15,60 +15,19 @@ import numpy
 
 from .. import backend
 from ..core import fused, grid, kernels, multigrid, stencil
-from ..petsc import dmda, errors, gpu, log, mat, mpi, options, pcbase, vec
+from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
+from ..petsc.pcbase import PythonPC
 
-class DMDAPC:
-    OPTIONS, TITLE, EVENT, WHAT, PREFIX = [], "", "", "", ""
 
-    def __init__(self):
-        self.mg = None
-        self.values = None
-        self.timings = {}
+class DMDAPC(PythonPC):
+    WHAT = ""
 
-    # -- PCPYTHON protocol ---------------------------------------------------------------------------
-    @errors.user_errors
-    def setFromOptions(self, pc):
-        self.values = options.read_options(pc, self.OPTIONS, self.TITLE)
-
-    @errors.user_errors
-    def setUp(self, pc):
-        with log.event(self.EVENT + "SetUp"):
-            self._setup(pc)
-
-    def reset(self, pc):
-        # the graphs and the hierarchy's own callbacks hold reference cycles: broken here, so
-        # their (GPU) memory goes now and not at Python's next cyclic garbage collection
-        graphs = getattr(self, "_graphs", None)
-        if graphs is not None:
-            graphs.free()
-        if self.mg is not None and hasattr(self.mg, "free"):
-            self.mg.free()
-        self.mg = self._graphs = None
+    def _release(self):
         self._elim = self._elim_fused = self._op64 = self.comm = None
         self._symmetric_operator = None
 
-    def destroy(self, pc):
-        self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
-
-    @errors.user_errors
-    def apply(self, pc, x, y):
-        with log.event(self.EVENT + "Apply"), numpy.errstate(all="ignore"):
-            # NaN/Inf are detected and reported as a PC failure (_finite), not as NumPy warnings
-            self._apply(pc, x, y)
-
-    @errors.user_errors
-    def applyTranspose(self, pc, x, y):
-        """PCApplyTranspose: the preconditioner is its own transpose where it is symmetric (a
-        symmetric operator, V/W cycles with as many pre- as post-sweeps, smoothing reversed on
-        the way up); elsewhere a named error."""
-        why = self.not_symmetric(pc)
-        if why:
-            raise errors.error(f"{self.TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
-                               f"needs a symmetric preconditioner, and this one is not: {why}")
-        self.apply(pc, x, y)
-
     def not_symmetric(self, pc):
-        """Why this preconditioner is not symmetric ('' when it is)."""
+        """A symmetric operator, and a cycle that is its own reverse (``_cycle_not_symmetric``)."""
         if self.mg is None:
             return "not set up"
         if getattr(self, "_symmetric_operator", None) is None:
@@ -80,34 +39,17 @@ class DMDAPC:
     def _cycle_not_symmetric(self):
         return ""
 
-    @errors.user_errors
-    def view(self, pc, viewer=None):
-        pcbase.view_lines(viewer, self.describe())
-
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
-        v = self.values if self.values is not None else options.read_options(pc, self.OPTIONS, self.TITLE)
-        self.values = v
+        v = self.values
         self.timings = {}
-        self.reset(pc)
         if mat.scalar_is_complex():
             raise errors.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
         dm, box = dmda.dmda_box(pc, who=self.TITLE)
         M = mat.operator_matrix(pc, box, self.TITLE)
-        device = v["device"]
-        if v.get("gpu_levels") == 0:
-            device = "cpu"                  # the hybrid cycle with no GPU level
-        if device == "auto":
-            gpu_vecs = "cuda" in (M.getVecType() or "") or "cusparse" in M.getType()
-            device = "gpu" if gpu_vecs else "cpu"
-        try:
-            xp = backend.namespace(device)
-        except RuntimeError as e:
-            raise errors.error(f"{self.TITLE}: option -{self.PREFIX}device {v['device']}: {e}") from None
-        log.set_event_namespace(xp)
-        self.xp, self.device = xp, device
-        self.gpu_id = gpu.use_petsc_device(M) if backend.is_gpu(xp) else None
+        # the hybrid cycle with no GPU level runs on the host
+        xp = self.select_device(M, "cpu" if v.get("gpu_levels") == 0 else None)
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
         self.mixed = (v.get("mixed_inner_cycles") or 0, v.get("mixed_inner_digits") or 0.0)
         if any(self.mixed):

@@ -15,14 +15,15 @@ OPTIONS = [
     options.Option("pc_fft_operator", "str", "auto",
            "Operator: detect the Laplacian from the matrix, or declare it (matrix-free)", ("auto", "laplacian")),
     options.Option("pc_fft_device", "str", "auto",
-           "Where the transforms run (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+           "Where the transforms run (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
+           "aijcusparse)", ("auto", "cpu", "gpu")),
     options.Option("pc_fft_precision", "str", "double", "Precision of the transforms", ("double", "single")),
 ]
 
 
 class FFTPoisson(DMDAPC):
-    OPTIONS, TITLE, EVENT, WHAT, PREFIX = (OPTIONS, "pcplugins.FFTPoisson", "FFTPoisson", "fast Poisson solver",
-                                           "pc_fft_")
+    TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.FFTPoisson", "pc_fft_", "FFTPoisson", OPTIONS
+    WHAT = "fast Poisson solver"
 
     def _build(self, op, v):
         if self.mpi.size > 1:

@@ -12,7 +12,7 @@ hierarchy.
 """
 from .. import backend
 from ..core import homg, multigrid, stencil
-from ..petsc import errors, log, options
+from ..petsc import errors, options
 from .dmdapc import DMDAPC
 
 OPTIONS = [
@@ -39,7 +39,8 @@ OPTIONS = [
     options.Option("pc_gmg_coarse_solve", "str", "direct",
            "Coarsest level: direct solve, or smoothing as in Feng et al. Remark 3.1", ("direct", "smooth")),
     options.Option("pc_gmg_device", "str", "auto",
-           "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+           "Where the cycle runs (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
+           "aijcusparse)", ("auto", "cpu", "gpu")),
     options.Option("pc_gmg_precision", "str", "double",
            "Precision of the hierarchy and the cycle (single: float32 multigrid inside the "
            "float64 Krylov method)", ("double", "single")),
@@ -63,7 +64,8 @@ OPTIONS = [
 
 
 class GMG(DMDAPC):
-    OPTIONS, TITLE, EVENT, WHAT, PREFIX = OPTIONS, "pcplugins.GMG", "GMG", "geometric multigrid", "pc_gmg_"
+    TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.GMG", "pc_gmg_", "GMG", OPTIONS
+    WHAT = "geometric multigrid"
 
     def _cycle_not_symmetric(self):
         v = self.values
@@ -93,7 +95,7 @@ class GMG(DMDAPC):
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
         try:
             mg = multigrid.Multigrid(op, opts, comm=self.comm,
-                                     event=lambda name: log.event("GMG" + name.capitalize()))
+                                     event=lambda name: self.event(name.capitalize()))
         except ValueError as e:
             raise errors.error(f"pcplugins.GMG: {e}") from None
         backend.synchronize(self.xp)

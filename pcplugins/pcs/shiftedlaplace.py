@@ -20,7 +20,8 @@ import numpy
 
 from .. import backend
 from ..core import grid, helmholtz, slmg, stencil
-from ..petsc import compose, dmda, errors, gpu, log, mat, mpi, options, pcbase, vec
+from ..petsc import compose, dmda, errors, log, mat, mpi, options, vec
+from ..petsc.pcbase import PythonPC
 
 OPTIONS = [
     options.Option("pc_sl_k", "real", None, "Wavenumber k (or a field: pcplugins.set_wavenumber)", lo=0),
@@ -55,54 +56,35 @@ OPTIONS = [
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
            ("double", "single")),
     options.Option("pc_sl_device", "str", "auto",
-           "Where the cycle runs (auto: the GPU when PETSc's vectors are CUDA vectors)", ("auto", "cpu", "gpu")),
+           "Where the cycle runs (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
+           "aijcusparse)", ("auto", "cpu", "gpu")),
 ]
 
 TITLE = "pcplugins.ShiftedLaplace"
 
 
-class ShiftedLaplace:
+class ShiftedLaplace(PythonPC):
+    TITLE, PREFIX, EVENT, OPTIONS = TITLE, "pc_sl_", "SL", OPTIONS
+
     def __init__(self):
-        self.mg, self.values, self._graphs = None, None, None
+        super().__init__()
+        self._run = None
 
-    # -- PCPYTHON protocol ---------------------------------------------------------------------------
-    @errors.user_errors
-    def setFromOptions(self, pc):
-        self.values = options.read_options(pc, OPTIONS, TITLE)
+    def _release(self):
+        self._run = None
 
-    @errors.user_errors
-    def setUp(self, pc):
-        with log.event("SLSetUp"):
-            self._setup(pc)
+    def not_symmetric(self, pc):
+        return ("the cycle is not its own transpose (the F-cycle; in the real-equivalent form the transpose is "
+                "the conjugate); use -ksp_type bcgs, gmres or fgmres")
 
-    def reset(self, pc):
-        # the graphs call back into this object, the levels' closures into their hierarchy:
-        # reference cycles broken here, so the (GPU) memory goes now, not at the next collection
-        if self._graphs is not None:
-            self._graphs.free()
-        if self.mg is not None and hasattr(self.mg, "free"):
-            self.mg.free()
-        self.mg = self._graphs = self._run = None
-
-    def destroy(self, pc):
-        self.reset(pc)                     # as AMG.destroy: PCDestroy does not reset
-
-    @errors.user_errors
-    def applyTranspose(self, pc, x, y):
-        raise errors.error(f"{TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) is not "
-                           "available: the cycle is not its own transpose (F-cycle; in the real-equivalent form "
-                           "the transpose is the conjugate); use -ksp_type bcgs, gmres or fgmres")
-
-    @errors.user_errors
-    def apply(self, pc, x, y):
-        with log.event("SLApply"), numpy.errstate(all="ignore"):
-            with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
-                if backend.array_module(xa) is self.xp and backend.array_module(ya) is self.xp:
-                    self._run(xa, ya)
-                else:                     # host Vecs with -pc_sl_device gpu, or a KSP mixing kinds
-                    out = self.xp.empty(xa.shape, xa.dtype)
-                    self._cycle(backend.to_namespace(xa, self.xp), out)
-                    ya[...] = backend.to_namespace(out, backend.array_module(ya))
+    def _apply(self, pc, x, y):
+        with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
+            if backend.array_module(xa) is self.xp and backend.array_module(ya) is self.xp:
+                self._run(xa, ya)
+            else:                     # host Vecs with -pc_sl_device gpu, or a KSP mixing kinds
+                out = self.xp.empty(xa.shape, xa.dtype)
+                self._cycle(backend.to_namespace(xa, self.xp), out)
+                ya[...] = backend.to_namespace(out, backend.array_module(ya))
 
     def _cycle(self, a, out):
         """out = one cycle on a (PETSc's layout: interleaved real and imaginary parts, or complex)."""
@@ -112,15 +94,9 @@ class ShiftedLaplace:
         else:
             out[...] = self.mg.cycle(a)
 
-    @errors.user_errors
-    def view(self, pc, viewer=None):
-        pcbase.view_lines(viewer, self.describe())
-
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
-        v = self.values if self.values is not None else options.read_options(pc, OPTIONS, TITLE)
-        self.values = v
-        self.reset(pc)
+        v = self.values
         self.real_equivalent = not mat.scalar_is_complex()
         dof = 2 if self.real_equivalent else 1
         n, dim = dmda.square_dmda(pc, dof, TITLE)
@@ -141,26 +117,16 @@ class ShiftedLaplace:
         size = pc.getComm().getSize()
         hierarchy = v["hierarchy"] if v["hierarchy"] != "auto" else ("stencil" if size > 1 else "csr")
         if hierarchy == "csr" and size > 1:
-            raise errors.error(f"-pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
+            raise errors.error(f"{TITLE}: -pc_sl_hierarchy csr runs on one rank, this PC has {size}: use stencil")
         self.hierarchy, self.ranks = hierarchy, size
         dezeeuw_fits = dim == 2 and v["boundary"] == "absorbing"
         prolongation = v["prolongation"]
         if prolongation == "auto":
             prolongation = "dezeeuw" if dezeeuw_fits else "bilinear"
         if prolongation == "dezeeuw" and not dezeeuw_fits:
-            raise errors.error(f"-pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the boundary "
+            raise errors.error(f"{TITLE}: -pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the boundary "
                                f"nodes on every level); here: {dim}D, {v['boundary']}")
-        device = v["device"]
-        if device == "auto":
-            device = "gpu" if "cuda" in (M.getVecType() or "") and backend.gpu_available() else "cpu"
-        try:
-            self.xp = backend.namespace(device)
-        except RuntimeError as e:
-            raise errors.error(f"{TITLE}: option -pc_sl_device {v['device']}: {e}") from None
-        self.device = device
-        if backend.is_gpu(self.xp) and size > 1:
-            gpu.use_petsc_device(M)
-        log.set_event_namespace(self.xp)
+        self.select_device(M)
         shift = (v["beta1"], v["beta2"])
         dtype = numpy.complex64 if v["precision"] == "single" else numpy.complex128
         self.n, self.dim, self.kmax = n, dim, float(k.max())
@@ -180,7 +146,7 @@ class ShiftedLaplace:
             t1 = log.clock()
             self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],
                                      pre=v["pre"], post=v["post"], max_kh=v["max_kh"], coarse_solve=v["coarse"],
-                                     degree=v["coarse_degree"], event=lambda name: log.event("SL" + name.capitalize()),
+                                     degree=v["coarse_degree"], event=lambda name: self.event(name.capitalize()),
                                      prolongation=prolongation)
         else:
             Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
@@ -193,7 +159,6 @@ class ShiftedLaplace:
                                             prolongation=prolongation)
         backend.synchronize(self.xp)
         self.timings = {"operator": t1 - t0, "hierarchy": log.clock() - t1}
-        self._graphs = None
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             m = points * dof              # one rank: the whole grid

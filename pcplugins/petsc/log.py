@@ -10,34 +10,29 @@ from .. import backend
 _events = {}
 
 
-def event(name):
-    """A context manager timing ``name`` as a PETSc log event (GPU work synchronised only when
-    PETSc logging is on, so timings are right under -log_view and free otherwise)."""
+def event(name, xp=numpy):
+    """A context manager timing ``name`` as a PETSc log event; work on ``xp``'s device is
+    synchronised only when PETSc logging is on, so timings are right under -log_view and free
+    otherwise."""
     ev = _events.get(name)
     if ev is None:
         ev = _events[name] = PETSc.Log.Event(name)
-    return _Timed(ev)
+    return _Timed(ev, xp)
 
 
 class _Timed:
-    xp = numpy
-
-    def __init__(self, ev):
-        self.ev = ev
+    def __init__(self, ev, xp):
+        self.ev, self.xp = ev, xp
 
     def __enter__(self):
         if PETSc.Log.isActive():
-            backend.synchronize(_Timed.xp)
+            backend.synchronize(self.xp)
         self.ev.begin()
 
     def __exit__(self, *exc):
         if PETSc.Log.isActive():
-            backend.synchronize(_Timed.xp)
+            backend.synchronize(self.xp)
         self.ev.end()
-
-
-def set_event_namespace(xp):
-    _Timed.xp = xp
 
 
 def clock():

@@ -1,5 +1,104 @@
-"""What every pcplugins PC shares with PETSc: failure reasons and -ksp_view output."""
+"""The one base of every pcplugins PC: the PCPYTHON lifecycle (setFromOptions, setUp, apply,
+applyTranspose, view, reset, destroy), the one rule for the device, per-instance log events, and
+failure reasons and -ksp_view output as PETSc has them.
+
+A PC names its ``TITLE`` (pcplugins.GMG), ``PREFIX`` (pc_gmg_), ``EVENT`` (the log events' prefix)
+and ``OPTIONS`` (an options table), and implements ``_setup(pc)`` (build ``self.mg`` from
+``self.values``), ``_apply(pc, x, y)``, ``describe()`` and, where it has them, ``_release()``
+(more to free than the hierarchy and its graphs) and ``not_symmetric(pc)``.
+"""
+import numpy
 from petsc4py import PETSc
+
+from .. import backend
+from . import errors, gpu, log, options
+
+
+class PythonPC:
+    TITLE, PREFIX, EVENT, OPTIONS = "", "", "", []
+
+    def __init__(self):
+        self.values, self.mg, self._graphs = None, None, None
+        self.xp, self.device, self.gpu_id = numpy, "cpu", None
+        self.timings = {}
+
+    # -- the PCPYTHON protocol -----------------------------------------------------------------------
+    @errors.user_errors
+    def setFromOptions(self, pc):
+        self.values = options.read_options(pc, self.OPTIONS, self.TITLE)
+
+    @errors.user_errors
+    def setUp(self, pc):
+        with self.event("SetUp"):
+            if self.values is None:           # setUp without setFromOptions: the defaults and the database
+                self.values = options.read_options(pc, self.OPTIONS, self.TITLE)
+            self.reset(pc)                    # the previous operator's hierarchy goes first
+            self._setup(pc)
+
+    def reset(self, pc):
+        # the graphs call back into this object, and a hierarchy's closures into the hierarchy:
+        # reference cycles broken here, so the (GPU) memory goes now, not at Python's next
+        # cyclic garbage collection
+        if self._graphs is not None:
+            self._graphs.free()
+        if self.mg is not None and hasattr(self.mg, "free"):
+            self.mg.free()
+        self.mg = self._graphs = None
+        self._release()
+
+    def destroy(self, pc):
+        self.reset(pc)                        # PCDestroy does not reset a Python PC
+
+    @errors.user_errors
+    def apply(self, pc, x, y):
+        # NaN/Inf are detected and reported as a PC failure, not as NumPy warnings
+        with self.event("Apply"), numpy.errstate(all="ignore"):
+            self._apply(pc, x, y)
+
+    @errors.user_errors
+    def applyTranspose(self, pc, x, y):
+        """PCApplyTranspose: the preconditioner itself where it is symmetric; elsewhere a named
+        error (never the transpose of something else)."""
+        why = self.not_symmetric(pc)
+        if why:
+            raise errors.error(f"{self.TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
+                               f"needs a symmetric preconditioner, and this one is not: {why}")
+        self.apply(pc, x, y)
+
+    @errors.user_errors
+    def view(self, pc, viewer=None):
+        view_lines(viewer, self.describe())
+
+    # -- for the PCs ---------------------------------------------------------------------------------
+    def _release(self):
+        pass
+
+    def not_symmetric(self, pc):
+        """Why the preconditioner is not symmetric ('' when it is)."""
+        return "not known to be symmetric"
+
+    def event(self, name):
+        """The log event ``EVENT + name`` (GMGSetUp, AMGApply, ...), synchronised with this PC's
+        device when -log_view is on."""
+        return log.event(self.EVENT + name, self.xp)
+
+    def select_device(self, M, requested=None):
+        """The one device rule: -PREFIX_device auto puts the PC on the GPU when PETSc's vectors or
+        matrix live there (CUDA Vecs, an aijcusparse matrix), else on the host. Sets ``xp``,
+        ``device`` and ``gpu_id`` (the GPU PETSc chose for this rank). ``requested``: in place of
+        the option's value."""
+        requested = requested or self.values["device"]
+        device = requested
+        if device == "auto":
+            device = "gpu" if "cuda" in (M.getVecType() or "") or "cusparse" in M.getType() else "cpu"
+        try:
+            xp = backend.namespace(device)
+        except RuntimeError as e:
+            why = "" if requested != "auto" else " (auto: PETSc's vectors or matrix are on the GPU)"
+            raise errors.error(f"{self.TITLE}: option -{self.PREFIX}device {requested}{why}: {e}") from None
+        self.xp, self.device = xp, device
+        self.gpu_id = gpu.use_petsc_device(M) if backend.is_gpu(xp) else None
+        return xp
 
 
 def set_failed(pc, failed):
@@ -16,4 +115,3 @@ def view_lines(viewer, lines):
     for ln in lines:
         viewer.printfASCII(ln + "\n")
     viewer.popASCIITab()
-
