@@ -105,16 +105,30 @@ def _hash(i, j, xp):
     return _hash_int(i, j, xp).astype(numpy.float64) / 2.0 ** 20
 
 
+def strength(A, xp):
+    """The strength of each coupling, |a_ij| / sqrt(|a_ii a_jj|), symmetrized: the CSR matrix
+    (S + S^T) / 2 on the pattern of A + A^T, without the diagonal. Symmetric, so that two unknowns
+    see the same strength both ways and their picks can be mutual: for a nonsymmetric A (upwind
+    convection) the one-way strengths chain and never pair, and coarsening stalls. The absolute
+    value lets positive couplings count too (for an M-matrix it is -a_ij, Notay's measure)."""
+    rows = sparse.rows_of(A, xp)
+    d = A.diagonal()
+    w = xp.abs(A.data) / xp.sqrt(xp.abs(d[rows] * d[A.indices]))
+    w = xp.where(rows != A.indices, w, 0.0)
+    W = sparse.module(xp).csr_matrix((w, A.indices, A.indptr), shape=A.shape)
+    S = ((W + W.T) * 0.5).tocsr()
+    S.sum_duplicates()
+    return S
+
+
 def pair_matching(A, xp, theta=0.25, rounds=4):
     """One pairwise aggregation of A: returns (agg, nc)."""
     n = A.shape[0]
-    rows = sparse.rows_of(A, xp)
-    cols = A.indices
-    d = A.diagonal()
-    w = -A.data / xp.sqrt(xp.abs(d[rows] * d[cols]))
-    w = xp.where(rows != cols, w, 0.0)
-    w = xp.where(w > 0, w, 0.0)
-    wmax = _row_max(w, A, xp)
+    S = strength(A, xp)
+    rows = sparse.rows_of(S, xp)
+    cols = S.indices
+    w = xp.where(S.data > 0, S.data, 0.0)
+    wmax = _row_max(w, S, xp)
     strong = (w > 0) & (w >= theta * wmax[rows])
     score = w * (1.0 + 1e-6 * _hash(rows, cols, xp))
     partner = xp.full(n, -1, numpy.int64)
@@ -122,7 +136,7 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     for _ in range(rounds):
         free = partner < 0
         s = xp.where(strong & free[rows] & free[cols], score, 0.0)
-        best = _row_max(s, A, xp)
+        best = _row_max(s, S, xp)
         pick = (s > 0) & (s == best[rows])
         choice = xp.full(n, -1, numpy.int64)
         choice[rows[pick]] = cols[pick]

@@ -34,6 +34,8 @@ from . import aggregation, coarse, distributed, smoothers, sparse
 # cycle at 129^3 went from 31 to 12 ms on an H100; into 4 the K-cycle lost some h-independence
 # (11 -> 13 iterations from 31^2 to 63^2).
 MAX_COLOURS = 8
+# the largest coarsest level a stalled hierarchy may end in (its sparse LU)
+STALLED_LIMIT = 50000
 
 
 @dataclasses.dataclass
@@ -139,6 +141,19 @@ class AggregationMG:
             for agg, nc, Ac in zip(aggs, sizes[1:], Acs):
                 mats.append(mats[-1].galerkin(agg, nc, Ac) if parallel else Ac)
         self.timings = {"coarsening": clock()}
+        # a hierarchy that stopped coarsening above coarse_size ends in a direct solve of what is
+        # left: said in describe(), and refused where that would be a sparse LU of a large matrix
+        self.stalled = None
+        if not parallel and mats[-1].shape[0] > o.coarse_size:
+            n = mats[-1].shape[0]
+            why = ("-pc_amg_max_levels reached" if len(mats) >= o.max_levels else
+                   "the matching found too few strong pairs")
+            if n > STALLED_LIMIT:
+                raise ValueError(f"coarsening stopped at {n} unknowns on level {len(mats) - 1} ({why}), above "
+                                 f"-pc_amg_coarse_size {o.coarse_size}; a direct solve of more than {STALLED_LIMIT} "
+                                 "unknowns is no preconditioner: check the matrix (its diagonal, its scaling), or "
+                                 "raise -pc_amg_max_levels")
+            self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         self.levels = [Level(M, agg, nc, col, o, xp, e)
                        for M, agg, nc, col, e in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell)]
@@ -266,6 +281,8 @@ class AggregationMG:
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(counts)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
+        if self.stalled:
+            lines.append(f"WARNING: {self.stalled}: the coarsest solve is a direct solve of that size")
         for k, (lev, (n, nnz)) in enumerate(zip(self.levels, counts)):
             s = lev.smoother.describe() if lev.smoother else self.coarse.describe()
             store = f"{lev.storage}, " if lev.smoother else ""
