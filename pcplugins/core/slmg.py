@@ -61,8 +61,9 @@ def prolongation_1d(n, keep_boundary):
 
 
 def dezeeuw_prolongation(A, n, xp=numpy):
-    """De Zeeuw's matrix-dependent prolongation on the grid of n x n points (n odd, the boundary
-    nodes unknowns, coarse node J at fine node 2J), from A's 9-point (or 5-point) stencils, in the
+    """De Zeeuw's matrix-dependent prolongation on the grid of n x n points (the boundary nodes
+    unknowns, coarse node J at fine node 2J; for an even n the last column and row of nodes have a
+    coarse neighbour on one side only and take its value), from A's 9-point (or 5-point) stencils, in the
     complex form of Erlangga, Oosterlee and Vuik: |.| is the modulus.
 
     A fine node between two coarse nodes along x takes the weights d_w / (d_w + d_e) and
@@ -90,14 +91,20 @@ def dezeeuw_prolongation(A, n, xp=numpy):
 
     p = xp.nonzero((j % 2 == 0) & (i % 2 == 0))[0]   # coarse nodes: injection
     add(p, j[p], i[p], xp.ones(p.shape[0], A.dtype))
-    p = xp.nonzero((j % 2 == 0) & (i % 2 == 1))[0]   # between west and east coarse nodes
+    p = xp.nonzero((j % 2 == 0) & (i % 2 == 1) & (i + 1 < n))[0]   # between west and east coarse nodes
     w_w, w_e = transfer.dezeeuw_weights(*([S[a, side, p] for a in range(3)] for side in (0, 2)), xp)
     add(p, j[p], i[p] - 1, w_w)
     add(p, j[p], i[p] + 1, w_e)
-    p = xp.nonzero((j % 2 == 1) & (i % 2 == 0))[0]   # between south and north coarse nodes
+    p = xp.nonzero((j % 2 == 1) & (i % 2 == 0) & (j + 1 < n))[0]   # between south and north coarse nodes
     w_s, w_n = transfer.dezeeuw_weights(*([S[side, a, p] for a in range(3)] for side in (0, 2)), xp)
     add(p, j[p] - 1, i[p], w_s)
     add(p, j[p] + 1, i[p], w_n)
+    # an even n leaves the last column (row) with no coarse node beyond it: those boundary nodes
+    # take their one coarse neighbour's value (the last cell is half a coarse cell)
+    p = xp.nonzero((j % 2 == 0) & (i == n - 1) & (i % 2 == 1))[0]
+    add(p, j[p], i[p] - 1, xp.ones(p.shape[0], A.dtype))
+    p = xp.nonzero((j == n - 1) & (j % 2 == 1) & (i % 2 == 0))[0]
+    add(p, j[p] - 1, i[p], xp.ones(p.shape[0], A.dtype))
     P = sp.coo_matrix((xp.concatenate(v).astype(A.dtype), (xp.concatenate(r), xp.concatenate(c))),
                       shape=(N, nc * nc)).tocsr()
     # cell centres: (A P) vanishes on their rows; they couple only to non-centre nodes
