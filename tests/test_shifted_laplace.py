@@ -371,7 +371,7 @@ def test_example_writes_the_solution(tmp_path, problem):
                           "-dim", "3" if problem == "mp1_3d" else "2", "-png", str(png)]
                          + (["-f", "10"] if problem == "mp2" else []),
                          capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=os.path.join(here, "..")))
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(here, ".."), os.environ.get("PYTHONPATH", "")])))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "reason 2" in res.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "unused" not in res.stdout + res.stderr, res.stdout + res.stderr
