@@ -116,6 +116,11 @@ class DMDAPC(PythonPC):
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
         d = masked[offsets.index((0,) * box.dim)]
+        if not layer and self._neumann_boundary(mgbox, masked, d, collective):
+            # the boundary nodes are unknowns of a Neumann-type condition (ex29, ex50): they stay
+            # coarse points on every level (coarse k on fine 2k), so interpolation keeps the
+            # constants, P 1 = 1, where zero halos would pull the coarse corrections to zero there
+            mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=True)
         bad = None
         if not backend.all_true(d > 0):
             k = int(backend.to_host(xp.flatnonzero((d <= 0).ravel())[0]))
@@ -134,6 +139,20 @@ class DMDAPC(PythonPC):
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
         return op, layer, kind
+
+    @staticmethod
+    def _neumann_boundary(box, masked, d, collective):
+        """Whether every row on the grid's outer layer annihilates the constants (row sum zero to
+        rounding), as a Neumann or natural boundary condition on vertex-centred unknowns gives;
+        a Dirichlet condition eliminated from the interior rows leaves a positive row sum there.
+        Collective."""
+        xp = backend.array_module(d)
+        if any(m < 3 for m in box.global_shape):
+            return False
+        on_layer = dmda.layer_mask(box, xp)
+        rowsum = sum(masked)
+        ok = not backend.any_true(xp.abs(rowsum[on_layer]) > 1e-10 * xp.abs(d[on_layer]))
+        return collective.min(int(ok)) == 1
 
     def _check_interior(self, mgbox):
         """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
@@ -332,7 +351,10 @@ class DMDAPC(PythonPC):
                  *([f"not a symmetric preconditioner: {self._cycle_not_symmetric()}; with CG use fcg, or "
                     "fgmres/bcgs"] if self._cycle_not_symmetric() else []),
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
-                                 if self.layer else "Dirichlet values eliminated (interior unknowns only)"),
+                                 if self.layer else
+                                 "Neumann-type (boundary rows sum to zero): the boundary nodes are coarse points "
+                                 "on every level" if self.mg.fine_box.keep_ends else
+                                 "Dirichlet values eliminated (interior unknowns only)"),
                  f"operator complexity {self.mg.operator_complexity():.3f}, "
                  f"hierarchy memory {mem * 8 / 2**20:.1f} MiB ({mem / self.box.size:.2f} values per unknown)"]
         lines += self.mg.describe()
