@@ -80,3 +80,26 @@ def read_options(pc, table, title):
         PETSc.Sys.Print("\n".join(lines), comm=pc.getComm())
     return values
 
+
+
+def reference():
+    """docs/options.md: every PC's options table as Markdown (``python -m pcplugins.petsc.options >
+    docs/options.md``; tests/test_docs.py checks that the file is current)."""
+    import importlib
+    out = ["# Options", "", "Generated from the PCs' option tables (`python -m pcplugins.petsc.options > docs/options.md`).",
+           "Every PC reads them under its prefix (`-<prefix>pc_gmg_levels`); `-help` prints them with their",
+           "current values. A value outside its range stops setup with an error naming the option.", ""]
+    for module, cls in (("gmg", "GMG"), ("fftpoisson", "FFTPoisson"), ("amg", "AMG"),
+                        ("shiftedlaplace", "ShiftedLaplace"), ("idrs", "IDRS")):
+        mod = importlib.import_module(f"pcplugins.pcs.{module}")
+        out += [f"## pcplugins.{cls}", "", "| option | type | default | values | description |", "|---|---|---|---|---|"]
+        for o in mod.OPTIONS:
+            values = " ".join(o.choices) if o.choices else o.range_text()
+            default = "" if o.default is None else (int(o.default) if o.kind == "bool" else o.default)
+            out.append(f"| `-{o.name}` | {o.kind} | {default} | {values} | {o.help.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
