@@ -11,7 +11,9 @@ sits on fine point 2k+1, so the coarse axis has m // 2 points; m = 2^j - 1 gives
 hierarchy 2^j - 1 -> 2^(j-1) - 1, an even m leaves one coarse cell of width h at the far end (the
 Galerkin operators absorb it). Grids whose end points are unknowns too (``keep_ends``: the
 absorbing boundary of pcplugins.ShiftedLaplace) put coarse point k on fine point 2k instead, so
-m = 2^j + 1 gives 2^(j-1) + 1 points and the ends stay on every level. An axis is coarsened while it has at least 3 points; axes that
+m = 2^j + 1 gives 2^(j-1) + 1 points and the ends stay on every level; ``keep_ends`` is per axis
+(a Neumann condition on the faces across one axis, Dirichlet values eliminated across another).
+An axis is coarsened while it has at least 3 points; axes that
 cannot be coarsened are kept (semi-coarsening), and coarsening stops when no axis can be
 coarsened, when the coarse grid has at most ``coarse_size`` unknowns, or at ``levels``.
 Under MPI a rank owning fine points [s, e) owns coarse points [s // 2, e // 2) (with
@@ -29,8 +31,10 @@ class Box:
     """
 
     def __init__(self, global_shape, start=None, shape=None, keep_ends=False):
-        self.keep_ends = keep_ends
         self.global_shape = tuple(int(m) for m in global_shape)
+        # one flag per axis (a single bool: the same on every axis)
+        self.keep_ends = (tuple(bool(k) for k in keep_ends) if isinstance(keep_ends, (tuple, list))
+                          else (bool(keep_ends),) * len(self.global_shape))
         self.start = tuple(start) if start is not None else (0,) * len(self.global_shape)
         self.shape = tuple(shape) if shape is not None else self.global_shape
 
@@ -54,9 +58,9 @@ class Box:
         """Which axes the coarsening rule allows to coarsen."""
         return tuple(m >= 3 for m in self.global_shape)
 
-    def coarse_range(self, s, e):
-        """The coarse points on fine points [s, e) of a coarsened axis."""
-        return ((s + 1) // 2, (e + 1) // 2) if self.keep_ends else (s // 2, e // 2)
+    def coarse_range(self, s, e, axis):
+        """The coarse points on fine points [s, e) of the coarsened axis ``axis``."""
+        return ((s + 1) // 2, (e + 1) // 2) if self.keep_ends[axis] else (s // 2, e // 2)
 
     def coarsen(self, axes):
         """The coarse box (coarse point k on fine point 2k+1, or 2k, along each axis in ``axes``)."""
@@ -64,8 +68,8 @@ class Box:
         for a in range(self.dim):
             m, s, n = self.global_shape[a], self.start[a], self.shape[a]
             if axes[a]:
-                gs.append(self.coarse_range(0, m)[1])
-                lo, hi = self.coarse_range(s, s + n)
+                gs.append(self.coarse_range(0, m, a)[1])
+                lo, hi = self.coarse_range(s, s + n, a)
                 st.append(lo)
                 sh.append(hi - lo)
             else:
@@ -114,9 +118,8 @@ def parity_lattice(box, parity):
     On grids that keep their ends the grid index is the global index (the same property).
     """
     lat = []
-    shift = 0 if box.keep_ends else 1
-    for p, s, n in zip(parity, box.start, box.shape):
-        first = (p - s - shift) % 2
+    for p, s, n, keep in zip(parity, box.start, box.shape, box.keep_ends):
+        first = (p - s - (0 if keep else 1)) % 2
         lat.append((first, 2, max(0, (n - first + 1) // 2)))
     return tuple(lat)
 

@@ -59,9 +59,8 @@ class Transfer:
         ncoarse = sum(coarsened)
         self.rscale = 0.5 ** ncoarse
         # phase: local fine index of the first owned coarse point (0 or 1) along coarsened axes
-        first = 0 if fine.keep_ends else 1
-        self.phase = tuple((2 * cs + first - fs) if c else 0
-                           for c, cs, fs in zip(coarsened, coarse.start, fine.start))
+        self.phase = tuple((2 * cs + (0 if keep else 1) - fs) if c else 0
+                           for c, cs, fs, keep in zip(coarsened, coarse.start, fine.start, fine.keep_ends))
 
     # the plans are built on first use: the fused GPU transfers (fused.LinearTransfer) never need
     # them, and building them is most of a GPU setup's host time
@@ -183,7 +182,7 @@ class MatrixDependent:
     kind = "dezeeuw"
 
     def __init__(self, fine, coarse, coarsened, op, exchange):
-        if fine.dim != 2 or not fine.keep_ends or not all(coarsened):
+        if fine.dim != 2 or not all(fine.keep_ends) or not all(coarsened):
             raise ValueError("de Zeeuw's prolongation is built for 2D grids that keep their ends, "
                              "both axes coarsened")
         self.linear = Transfer(fine, coarse, coarsened, "linear")

@@ -116,11 +116,13 @@ class DMDAPC(PythonPC):
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
         d = masked[offsets.index((0,) * box.dim)]
-        if not layer and self._neumann_boundary(mgbox, masked, d, collective):
-            # the boundary nodes are unknowns of a Neumann-type condition (ex29, ex50): they stay
-            # coarse points on every level (coarse k on fine 2k), so interpolation keeps the
-            # constants, P 1 = 1, where zero halos would pull the coarse corrections to zero there
-            mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=True)
+        keep = () if layer else self._neumann_axes(mgbox, masked, d, collective)
+        if any(keep):
+            # the boundary nodes across these axes are unknowns of a Neumann-type condition (ex29,
+            # ex50): they stay coarse points on every level (coarse k on fine 2k), so interpolation
+            # keeps the constants, P 1 = 1, where zero halos would pull the coarse corrections to
+            # zero there
+            mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=keep)
         bad = None
         if not backend.all_true(d > 0):
             k = int(backend.to_host(xp.flatnonzero((d <= 0).ravel())[0]))
@@ -141,18 +143,27 @@ class DMDAPC(PythonPC):
         return op, layer, kind
 
     @staticmethod
-    def _neumann_boundary(box, masked, d, collective):
-        """Whether every row on the grid's outer layer annihilates the constants (row sum zero to
-        rounding), as a Neumann or natural boundary condition on vertex-centred unknowns gives;
-        a Dirichlet condition eliminated from the interior rows leaves a positive row sum there.
-        Collective."""
+    def _neumann_axes(box, masked, d, collective):
+        """Per axis, whether the rows on both grid faces across it (edges and corners left out)
+        annihilate the constants (row sum zero to rounding), as a Neumann or natural boundary condition on vertex-centred
+        unknowns gives; a Dirichlet condition eliminated from the interior rows leaves a positive
+        row sum there. Collective."""
         xp = backend.array_module(d)
-        if any(m < 3 for m in box.global_shape):
-            return False
-        on_layer = dmda.layer_mask(box, xp)
-        rowsum = sum(masked)
-        ok = not backend.any_true(xp.abs(rowsum[on_layer]) > 1e-10 * xp.abs(d[on_layer]))
-        return collective.min(int(ok)) == 1
+        bad = xp.abs(sum(masked)) > 1e-10 * xp.abs(d)
+        found = []
+        faces = [dmda.face_mask(box, a, xp) for a in range(box.dim)]
+        for a in range(box.dim):
+            # the faces' own points, without the edges and corners they share with other faces
+            # (those rows carry the other faces' conditions too)
+            on_faces = faces[a]
+            for b in range(box.dim):
+                if b != a:
+                    on_faces = on_faces & ~faces[b]
+            found.append(int(box.global_shape[a] >= 3 and not backend.any_true(bad & on_faces)))
+        return tuple(collective.min(v) == 1 for v in found)
+
+    def _neumann_names(self):
+        return ", ".join("xyz"[self.box.dim - 1 - a] for a, k in enumerate(self.mg.fine_box.keep_ends) if k)
 
     def _check_interior(self, mgbox):
         """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
@@ -353,7 +364,7 @@ class DMDAPC(PythonPC):
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
                                  if self.layer else
                                  "Neumann-type (boundary rows sum to zero): the boundary nodes are coarse points "
-                                 "on every level" if self.mg.fine_box.keep_ends else
+                                 f"on every level, across axes {self._neumann_names()}" if any(self.mg.fine_box.keep_ends) else
                                  "Dirichlet values eliminated (interior unknowns only)"),
                  f"operator complexity {self.mg.operator_complexity():.3f}, "
                  f"hierarchy memory {mem * 8 / 2**20:.1f} MiB ({mem / self.box.size:.2f} values per unknown)"]

@@ -157,6 +157,15 @@ def layer_mask(box, xp=numpy):
     return on_layer
 
 
+def face_mask(box, axis, xp=numpy):
+    """True on the two faces of the global grid across ``axis`` (over this rank's box)."""
+    g = numpy.arange(box.start[axis], box.start[axis] + box.shape[axis])
+    edge = (g == 0) | (g == box.global_shape[axis] - 1)
+    sh = [1] * box.dim
+    sh[axis] = -1
+    return xp.broadcast_to(xp.asarray(edge.reshape(sh)), box.shape)
+
+
 def dirichlet_layer(box, offsets, coefs, mpi):
     """True when every row on the outer layer of the global grid is an identity-like row (only a
     diagonal entry): PETSc's DMDA tutorial convention (ex45), where the boundary values are kept

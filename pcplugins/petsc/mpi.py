@@ -159,8 +159,8 @@ class DMDAComm(multigrid.Comm):
     def distribute(self, level, box):
         if level > 0:
             pshape, pranges = self._ranges[level - 1]
-            ranges = [[box.coarse_range(s, e) for s, e in r] if m != pm else r
-                      for r, m, pm in zip(pranges, box.global_shape, pshape)]
+            ranges = [[box.coarse_range(s, e, a) for s, e in r] if m != pm else r
+                      for a, (r, m, pm) in enumerate(zip(pranges, box.global_shape, pshape))]
             self._ranges[level] = (box.global_shape, ranges)
         gshape, ranges = self._ranges[level]
         if level > 0 and math.prod(gshape) <= self.gather_size:
