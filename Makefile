@@ -7,7 +7,9 @@ VENV_COMPLEX ?= .venv-complex
 PYC := $(VENV_COMPLEX)/bin/python
 N ?= 65
 
-.PHONY: setup demo test test-gpu bench c-example clean
+.PHONY: setup demo test test-core test-gpu bench c-example clean
+# the array core's tests: NumPy and SciPy only, no PETSc (any Python with numpy, scipy, pytest)
+CORE_TESTS := tests/test_multigrid.py tests/test_lines.py tests/test_layers.py
 
 setup: $(VENV)/.pcplugins-setup $(VENV_COMPLEX)/.pcplugins-setup
 
@@ -28,6 +30,15 @@ test: setup
 	$(PY) -m pytest -q tests
 	$(PYC) -m pytest -q tests/test_shifted_laplace.py
 	$(PYC) -m pytest -q tests/test_mpi.py -k shifted_laplace
+
+test-core:
+	$${PYTHON:-$(PY)} -m pytest -q $(CORE_TESTS)
+
+# the GPU tests, on a machine with CuPy, a GPU and PETSc built with CUDA (ci/setup.sh's CUDA
+# configure, or the device's PETSc): refuses to pass by skipping everything
+test-gpu:
+	$${PYTHON:-$(PY)} -c "from pcplugins import backend; assert backend.gpu_available(), 'make test-gpu: no CuPy or no GPU here'"
+	$${PYTHON:-$(PY)} -m pytest -q tests/test_gpu.py
 
 bench: setup
 	$(PY) benchmarks/gmg_poisson.py
