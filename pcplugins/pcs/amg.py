@@ -147,7 +147,7 @@ class AMG(PythonPC):
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             n = A.shape[0]
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
-                                               buffers=(xp.zeros(n), xp.zeros(n)))
+                                               buffers=(xp.zeros(n, A.dtype), xp.zeros(n, A.dtype)))
         self._run = self._graphs or self._cycle
 
     def _check(self, A):
@@ -157,12 +157,15 @@ class AMG(PythonPC):
         if comm.max(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
             raise errors.error("pcplugins.AMG: the matrix has NaN or Inf entries")
         d = blocks[0].diagonal()
-        bad = xp.nonzero(d <= 0)[0]
+        # a complex matrix (Helmholtz-like) needs a diagonal with a positive real part
+        bad = xp.nonzero(d.real <= 0)[0]
         row = first + int(bad[0]) if bad.size else -1
-        where = [r for r in comm.allgather((row, float(d[bad[0]]) if bad.size else 0.0)) if r[0] >= 0]
+        where = [r for r in comm.allgather((row, complex(d[bad[0]]) if bad.size else 0.0)) if r[0] >= 0]
         if where:
-            raise errors.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal "
-                               f"{where[0][1]:g}")
+            value = where[0][1]
+            value = f"{value.real:g}" if not value.imag else f"{value:g}"
+            raise errors.error(f"pcplugins.AMG needs a positive diagonal (its real part, for complex matrices); "
+                               f"row {where[0][0]} has diagonal {value}")
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):

@@ -62,10 +62,10 @@ def aij_csr(pc, xp, comm=None):
     if "aij" not in M.getType():
         raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
                     f"the operator is of type '{M.getType()}'")
-    if scalar_is_complex():
-        raise error("pcplugins.AMG supports real PETSc scalars only (this PETSc was configured with "
-                    "complex scalars)")
     parallel = M.getComm().getSize() > 1
+    if scalar_is_complex() and parallel:
+        raise error("pcplugins.AMG: complex matrices run on one rank (the distributed hierarchy is real); "
+                    "under MPI use PCBJACOBI with pcplugins.AMG blocks")
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
                     f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
@@ -86,7 +86,7 @@ def aij_csr(pc, xp, comm=None):
     if parallel:
         return distributed.Rows.from_csr(indptr, indices, data, comm, xp), \
             source + f", rows distributed over {comm.size} ranks"
-    return sparse.csr(indptr, indices, data, n, xp), source
+    return sparse.csr(indptr, indices, data, n, xp, numpy.dtype(PETSc.ScalarType)), source
 
 
 _PETSC_LIB = None
