@@ -164,8 +164,8 @@ class AMG(PythonPC):
         if where:
             value = where[0][1]
             value = f"{value.real:g}" if not value.imag else f"{value:g}"
-            raise errors.error(f"pcplugins.AMG needs a positive diagonal (its real part, for complex matrices); "
-                               f"row {where[0][0]} has diagonal {value}")
+            raise errors.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal {value}"
+                               + (" (a complex matrix needs a positive real part)" if d.dtype.kind == "c" else ""))
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
