@@ -154,7 +154,7 @@ class AMG(PythonPC):
         """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank."""
         xp, comm = self.xp, self.comm
         blocks, first = ((A.own, A.ghost), int(A.starts[comm.rank])) if comm.size > 1 else ((A,), 0)
-        if comm.max(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
+        if comm.allmax(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
             raise errors.error("pcplugins.AMG: the matrix has NaN or Inf entries")
         d = blocks[0].diagonal()
         # a complex matrix (Helmholtz-like) needs a diagonal with a positive real part

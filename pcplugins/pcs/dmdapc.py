@@ -105,8 +105,8 @@ class DMDAPC(PythonPC):
             on_layer = dmda.layer_mask(box, xp)
             dfull = coefs[offsets.index((0,) * box.dim)]
             db = dfull[on_layer]
-            lo = collective.min(float(db.min()) if db.size else numpy.inf)
-            hi = -collective.min(-float(db.max()) if db.size else numpy.inf)
+            lo = collective.allmin(float(db.min()) if db.size else numpy.inf)
+            hi = -collective.allmin(-float(db.max()) if db.size else numpy.inf)
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:
@@ -132,7 +132,7 @@ class DMDAPC(PythonPC):
                    f"({', '.join(map(str, point))}) has diagonal {float(d.ravel()[k]):g}")
         collective.check(bad)
         tol = None if v["operator"] == "assembled" else 0.0
-        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=_Reduce(collective))
+        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=collective)
         w = stencil.laplacian_weights(op)
         if layer and w is not None and numpy.isscalar(self._invdb):
             self._use_fused_elimination(v, op, w)
@@ -160,7 +160,7 @@ class DMDAPC(PythonPC):
                 if b != a:
                     on_faces = on_faces & ~faces[b]
             found.append(int(box.global_shape[a] >= 3 and not backend.any_true(bad & on_faces)))
-        return tuple(collective.min(v) == 1 for v in found)
+        return tuple(collective.allmin(v) == 1 for v in found)
 
     def _neumann_names(self):
         return ", ".join("xyz"[self.box.dim - 1 - a] for a, k in enumerate(self.mg.fine_box.keep_ends) if k)
@@ -386,10 +386,3 @@ def _inner_slices(box, mgbox, layer):
     the outer layer of identity rows is eliminated)."""
     shift = 1 if layer else 0
     return tuple(slice(s + shift - s0, s + shift - s0 + n) for s, s0, n in zip(mgbox.start, box.start, mgbox.shape))
-
-
-class _Reduce:
-    """mpi.Collective as the core's ``comm.allmin``."""
-
-    def __init__(self, collective):
-        self.allmin = collective.min

@@ -114,7 +114,7 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
     d = box.dim
     nrows = box.size
-    if mpi.min(int(backend.all_true(xp.isfinite(vals)))) == 0:
+    if mpi.allmin(int(backend.all_true(xp.isfinite(vals)))) == 0:
         raise error(f"{who}: the operator has NaN or Inf entries")
     rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
     # DMCreateMatrix preallocates the whole stencil pattern with explicit zeros: a stored zero is
@@ -129,7 +129,7 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
         n = box.shape[a]
         off = cpos[a] - (rest_r % n + box.start[a])
         rest_r = rest_r // n
-        if mpi.min(-int(xp.abs(off).max()) if off.size else 0) < -1:
+        if mpi.allmin(-int(xp.abs(off).max()) if off.size else 0) < -1:
             raise error(f"{who}: the operator couples grid points more than one apart (nonzero entries); "
                         "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
         slot += (off + 1) * 3 ** (d - 1 - a)
@@ -179,7 +179,7 @@ def dirichlet_layer(box, offsets, coefs, mpi):
             ok = ok and not backend.any_true(c[on_layer] != 0)
         else:
             ok = ok and not backend.any_true(c[on_layer] <= 0)
-    return mpi.min(int(ok)) == 1
+    return mpi.allmin(int(ok)) == 1
 
 
 def sample_laplacian(M, box, dm, mpi):

@@ -69,7 +69,7 @@ def aij_csr(pc, xp, comm=None):
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
                     f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
-    if parallel and comm.min(M.getLocalSize()[0]) == 0:
+    if parallel and comm.allmin(M.getLocalSize()[0]) == 0:
         raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
     device = backend.is_gpu(xp) and "cusparse" in M.getType()
     if parallel:
@@ -169,7 +169,7 @@ def _mpiaij_rows(M, xp, comm):
     m, nghost = pint(), pint()
     ok = ok and not lib.MatGetSize(Ao, ctypes.byref(m), ctypes.byref(nghost))
     blocks = [_host_csr(lib, B, n) for B in (Ad, Ao)] if ok else [None]
-    if comm.min(int(all(b is not None for b in blocks))) == 0:
+    if comm.allmin(int(all(b is not None for b in blocks))) == 0:
         return None
     nghost = nghost.value
     ghosts = numpy.zeros(0, numpy.int64)

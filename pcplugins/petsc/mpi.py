@@ -16,19 +16,20 @@ from .vec import vec_array
 
 class Collective:
     """The few collectives the PCs need, on the PC's communicator (mpi4py only in parallel,
-    so serial use needs no mpi4py)."""
+    so serial use needs no mpi4py), named as the core's communicators name them (multigrid.Comm,
+    distributed.SerialComm): allsum, allmin, allmax, allgather."""
 
     def __init__(self, pc):
         self.size, self.rank = pc.getComm().getSize(), pc.getComm().getRank()
         self.mpi = pc.getComm().tompi4py() if self.size > 1 else None
 
-    def min(self, x):
+    def allmin(self, x):
         return self._reduce(x, "MIN")
 
-    def max(self, x):
+    def allmax(self, x):
         return self._reduce(x, "MAX")
 
-    def sum(self, x):
+    def allsum(self, x):
         return x if self.mpi is None else self.mpi.allreduce(x)
 
     def _reduce(self, x, op):
@@ -63,8 +64,6 @@ class CSRComm(Collective):
     collectives and ``halo``, an exchange of the ghost values of a row distribution. Each halo
     holds a neighbourhood communicator; ``free`` releases them (collective: PCSetUp and PCReset
     call it on every rank)."""
-    allsum, allmin, allmax = Collective.sum, Collective.min, Collective.max
-
     def __init__(self, pc):
         super().__init__(pc)
         self.exchanges, self.exchange_time = 0, 0.0
@@ -211,10 +210,10 @@ class DMDAComm(multigrid.Comm):
         return u
 
     def allsum(self, x):
-        return self.mpi.sum(x)
+        return self.mpi.allsum(x)
 
     def allmin(self, x):
-        return self.mpi.min(x)
+        return self.mpi.allmin(x)
 
     def gather(self, level, part, part_box, out):
         full = numpy.zeros(out.shape, dtype=out.dtype)
