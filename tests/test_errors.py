@@ -8,12 +8,27 @@ import numpy
 import pytest
 from petsc4py import PETSc
 
-from conftest import petsc_options, real_scalars
+from conftest import petsc_options, real_scalars, true_relative_residual
 from problems import helmholtz_system, poisson_system
 
 pytestmark = real_scalars
 
 GMG, FFT, AMG, SL = "pcplugins.GMG", "pcplugins.FFTPoisson", "pcplugins.AMG", "pcplugins.ShiftedLaplace"
+
+
+def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
+    """A KSP on the matrix A with the Python PC ``pc_type``, and the DMDA ``da`` attached (inactive:
+    A is the user's matrix) where given."""
+    ksp = PETSc.KSP().create()
+    if da is not None:
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(A)
+    if ksp_type is not None:
+        ksp.setType(ksp_type)
+    ksp.getPC().setType("python")
+    ksp.getPC().setPythonType(pc_type)
+    return ksp
 
 
 def setup_error(pc_type, options, problem="poisson", ksp_type="cg"):
@@ -25,14 +40,7 @@ def setup_error(pc_type, options, problem="poisson", ksp_type="cg"):
     else:
         raise ValueError(problem)
     with petsc_options(options):
-        ksp = PETSc.KSP().create()
-        if pc_type != AMG:
-            ksp.setDM(da)
-            ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType(ksp_type)
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(pc_type)
+        ksp = python_pc_ksp(A, pc_type, da=None if pc_type == AMG else da, ksp_type=ksp_type)
         with pytest.raises(PETSc.Error) as err:
             ksp.setFromOptions()
             ksp.setUp()
@@ -95,12 +103,7 @@ def test_fftpoisson_names_itself():
     A = da.createMat()
     A.assemble()
     with petsc_options({}):
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(FFT)
+        ksp = python_pc_ksp(A, FFT, da=da)
         with pytest.raises(PETSc.Error) as err:
             ksp.setUp()
     msg = str(err.value.__cause__)
@@ -117,12 +120,7 @@ def test_zero_diagonal_names_the_grid_point():
 
 def setup_error_on(da, A, pc_type, options=None):
     with petsc_options(options or {}):
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(pc_type)
+        ksp = python_pc_ksp(A, pc_type, da=da)
         ksp.setFromOptions()
         with pytest.raises(PETSc.Error) as err:
             ksp.setUp()
@@ -132,12 +130,7 @@ def setup_error_on(da, A, pc_type, options=None):
 @pytest.mark.parametrize("pc_type", [GMG, AMG])
 def test_solve_after_reset_names_the_missing_operator(pc_type):
     da, A, b = poisson_system(9, 2)
-    ksp = PETSc.KSP().create()
-    ksp.setDM(da)
-    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(A)
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType(pc_type)
+    ksp = python_pc_ksp(A, pc_type, da=da)
     x = b.duplicate()
     ksp.solve(b, x)
     ksp.getPC().reset()
@@ -150,11 +143,7 @@ def test_amg_empty_matrix_converges():
     """A 0 x 0 matrix: nothing to solve, as with PETSc's own PCs (no NumPy error)."""
     A = PETSc.Mat().createAIJ((0, 0), nnz=1)
     A.assemble()
-    ksp = PETSc.KSP().create()
-    ksp.setOperators(A)
-    ksp.setType("cg")
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType(AMG)
+    ksp = python_pc_ksp(A, AMG, ksp_type="cg")
     b, x = A.createVecs()
     ksp.solve(b, x)
     assert ksp.getConvergedReason() > 0
@@ -165,10 +154,7 @@ def test_amg_view_says_block_size_is_not_used(capfd):
     B = PETSc.Mat().createAIJ(A.getSize(), bsize=2, nnz=5)
     B.setPreallocationCSR(A.getValuesCSR())
     B.assemble()
-    ksp = PETSc.KSP().create()
-    ksp.setOperators(B)
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType(AMG)
+    ksp = python_pc_ksp(B, AMG)
     ksp.setUp()
     ksp.view()
     assert "block size 2 is not used" in capfd.readouterr().out
@@ -185,12 +171,7 @@ def test_inf_right_hand_side_fails_without_numpy_warnings(pc_type, kind):
     else:
         b.set(1e308)
     b.assemble()
-    ksp = PETSc.KSP().create()
-    ksp.setDM(da)
-    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(A)
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType(pc_type)
+    ksp = python_pc_ksp(A, pc_type, da=da)
     ksp.setErrorIfNotConverged(False)
     x = b.duplicate()
     with warnings.catch_warnings():
@@ -226,20 +207,9 @@ def dmda_laplacian(n, stencil_width=1, boundary_rows=True):
     return da, A, b
 
 
-def true_relative_residual(A, b, x):
-    r = b.duplicate()
-    A.mult(x, r)
-    r.aypx(-1.0, b)
-    return r.norm() / b.norm()
-
-
 def solve_without_dm(A, b, options, ksp_type="cg", pc_type=GMG):
     with petsc_options(options):
-        ksp = PETSc.KSP().create()
-        ksp.setOperators(A)
-        ksp.setType(ksp_type)
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(pc_type)
+        ksp = python_pc_ksp(A, pc_type, ksp_type=ksp_type)
         ksp.setTolerances(rtol=1e-10, max_it=100)
         ksp.setFromOptions()
         x = b.duplicate()
@@ -270,13 +240,7 @@ def test_bicg_uses_the_transpose(pc_type, options):
     """-ksp_type bicg applies the transpose: where the preconditioner is symmetric it is its own."""
     da, A, b = poisson_system(17, 2)
     with petsc_options(options):
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType("bicg")
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(pc_type)
+        ksp = python_pc_ksp(A, pc_type, da=da, ksp_type="bicg")
         ksp.setTolerances(rtol=1e-10)
         ksp.setFromOptions()
         x = b.duplicate()
@@ -291,13 +255,7 @@ def test_bicg_uses_the_transpose(pc_type, options):
 def test_transpose_refused_by_name(pc_type, options, why):
     da, A, b = poisson_system(17, 2)
     with petsc_options(options):
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.setType("bicg")
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(pc_type)
+        ksp = python_pc_ksp(A, pc_type, da=da, ksp_type="bicg")
         ksp.setFromOptions()
         x = b.duplicate()
         with pytest.raises(PETSc.Error) as err:
@@ -309,12 +267,7 @@ def test_transpose_refused_by_name(pc_type, options, why):
 def test_f_cycle_view_says_it_is_not_symmetric(capfd):
     da, A, b = poisson_system(17, 2)
     with petsc_options({"pc_gmg_cycle": "f"}):
-        ksp = PETSc.KSP().create()
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-        ksp.setOperators(A)
-        ksp.getPC().setType("python")
-        ksp.getPC().setPythonType(GMG)
+        ksp = python_pc_ksp(A, GMG, da=da)
         ksp.setFromOptions()
         ksp.setUp()
         ksp.view()
@@ -333,12 +286,7 @@ def test_destroy_leaves_no_cyclic_garbage(pc_type):
     gc.disable()
     try:
         for _ in range(2):
-            ksp = PETSc.KSP().create()
-            ksp.setDM(da)
-            ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-            ksp.setOperators(A)
-            ksp.getPC().setType("python")
-            ksp.getPC().setPythonType(pc_type)
+            ksp = python_pc_ksp(A, pc_type, da=da)
             x = b.duplicate()
             ksp.solve(b, x)
             ksp.destroy()
