@@ -30,7 +30,7 @@ class DMDAPC(PythonPC):
         """A symmetric operator, and a cycle that is its own reverse (``_cycle_not_symmetric``)."""
         if self.mg is None:
             return "not set up"
-        if getattr(self, "_symmetric_operator", None) is None:
+        if self._symmetric_operator is None:           # asked once per setup (MatIsSymmetric)
             self._symmetric_operator = mat.operator_is_symmetric(pc, self.values["operator"] == "laplacian")
         if not self._symmetric_operator:
             return "the operator is not symmetric"

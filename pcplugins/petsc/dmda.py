@@ -144,19 +144,6 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     return [offsets[k] for k in present], [c.reshape(box.shape) for c in coefs]
 
 
-def layer_mask(box, xp=numpy):
-    """True on the outer layer of the global grid (over this rank's box), built on ``xp`` from one
-    small factor per axis (no full-size host array to upload)."""
-    on_layer = xp.zeros(box.shape, dtype=bool)
-    for a in range(box.dim):
-        g = numpy.arange(box.start[a], box.start[a] + box.shape[a])
-        edge = (g == 0) | (g == box.global_shape[a] - 1)
-        sh = [1] * box.dim
-        sh[a] = -1
-        on_layer |= xp.asarray(edge.reshape(sh))
-    return on_layer
-
-
 def face_mask(box, axis, xp=numpy):
     """True on the two faces of the global grid across ``axis`` (over this rank's box)."""
     g = numpy.arange(box.start[axis], box.start[axis] + box.shape[axis])
@@ -164,6 +151,15 @@ def face_mask(box, axis, xp=numpy):
     sh = [1] * box.dim
     sh[axis] = -1
     return xp.broadcast_to(xp.asarray(edge.reshape(sh)), box.shape)
+
+
+def layer_mask(box, xp=numpy):
+    """True on the outer layer of the global grid (over this rank's box), built on ``xp`` from one
+    small factor per axis (no full-size host array to upload)."""
+    on_layer = xp.zeros(box.shape, dtype=bool)
+    for a in range(box.dim):
+        on_layer |= face_mask(box, a, xp)
+    return on_layer
 
 
 def dirichlet_layer(box, offsets, coefs, mpi):
