@@ -85,8 +85,11 @@ def run(name, options, n, dim, gpu):
         return _run(name, options, n, dim, gpu)
 
 
+CONVENTION = "petsc"     # the matrix convention of the systems (problems.poisson_csr)
+
+
 def _run(name, options, n, dim, gpu):
-    da, A, b = poisson_system(n, dim, "petsc", rhs="random", seed=1)
+    da, A, b = poisson_system(n, dim, CONVENTION, rhs="random", seed=1)
     da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
     x = b.duplicate()
     ksp = PETSc.KSP().create()

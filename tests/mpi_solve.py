@@ -31,15 +31,17 @@ else:
     da, A, b = poisson_system(n, dim, convention, jump=jump)
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 u = natural_array(da, x)
-levels = replicated = 0
+levels = replicated = axis_levels = 0
 galerkin_error = -1.0
 pc = ksp.getPC()
 if mg:
     ctx = pc.getPythonContext()
     levels, replicated = len(ctx.mg.levels), sum(getattr(lev, "replicated", False) for lev in ctx.mg.levels)
+    # coarse levels of an even axis (stencil.AxisLaplacian)
+    axis_levels = sum(hasattr(lev.op, "tail") for lev in getattr(ctx.mg, "levels", []))
 elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
     galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
     levels = len(pc.getPythonContext().mg.levels)
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
-                levels=levels, replicated=replicated, galerkin_error=galerkin_error)
+                levels=levels, replicated=replicated, galerkin_error=galerkin_error, axis_levels=axis_levels)

@@ -232,6 +232,67 @@ def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
     assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
 
 
+# boxes holding the grid's last points (and one that does not), for the non-uniform last cell
+END_BOXES = [grid.Box((31, 30, 29), (20, 19, 17), (11, 11, 12)), grid.Box((31, 30, 29)),
+             grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((45, 38), (25, 20), (20, 18)),
+             grid.Box((17, 33))]
+
+
+@pytest.mark.parametrize("box", END_BOXES, ids=str)
+@pytest.mark.parametrize("omega,zero", [(1.0, False), (1.3, False), (1.0, True)])
+def test_fused_axis_laplacian_matches_twin(box, omega, zero):
+    """The TAIL kernels (a coarse level of an even grid: stencil.AxisLaplacian) against the
+    generic red-black smoother and residual on the same operator."""
+    from pcplugins.core import smoothers
+    cp = backend.cupy
+    w, r = [-1.0, -4.0, -0.5][:box.dim], [0.5, 0.75, 0.625][:box.dim]
+    rng = np.random.default_rng(4)
+    u, f = rng.standard_normal(box.padded_shape), rng.standard_normal(box.shape)
+    if zero:
+        u = np.pad(grid.interior(u) + 7.0, 1)
+    op = stencil.AxisLaplacian(box, w, r, np)
+    ref = smoothers.ColourGS(op, "redblack", omega).smooth(u.copy(), f, 2, reverse=True, zero_guess=zero)
+    ref_r = op.residual(np.zeros(box.shape), f, ref)
+    lap = fused.Laplacian(stencil.AxisLaplacian(box, w, r, cp), w)
+    assert lap.tail
+    got = fused.RedBlack(lap, omega, scratch=cp.zeros(box.padded_shape)).smooth(
+        cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
+    got_r = lap.residual(cp.zeros(box.padded_shape), cp.asarray(f), got)
+    assert np.allclose(backend.to_host(got), ref, rtol=1e-13, atol=1e-13)
+    assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("box", END_BOXES, ids=str)
+@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_transfers_with_omegas_match_twin(box, coarsened, dtype):
+    """Transfers onto a non-uniform last cell (transfer.Transfer's omegas, on every coarsened
+    axis of an odd number of points) against the generic S P and P^T S / 2^c."""
+    cp = backend.cupy
+    kept = {"all": -1, "first-kept": 0, "last-kept": box.dim - 1}[coarsened]
+    ax = tuple(a != kept for a in range(box.dim))
+    omegas = [0.3 + 0.1 * a if c and m % 2 else None for a, (c, m) in enumerate(zip(ax, box.global_shape))]
+    cbox = box.coarsen(ax)
+    if all(w is None for w in omegas):
+        pytest.skip("no coarsened axis of an odd number of points")
+    twin = transfer.Transfer(box, cbox, ax, "linear", omegas)
+    fast = fused.LinearTransfer(twin, dtype)
+    rng = np.random.default_rng(3)
+    rf, ec = rng.standard_normal(box.padded_shape), rng.standard_normal(cbox.padded_shape)
+    uf = rng.standard_normal(box.padded_shape)
+    # the coarse halo past the grid's end is the Dirichlet zero
+    for a, (s, n, m) in enumerate(zip(cbox.start, cbox.shape, cbox.global_shape)):
+        if s + n == m:
+            ec[tuple(-1 if b == a else slice(None) for b in range(box.dim))] = 0
+    ref_r = twin.restrict(np.zeros(cbox.shape), rf)
+    ref_p = twin.prolong_add(uf.copy(), ec)
+    got_r = fast.restrict(cp.zeros(cbox.shape, dtype), cp.asarray(rf, dtype))
+    got_p = fast.prolong_add(cp.asarray(uf, dtype), cp.asarray(ec, dtype))
+    tol = 1e-14 if dtype == "float64" else 1e-6
+    assert np.allclose(backend.to_host(got_r), ref_r, rtol=tol, atol=tol)
+    assert np.allclose(backend.to_host(got_p), ref_p, rtol=tol, atol=tol)
+
+
 @pytest.fixture(params=[4, 8], ids=lambda r: f"pair_rows{r}")
 def pair_rows(request):
     """relax_pair's tile height (fused.PAIR_ROWS), in both precisions, restored after."""
@@ -269,7 +330,8 @@ def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_
     assert not halo.any()
 
 
-@pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63)])
+@pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63), (32, 30, 100),
+                                   (256, 100)])
 @pytest.mark.parametrize("cycle", ["v", "w"])
 def test_fused_cycle_matches_generic(shape, cycle, rows):
     cp = backend.cupy
@@ -280,6 +342,10 @@ def test_fused_cycle_matches_generic(shape, cycle, rows):
         op = stencil.laplacian(box, [-1.0, -2.0, -1.0][:box.dim], cp)
         mg = multigrid.Multigrid(op, multigrid.Options(cycle=cycle, fused=fast))
         assert (mg.levels[0].fused is not None) == fast
+        # an even axis: coarse levels of stencil.AxisLaplacian, on the fused (TAIL) kernels too
+        assert all((lev.fused is not None) == fast for lev in mg.levels[:-1])
+        assert any(isinstance(lev.op, stencil.AxisLaplacian) for lev in mg.levels) == (
+            any(m % 2 == 0 for m in shape) or shape == (5, 33, 65))
         u = cp.zeros(box.padded_shape)
         for _ in range(3):
             mg.cycle(f, u)

@@ -38,7 +38,10 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          ((20, 3, "interior", 2.0), NOGATHER + ["-pc_gmg_smoother", "multicolor"]),
          ((45, 2, "interior", 3.0), NOGATHER + ["-pc_gmg_cycle", "w"]),
          ((33, 2, "petsc", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"]),
-         ((19, 3, "interior", 1.0), ["-pc_gmg_smoother", "chebyshev"])]
+         ((19, 3, "interior", 1.0), ["-pc_gmg_smoother", "chebyshev"]),
+         # even axes: coarse levels of stencil.AxisLaplacian, its last cell on the last rank
+         ((34, 3, "petsc", 0.0), NOGATHER),
+         (("40x26", 2, "interior", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"])]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
@@ -48,6 +51,7 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
     for P in (2, 3, 4):
         got = run(tmp_path, P, problem, fixed)
         assert got["levels"] == ref["levels"] and got["replicated"] >= 1
+        assert got["axis_levels"] == ref["axis_levels"] and (ref["axis_levels"] > 0) == (problem[0] in (34, "40x26"))
         if options[:2] == NOGATHER:
             assert got["replicated"] < got["levels"] - 1     # some coarse level stays distributed
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])

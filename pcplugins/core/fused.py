@@ -52,12 +52,70 @@ __device__ __forceinline__ T stencil(const T* u, long p, long P0, long P1, T w0,
     return au;
 }
 
+// A level of stencil.AxisLaplacian (TAIL 1: a coarse level of a grid with an even number of
+// points along some axis): along axis a the point at local index L_a, the grid's last, has the
+// K diagonal k_a and the D m_a, every other point -2 w_a and 1; the operator is
+// sum_a (prod_{b != a} D_b) K_a. Its diagonal at a point, and its application:
+#if TAIL
+#define TAIL_PARAMS , int L0, int L1, int L2, T k0, T k1, T k2, T m0, T m1, T m2
+#define TAIL_PASS , L0, L1, L2, k0, k1, k2, m0, m1, m2
+#else
+#define TAIL_PARAMS
+#define TAIL_PASS
+#endif
+#if TAIL
+__device__ __forceinline__ void tail_factors(int i0, int i1, int i2, T w0, T w1, T w2 TAIL_PARAMS,
+                                             T* c, T* M)
+{
+    T d0 = i0 == L0 ? m0 : (T)1, d1 = i1 == L1 ? m1 : (T)1, d2 = i2 == L2 ? m2 : (T)1;
+    c[0] = i0 == L0 ? k0 : (T)-2 * w0;
+    c[1] = i1 == L1 ? k1 : (T)-2 * w1;
+    c[2] = i2 == L2 ? k2 : (T)-2 * w2;
+    M[0] = d1 * d2;
+    M[1] = d0 * d2;
+    M[2] = d0 * d1;
+}
+
+__device__ __forceinline__ T tail_diag(int i0, int i1, int i2, T w0, T w1, T w2 TAIL_PARAMS)
+{
+    T c[3], M[3];
+    tail_factors(i0, i1, i2, w0, w1, w2 TAIL_PASS, c, M);
+    T d = M[2] * c[2] + M[1] * c[1];
+#if DIM == 3
+    d += M[0] * c[0];
+#endif
+    return d;
+}
+
+__device__ __forceinline__ T tail_stencil(const T* u, long p, long P0, long P1, int i0, int i1, int i2,
+                                          T w0, T w1, T w2 TAIL_PARAMS, T* diag)
+{
+    T c[3], M[3];
+    tail_factors(i0, i1, i2, w0, w1, w2 TAIL_PASS, c, M);
+    T v = u[p];
+    T au = M[2] * (c[2] * v + w2 * (u[p - 1] + u[p + 1])) + M[1] * (c[1] * v + w1 * (u[p - P1] + u[p + P1]));
+    *diag = M[2] * c[2] + M[1] * c[1];
+#if DIM == 3
+    au += M[0] * (c[0] * v + w0 * (u[p - P0] + u[p + P0]));
+    *diag += M[0] * c[0];
+#endif
+    return au;
+}
+// A * u at p and, in dg, the diagonal there; a relaxation's step is scale / dg with TAIL (scale
+// is then omega), scale (omega / diag) without
+#define APPLY(u, p, i0, i1, i2, dg) tail_stencil(u, p, P0, P1, i0, i1, i2, w0, w1, w2 TAIL_PASS, &dg)
+#define STEP(dg) (scale / (dg))
+#else
+#define APPLY(u, p, i0, i1, i2, dg) stencil(u, p, P0, P1, w0, w1, w2, diag)
+#define STEP(dg) scale
+#endif
+
 // One colour: the points with i2 = i0 + i1 + parity (mod 2), one thread per point of the colour
 // in each of ROWS rows (blockIdx.y = i1 / ROWS). Every row's loads are issued before any store:
 // a colour's points never read each other, and the loads in flight per thread are what keeps a
 // float32 sweep at the memory bandwidth.
 extern "C" __global__ void relax_colour(T* u, const T* __restrict__ f, int n0, int n1, int n2,
-                                        int parity, T w0, T w1, T w2, T diag, T scale)
+                                        int parity, T w0, T w1, T w2, T diag, T scale TAIL_PARAMS)
 {
     int i0 = blockIdx.z, x = blockIdx.x * blockDim.x + threadIdx.x;
     STRIDES;
@@ -70,7 +128,8 @@ extern "C" __global__ void relax_colour(T* u, const T* __restrict__ f, int n0, i
         if (i1 < n1 && i2 < n2) {
             long p = PADDED(i0, i1, i2);
             at[r] = p;
-            v[r] = u[p] + scale * (f[FLAT(i0, i1, i2)] - stencil(u, p, P0, P1, w0, w1, w2, diag));
+            T dg = diag, au = APPLY(u, p, i0, i1, i2, dg);
+            v[r] = u[p] + STEP(dg) * (f[FLAT(i0, i1, i2)] - au);
         }
     }
 #pragma unroll
@@ -81,12 +140,17 @@ extern "C" __global__ void relax_colour(T* u, const T* __restrict__ f, int n0, i
 // The same colour from a zero initial guess: u = scale f on the colour, 0 elsewhere (this
 // replaces zeroing u and one pass).
 extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, int n1, int n2,
-                                       int parity, T scale)
+                                       int parity, T scale, T w0, T w1, T w2 TAIL_PARAMS)
 {
     int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (i2 >= n2) return;
     STRIDES;
-    u[PADDED(i0, i1, i2)] = ((i2 + i0 + i1 + parity) & 1) ? (T)0 : scale * f[FLAT(i0, i1, i2)];
+#if TAIL
+    T step = scale / tail_diag(i0, i1, i2, w0, w1, w2 TAIL_PASS);
+#else
+    T step = scale;
+#endif
+    u[PADDED(i0, i1, i2)] = ((i2 + i0 + i1 + parity) & 1) ? (T)0 : step * f[FLAT(i0, i1, i2)];
 }
 
 // Both colours of a sweep in one pass, out of place (3D): dst = one red-black sweep of src.
@@ -243,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(PNT) relax_pair_zero(RELAX_PAIR_ARG
 
 extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f, const T* __restrict__ u,
                                     int n0, int n1, int n2, int out_pad, int f_pad,
-                                    T w0, T w1, T w2, T diag)
+                                    T w0, T w1, T w2, T diag TAIL_PARAMS)
 {
     int i0 = blockIdx.z, i2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (i2 >= n2) return;
@@ -253,7 +317,8 @@ extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f
         int i1 = blockIdx.y * ROWS + r;
         if (i1 >= n1) break;
         long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
-        out[out_pad ? p : q] = f[f_pad ? p : q] - stencil(u, p, P0, P1, w0, w1, w2, diag);
+        T dg, au = APPLY(u, p, i0, i1, i2, dg);
+        out[out_pad ? p : q] = f[f_pad ? p : q] - au;
     }
 }
 
@@ -313,9 +378,23 @@ extern "C" __global__ void copy_inside(double* __restrict__ y, const T* __restri
 // float32 taps into double arithmetic (the float32 restriction was slower than the float64 one).
 __device__ __forceinline__ T weight(int o, int c) { return c ? (o ? (T)0.25 : (T)0.5) : (o ? (T)0 : (T)1); }
 
+// With TAIL the fine point after the coarse point at local index LC_a, the grid's last, takes
+// the weight W_a / 2 of R = P^T S / 2^c (transfer.Transfer's omegas; W_a = 1/2 is uniform).
+#if TAIL
+#define TRANSFER_PARAMS , int LC0, int LC1, int LC2, T W0, T W1, T W2
+__device__ __forceinline__ void rweights(int k, int c, int last, T w, T* out)
+{
+    out[0] = c ? (T)0.25 : (T)0;
+    out[1] = c ? (T)0.5 : (T)1;
+    out[2] = c ? (k == last ? w / (T)2 : (T)0.25) : (T)0;
+}
+#else
+#define TRANSFER_PARAMS
+#endif
+
 extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__ r,
                                        int m0, int m1, int m2, int n1, int n2,
-                                       int c0, int c1, int c2, int ph0, int ph1, int ph2)
+                                       int c0, int c1, int c2, int ph0, int ph1, int ph2 TRANSFER_PARAMS)
 {
     int k0 = blockIdx.z, k1 = blockIdx.y, k2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (k2 >= m2) return;
@@ -323,6 +402,21 @@ extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__
     int a0 = c0 ? 2 * k0 + ph0 : k0, a1 = c1 ? 2 * k1 + ph1 : k1, a2 = c2 ? 2 * k2 + ph2 : k2;
     const T* centre = r + PADDED(a0, a1, a2);
     T acc = 0;
+#if TAIL
+    T r0[3] = {0, 1, 0}, r1[3], r2[3];
+#if DIM == 3
+    rweights(k0, c0, LC0, W0, r0);
+#endif
+    rweights(k1, c1, LC1, W1, r1);
+    rweights(k2, c2, LC2, W2, r2);
+#pragma unroll
+    for (int o0 = -DIM + 2; o0 <= DIM - 2; ++o0)
+#pragma unroll
+        for (int o1 = -1; o1 <= 1; ++o1) {
+            const T* row = centre + o0 * P0 + o1 * P1;
+            acc += r0[o0 + 1] * r1[o1 + 1] * (r2[0] * row[-1] + r2[1] * row[0] + r2[2] * row[1]);
+        }
+#else
 #if DIM == 3
 #pragma unroll
     for (int o0 = -1; o0 <= 1; ++o0) {
@@ -339,6 +433,7 @@ extern "C" __global__ void restrict_fw(T* __restrict__ fc, const T* __restrict__
             acc += v0 * weight(o1, c1) * line;
         }
     }
+#endif
     fc[((long)k0 * m1 + k1) * m2 + k2] = acc;
 }
 
@@ -361,7 +456,7 @@ __device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* next)
 
 extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ e,
                                        int n0, int n1, int n2, int m1, int m2,
-                                       int c0, int c1, int c2, int ph0, int ph1, int ph2)
+                                       int c0, int c1, int c2, int ph0, int ph1, int ph2 TRANSFER_PARAMS)
 {
     int i0 = blockIdx.z, t1 = blockIdx.y, t2 = blockIdx.x * blockDim.x + threadIdx.x;
     int a1 = 2 * t1 - c1 * ph1, a2 = 2 * t2 - c2 * ph2;    // the block's first point: -1 is off the grid
@@ -372,12 +467,25 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
     const T* c = e + l0 * Q0 + (k1 + 1) * Q1 + k2 + 1;
     // the plane's values at coarse (k1, k2), (k1, k2 + 1), (k1 + 1, k2), (k1 + 1, k2 + 1); twice
     // the value where the plane is coincident (d0 = 0), so each is halved below
-    T z00 = c[0] + c[d0], z01 = c[1] + c[d0 + 1], z10 = c[Q1] + c[Q1 + d0], z11 = c[Q1 + 1] + c[Q1 + d0 + 1];
     T h = (T)0.5, q = (T)0.25;
+#if TAIL
+    // the point after the last coarse point takes W from it (and 1 - W from the halo's zero)
+    bool e0 = s0 && l0 - PAD0 == LC0;
+    T A0 = e0 ? 2 * W0 : (T)1, B0 = e0 ? 2 - 2 * W0 : (T)1;
+    T z00 = A0 * c[0] + B0 * c[d0], z01 = A0 * c[1] + B0 * c[d0 + 1];
+    T z10 = A0 * c[Q1] + B0 * c[Q1 + d0], z11 = A0 * c[Q1 + 1] + B0 * c[Q1 + d0 + 1];
+    T al1 = k1 == LC1 ? W1 : h, al2 = k2 == LC2 ? W2 : h;
+    T x0 = c2 ? h * (al2 * z00 + (1 - al2) * z01) : h * z01;
+    T x1 = c2 ? h * (al2 * z10 + (1 - al2) * z11) : h * z11;
+    T y0 = c1 ? h * (al1 * z00 + (1 - al1) * z10) : h * z10;
+    T y1 = c1 ? al1 * x0 + (1 - al1) * x1 : x1;
+#else
+    T z00 = c[0] + c[d0], z01 = c[1] + c[d0 + 1], z10 = c[Q1] + c[Q1 + d0], z11 = c[Q1 + 1] + c[Q1 + d0 + 1];
     T x0 = c2 ? q * (z00 + z01) : h * z01;                 // second point of the first row
     T x1 = c2 ? q * (z10 + z11) : h * z11;                 // ... of the second row's columns
     T y0 = c1 ? q * (z00 + z10) : h * z10;                 // first point of the second row
     T y1 = c1 ? h * (x0 + x1) : x1;
+#endif
     STRIDES;
     long p = PADDED(i0, a1, a2);
     bool in0 = a2 >= 0, in1 = a2 + 1 < n2, row0 = a1 >= 0, row1 = a1 + 1 < n1;
@@ -569,25 +677,27 @@ def set_rows(dtype, rows=None, pair_rows=None):
 
 
 @functools.lru_cache(maxsize=None)
-def _module(dim, dtype, rows, pair_rows):
+def _module(dim, dtype, rows, pair_rows, tail):
     ctype = {"float64": "double", "float32": "float"}[dtype]
-    defines = {"T": ctype, "DIM": dim, "HOMG_ROWS": HOMG_ROWS, "ROWS": rows, "PAIR_X": PAIR_X, "PAIR_ROWS": pair_rows}
+    defines = {"T": ctype, "DIM": dim, "HOMG_ROWS": HOMG_ROWS, "ROWS": rows, "PAIR_X": PAIR_X,
+               "PAIR_ROWS": pair_rows, "TAIL": int(tail)}
     return backend.cupy.RawModule(code="".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(dim, dtype, name, rows, pair_rows):
-    return _module(dim, dtype, rows, pair_rows).get_function(name)
+def _kernel(dim, dtype, name, rows, pair_rows, tail):
+    return _module(dim, dtype, rows, pair_rows, tail).get_function(name)
 
 
-def _launch(dim, dtype, name, shape3, args):
+def _launch(dim, dtype, name, shape3, args, tail=False):
     """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z.
     A cycle is a hundred or more launches whose host time adds up (it is the whole cost of a
-    CUDA graph's capture), so each configuration is worked out once."""
-    key = (dim, dtype, name, shape3)
+    CUDA graph's capture), so each configuration is worked out once. ``tail``: the kernel built
+    for stencil.AxisLaplacian levels (TAIL in the source), which takes their numbers last."""
+    key = (dim, dtype, name, shape3, tail)
     cfg = _CONFIGS.get(key)
     if cfg is None:
-        cfg = _CONFIGS[key] = _configure(dim, dtype, name, shape3)
+        cfg = _CONFIGS[key] = _configure(dim, dtype, name, shape3, tail)
     if cfg:
         cfg[0](cfg[1], cfg[2], args)
 
@@ -595,13 +705,13 @@ def _launch(dim, dtype, name, shape3, args):
 _CONFIGS = {}
 
 
-def _configure(dim, dtype, name, shape3):
+def _configure(dim, dtype, name, shape3, tail=False):
     """(kernel, grid, block) for _launch, or () for an empty grid."""
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return ()
     dtype = numpy.dtype(dtype).name
-    kernel = _kernel(dim, dtype, name, ROWS[dtype], PAIR_ROWS[dtype])
+    kernel = _kernel(dim, dtype, name, ROWS[dtype], PAIR_ROWS[dtype], bool(tail))
     if name.startswith("relax_pair"):   # shape3 is the grid: (chunks of planes, tiles along i1, i2)
         return kernel, (nx, n1, n0), (32, PAIR_ROWS[dtype])
     # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
@@ -640,15 +750,26 @@ def supported(xp, dtype):
     return backend.is_gpu(xp) and numpy.dtype(dtype).name in ("float64", "float32")
 
 
+def _tail_args(op):
+    """stencil.AxisLaplacian's numbers in the TAIL kernels' order (L0..2, k0..2, m0..2; a 2D
+    level's axis 0 has no last point), or [] for a constant stencil."""
+    if not hasattr(op, "tail"):
+        return []
+    t = op.dtype.type
+    tail = [(-5, 0.0, 1.0)] * (3 - op.box.dim) + op.tail()
+    return _i32(*(L for L, _, _ in tail)) + [t(k) for _, k, _ in tail] + [t(m) for _, _, m in tail]
+
+
 class Laplacian:
-    """Fused residual and boundary elimination of a constant star stencil with axis weights
-    ``weights`` (< 0)."""
+    """Fused residual and boundary elimination of a star stencil with axis weights ``weights``
+    (< 0): the constant stencil, or a stencil.AxisLaplacian (``tail``: its kernels' numbers)."""
 
     def __init__(self, op, weights):
         self.op, self.box, self.dim, self.dtype = op, op.box, op.box.dim, op.dtype
         t = self.dtype.type
         self.weights = [t(0)] * (3 - self.dim) + [t(v) for v in weights]
-        self.coefs = self.weights + [t(op.diag)]
+        self.tail = _tail_args(op)
+        self.coefs = self.weights + [t(0.0 if self.tail else op.diag)]
         self._weights64 = [numpy.float64(v) for v in [0] * (3 - self.dim) + list(weights)]
         self._shape3 = _dims3(self.box.shape)
         self._sizes = _i32(*self._shape3)
@@ -659,7 +780,8 @@ class Laplacian:
         _contiguous(out, f, u_pad)
         padded = self.box.padded_shape
         flags = self._flags[out.shape == padded, f.shape == padded]
-        _launch(self.dim, self.dtype, "residual", self._shape3, [out, f, u_pad, *self._sizes, *flags, *self.coefs])
+        _launch(self.dim, self.dtype, "residual", self._shape3,
+                [out, f, u_pad, *self._sizes, *flags, *self.coefs, *self.tail], bool(self.tail))
         return out
 
     def eliminate(self, f, x, y, c):
@@ -667,6 +789,8 @@ class Laplacian:
         (this level's padded shape): y = c x on the layer (y inside untouched) and
         f = x_I - A_IB y_B (in the operator's precision), in one pass."""
         _contiguous(f, x, y)
+        if self.tail:
+            raise ValueError("eliminate: the fine level is a constant stencil")
         if x.dtype != numpy.float64 or y.dtype != numpy.float64 or f.dtype != self.dtype:
             raise TypeError(f"eliminate: x and y float64, f {self.dtype}; got {x.dtype}, {y.dtype}, {f.dtype}")
         n0, n1, n2 = _dims3(self.box.shape)
@@ -699,13 +823,16 @@ class RedBlack:
         box = lap.box
         base = sum(s + 1 for s in box.start)     # colour = parity of the grid indices' sum (grid.py)
         self._parity = [(c - base) % 2 for c in (0, 1)]
-        self._scale = lap.dtype.type(omega / lap.op.diag)
+        # the TAIL kernels divide omega by the diagonal at each point
+        self._scale = lap.dtype.type(omega if lap.tail else omega / lap.op.diag)
         n0, n1, n2 = _dims3(box.shape)
         # each parity's launch shape and trailing arguments, worked out once
-        self._first = {p: ((n0, n1, n2), [*_i32(n0, n1, n2, p), self._scale]) for p in (0, 1)}
-        self._colour = {p: ((n0, n1, (n2 + 1) // 2), [*_i32(n0, n1, n2, p), *lap.coefs, self._scale])
+        self._first = {p: ((n0, n1, n2), [*_i32(n0, n1, n2, p), self._scale, *lap.weights, *lap.tail])
+                       for p in (0, 1)}
+        self._colour = {p: ((n0, n1, (n2 + 1) // 2), [*_i32(n0, n1, n2, p), *lap.coefs, self._scale, *lap.tail])
                         for p in (0, 1)}
-        self.scratch = scratch if lap.dim == 3 else None
+        # relax_pair has no TAIL form: an AxisLaplacian level sweeps a colour a kernel
+        self.scratch = scratch if lap.dim == 3 and not lap.tail else None
         if self.scratch is not None:
             _contiguous(scratch)
             if scratch.shape != box.padded_shape or scratch.dtype != lap.dtype:
@@ -732,11 +859,11 @@ class RedBlack:
         lap = self.lap
         for k, par in enumerate(parities):
             if zero_guess and k == 0:
-                shape3, tail = self._first[par]
-                _launch(lap.dim, lap.dtype, "relax_first", shape3, [u, f, *tail])
+                shape3, args = self._first[par]
+                _launch(lap.dim, lap.dtype, "relax_first", shape3, [u, f, *args], bool(lap.tail))
             else:
-                shape3, tail = self._colour[par]
-                _launch(lap.dim, lap.dtype, "relax_colour", shape3, [u, f, *tail])
+                shape3, args = self._colour[par]
+                _launch(lap.dim, lap.dtype, "relax_colour", shape3, [u, f, *args], bool(lap.tail))
             exchange(u)
 
     def _smooth_pairs(self, u, f, sweeps, parity, zero_guess):
@@ -766,12 +893,20 @@ class RedBlack:
 class LinearTransfer:
     """Full-weighting restriction and (bi/tri)linear prolongation, one kernel each."""
 
-    def __init__(self, twin):
-        """``twin``: the generic ``transfer.Transfer`` of kind 'linear' (its boxes and phases)."""
+    def __init__(self, twin, dtype=numpy.float64):
+        """``twin``: the generic ``transfer.Transfer`` of kind 'linear' (its boxes, phases and
+        omegas: with omegas, the TAIL kernels, which take the last coarse points and omegas)."""
         self.fine, self.coarse = twin.fine, twin.coarse
         self.dim = self.fine.dim
         pad = 3 - self.dim
         flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))
+        self.tail = twin.omegas is not None
+        if self.tail:
+            last = [self.coarse.global_shape[a] - 1 - self.coarse.start[a] if w is not None else -5
+                    for a, w in enumerate(twin.omegas)]
+            omegas = [0.5 if w is None else w for w in twin.omegas]
+            t = numpy.dtype(dtype).type
+            flags += _i32(*([-5] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
         fine3, coarse3 = _dims3(self.fine.shape), _dims3(self.coarse.shape)
         self._restrict = coarse3, [*_i32(*coarse3, *fine3[1:]), *flags]
         # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point may be -1 (phase 1)
@@ -781,12 +916,12 @@ class LinearTransfer:
 
     def restrict(self, coarse_out, fine_pad):
         _contiguous(coarse_out, fine_pad)
-        shape3, tail = self._restrict
-        _launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, [coarse_out, fine_pad, *tail])
+        shape3, args = self._restrict
+        _launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, [coarse_out, fine_pad, *args], self.tail)
         return coarse_out
 
     def prolong_add(self, fine_pad, coarse_pad):
         _contiguous(fine_pad, coarse_pad)
-        shape3, tail = self._prolong
-        _launch(self.dim, fine_pad.dtype, "prolong_add", shape3, [fine_pad, coarse_pad, *tail])
+        shape3, args = self._prolong
+        _launch(self.dim, fine_pad.dtype, "prolong_add", shape3, [fine_pad, coarse_pad, *args], self.tail)
         return fine_pad

@@ -8,8 +8,8 @@ so the kernels need no boundary cases.
 
 Coarsening rule (vertex-centred, as in the papers): along an axis of m unknowns, coarse point k
 sits on fine point 2k+1, so the coarse axis has m // 2 points; m = 2^j - 1 gives the uniform
-hierarchy 2^j - 1 -> 2^(j-1) - 1, an even m leaves one coarse cell of width h at the far end (the
-Galerkin operators absorb it). Grids whose end points are unknowns too (``keep_ends``: the
+hierarchy 2^j - 1 -> 2^(j-1) - 1, an even m leaves a shorter last cell at the far end (width h
+on a coarse spacing of 2h; stencil.AxisLaplacian and transfer.Transfer's omegas follow it). Grids whose end points are unknowns too (``keep_ends``: the
 absorbing boundary of pcplugins.ShiftedLaplace) put coarse point k on fine point 2k instead, so
 m = 2^j + 1 gives 2^(j-1) + 1 points and the ends stay on every level; ``keep_ends`` is per axis
 (a Neumann condition on the faces across one axis, Dirichlet values eliminated across another).

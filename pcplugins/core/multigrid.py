@@ -3,8 +3,9 @@
 Levels are numbered from 0 (finest). Each level holds its stencil operator, its smoother, the
 transfer to the next coarser level and preallocated work arrays (padded u and r, unpadded f), so
 a cycle allocates nothing. Coarse operators are rediscretized (the constant-coefficient Laplacian:
-the stencil weights scale by 1/4 per coarsened axis, which is what R A P gives with full weighting)
-or Galerkin products R A P (any other operator), formed stencil-wise by probing.
+the stencil weights scale by 1/4 per coarsened axis, which is what R A P gives with full weighting;
+on the non-uniform last cell an even axis leaves, stencil.AxisLaplacian) or Galerkin products
+R A P (any other operator), formed stencil-wise by probing.
 
 Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``; the
 serial ``Comm`` does nothing, petsc/mpi.py supplies DMDA ghost updates under MPI.
@@ -155,6 +156,7 @@ class Level:
         self.transfer = None   # to the next coarser level
         self.coarse_solve = None
         self.fused = None      # fused.Laplacian when the fast path applies
+        self.omegas = None     # the transfer's weights on a non-uniform last cell (transfer.Transfer)
         self.replicated = False  # under MPI: every rank holds the whole level
 
     def residual(self):
@@ -197,8 +199,21 @@ class Multigrid:
         boxes, axes = grid.hierarchy_boxes(op.box, opt.levels, opt.coarse_size)
         self.levels = [Level(0, op)]
         weights = stencil.laplacian_weights(op) if opt.coarse_operator == "auto" else None
+        ratios = [1.0] * op.box.dim     # the last cell along each axis, in grid spacings
         for l, (cbox, ax) in enumerate(zip(boxes[1:], axes), start=1):
             fine = self.levels[-1]
+            # the Laplacian rediscretized (stencil.AxisLaplacian) where the axes it coarsens are
+            # Dirichlet axes and the transfer is linear: else Galerkin from here on
+            if weights is not None and (opt.transfer != "linear" or any(
+                    a and k for a, k in zip(ax, fine.box.keep_ends))):
+                weights = None
+            omegas = None
+            if weights is not None:
+                omegas = [r / (1 + r) if a and m % 2 and r < 1 else None
+                          for a, m, r in zip(ax, fine.box.global_shape, ratios)]
+                ratios = [stencil.coarse_ratio(m, r) if a else r
+                          for a, m, r in zip(ax, fine.box.global_shape, ratios)]
+            fine.omegas = omegas
             fine.transfer = self._transfer(fine, cbox, ax)
             replicated = fine.replicated or (self.comm.size > 1 and (
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
@@ -211,10 +226,12 @@ class Multigrid:
             cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp
             if cxp is not fine.op.xp:
                 fine.transfer = Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)
-            uniform = all(m % 2 == 1 for m, a in zip(fine.box.global_shape, ax) if a)
-            if weights is not None and uniform:
+            if weights is not None:
                 weights = [w / 4.0 if a else w for w, a in zip(weights, ax)]
-                cop = stencil.laplacian(cbox, weights, cxp, self.dtype)
+                if all(r == 1 for r in ratios):
+                    cop = stencil.laplacian(cbox, weights, cxp, self.dtype)
+                else:
+                    cop = stencil.AxisLaplacian(cbox, weights, ratios, cxp, self.dtype)
             else:
                 weights = None
                 cop = self._galerkin(fine, cbox, cxp)
@@ -262,7 +279,7 @@ class Multigrid:
     def _transfer(self, fine, cbox, ax):
         if self.options.transfer == "dezeeuw":
             return transfer.MatrixDependent(fine.box, cbox, ax, fine.op, self._exchange(fine))
-        return transfer.Transfer(fine.box, cbox, ax, self.options.transfer)
+        return transfer.Transfer(fine.box, cbox, ax, self.options.transfer, fine.omegas)
 
     def _galerkin(self, fine, cbox, cxp):
         T, op = fine.transfer, fine.op
@@ -291,7 +308,7 @@ class Multigrid:
         for lev in self.levels:
             if lev.op.xp is numpy:
                 continue
-            w = stencil.laplacian_weights(lev.op)
+            w = lev.op.weights if isinstance(lev.op, stencil.AxisLaplacian) else stencil.laplacian_weights(lev.op)
             if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
                 lev.fused = fused.Laplacian(lev.op, w)
             outer, T = lev, lev.transfer            # the plain transfer inside Moved / Gathered
@@ -299,7 +316,7 @@ class Multigrid:
             while isinstance(T, (Moved, Gathered)):
                 outer, attr, T = T, "inner", T.inner
             if T is not None and T.kind == "linear":
-                setattr(outer, attr, fused.LinearTransfer(T))
+                setattr(outer, attr, fused.LinearTransfer(T, self.dtype))
 
     def _smoother(self, lev):
         opt = self.options
@@ -501,7 +518,13 @@ class Multigrid:
         lines = [f"{kind} per application, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
                  f"transfer {o.transfer}"]
         for lev in self.levels:
-            kind = "matrix-free constant stencil" if lev.op.constant else "stored stencil"
+            if lev.op.constant:
+                kind = "matrix-free constant stencil"
+            elif isinstance(lev.op, stencil.AxisLaplacian):
+                kind = "star stencil, constant but for the last cell along " + "/".join(
+                    "zyx"[3 - lev.box.dim + a] for a, r in enumerate(lev.op.ratios) if r != 1)
+            else:
+                kind = "stored stencil"
             if lev.fused is not None:
                 kind += " (fused kernels)"
             what = lev.coarse_solve.describe() if lev.coarse_solve else lev.smoother.describe()

@@ -167,6 +167,82 @@ def laplacian(box, weights, xp, dtype=numpy.float64):
     return StencilOperator(box, offsets, coefs, xp, dtype)
 
 
+class AxisLaplacian(StencilOperator):
+    """The constant-coefficient Laplacian rediscretized on a grid that is uniform along each axis
+    but for its last cell: a coarse level of a grid with an even number of points per axis.
+
+    Along axis a the points are H apart and the last one lies r_a H from the far boundary
+    (0 < r_a <= 1; the first lies H from the near one). The operator is the symmetric
+    finite-volume form with lumped mass, sum_a (prod_{b != a} D_b) K_a, each factor a 1D matrix
+    along its axis: K_a couples neighbours by ``weights[a]`` (< 0) and the last point to the
+    boundary by weights[a] / r_a, D_b is 1 but at the last point, (1 + r_b) / 2. It is
+    R A P of the finer level with its linear P and R = P^T / 2^c (grid.py) exactly along each
+    axis, the mass lumped across axes (the 2^d + 1-point rediscretization of the uniform
+    levels is the case r = 1); ``ratios`` evolve by :func:`coarse_ratio`. Still a star stencil,
+    so red-black smoothing and the fused kernels apply; the coefficients are stored, and the
+    fused kernels take only the per-axis numbers (:meth:`tail`)."""
+
+    def __init__(self, box, weights, ratios, xp, dtype=numpy.float64):
+        # StencilOperator's attributes, the coefficient arrays made on first use: the fused
+        # kernels need only tail(), and a setup builds one such level per coarsening
+        self.box, self.xp, self.dtype = box, xp, numpy.dtype(dtype)
+        self.weights = [float(w) for w in weights]
+        self.ratios = [float(r) for r in ratios]
+        d = box.dim
+        self.offsets = [tuple(v if b == a else 0 for b in range(d)) for a in range(d) for v in (-1, 1)]
+        self.offsets.append((0,) * d)
+        self.constant = False
+        self.kdiag = 2 * d
+
+    @functools.cached_property
+    def coefs(self):
+        xp, box, d = self.xp, self.box, self.box.dim
+        mass, kdiag = [], []
+        for a, (w, r, (L, kl, ml)) in enumerate(zip(self.weights, self.ratios, self.tail())):
+            shape = [1] * d
+            shape[a] = -1
+            m, k = xp.ones(box.shape[a], self.dtype), xp.full(box.shape[a], -2 * w, self.dtype)
+            if 0 <= L < box.shape[a]:
+                m[L], k[L] = ml, kl
+            mass.append(m.reshape(shape))
+            kdiag.append(k.reshape(shape))
+        coefs, diag = [], 0
+        for a in range(d):
+            m = 1
+            for b in range(d):
+                if b != a:
+                    m = m * mass[b]
+            # views of one small array each: the couplings take no memory
+            coefs += [xp.broadcast_to(self.weights[a] * m, box.shape)] * 2
+            diag = diag + m * kdiag[a]
+        return coefs + [xp.ascontiguousarray(xp.broadcast_to(diag, box.shape))]
+
+    @property
+    def diag(self):
+        return self.coefs[self.kdiag]
+
+    @functools.cached_property
+    def invdiag(self):
+        return 1.0 / self.diag
+
+    def stored_values(self):
+        return self.box.size if "coefs" in self.__dict__ else 0
+
+    def tail(self):
+        """Per axis: (local index of the grid's last point, its K diagonal, its D), the numbers
+        that set the operator apart from the constant stencil."""
+        box = self.box
+        return [(box.global_shape[a] - 1 - box.start[a], -w * (1 + 1 / r), (1 + r) / 2)
+                for a, (w, r) in enumerate(zip(self.weights, self.ratios))]
+
+
+def coarse_ratio(m, r):
+    """The last cell's ratio r' on the coarse axis of an axis of ``m`` points whose last cell is
+    r H (coarse point k on fine 2k+1): an odd m leaves a fine point between the last coarse point
+    and the boundary (r' = (1 + r) / 2), an even m does not (r' = r / 2); the coarse spacing is 2H."""
+    return (1 + r) / 2 if m % 2 else r / 2
+
+
 def laplacian_weights(op):
     """Axis weights if ``op`` is a constant star stencil with zero row sum, else None."""
     if not op.constant:

@@ -51,10 +51,20 @@ def weights(kind, coarsened):
 
 
 class Transfer:
-    """Restriction and prolongation between ``fine`` and ``coarse`` boxes."""
+    """Restriction and prolongation between ``fine`` and ``coarse`` boxes.
 
-    def __init__(self, fine, coarse, coarsened, kind="linear"):
+    ``omegas`` (linear only): per axis None or the weight omega of the last coarse point at the
+    fine point between it and the far boundary, where that last fine cell is shorter than the
+    others (stencil.AxisLaplacian: omega = r / (1 + r), linear interpolation on the
+    non-uniform spacing; 1/2 on a uniform axis). Such a P is the uniform one with that fine plane
+    scaled by 2 omega (its one coarse neighbour has weight 1/2 there), S P, and R = P^T S / 2^c:
+    the generic code applies S in a padded fine work array."""
+
+    def __init__(self, fine, coarse, coarsened, kind="linear", omegas=None):
         self.fine, self.coarse, self.coarsened, self.kind = fine, coarse, coarsened, kind
+        self.omegas = tuple(omegas) if omegas is not None and any(w is not None for w in omegas) else None
+        if self.omegas is not None and kind != "linear":
+            raise ValueError("non-uniform spacing needs the linear transfer")
         self.w = weights(kind, tuple(bool(c) for c in coarsened))
         ncoarse = sum(coarsened)
         self.rscale = 0.5 ** ncoarse
@@ -86,8 +96,36 @@ class Transfer:
             plan.append((v * self.rscale, tuple(lat)))
         return plan
 
+    @functools.cached_property
+    def _scaled(self):
+        """[(the fine plane S scales, as an index of the padded array; its factor 2 omega)]."""
+        planes = []
+        for a, w in enumerate(self.omegas):
+            if w is None:
+                continue
+            p = self.fine.global_shape[a] - 1 - self.fine.start[a] + 1
+            if 0 <= p < self.fine.shape[a] + 2:
+                planes.append((tuple(p if b == a else slice(None) for b in range(self.fine.dim)), 2 * w))
+        return planes
+
+    def _work(self, like):
+        """A padded fine array like ``like``, made once (a cycle allocates nothing)."""
+        t = getattr(self, "_t", None)
+        if t is None or t.dtype != like.dtype or type(t) is not type(like):
+            t = self._t = like.copy()
+        return t
+
+    def _scale(self, t):
+        for at, s in self._scaled:
+            t[at] *= s
+        return t
+
     def restrict(self, coarse_out, fine_pad):
         """coarse_out (unpadded view) = R r, from a padded fine array with current ghosts."""
+        if self.omegas is not None:
+            t = self._work(fine_pad)
+            t[...] = fine_pad
+            fine_pad = self._scale(t)
         cs = [v for v, _ in self._restrict_terms]
         us = [grid.view(fine_pad, lat, padded=True) for _, lat in self._restrict_terms]
         kernels.lincomb(coarse_out, cs, us)
@@ -145,6 +183,14 @@ class Transfer:
 
     def prolong_add(self, fine_pad, coarse_pad):
         """fine (interior of padded) += P e, from a padded coarse array with current ghosts."""
+        if self.omegas is not None:
+            t = self._work(fine_pad)
+            t[...] = 0
+            fine_pad += self._scale(self._prolong_uniform(t, coarse_pad))
+            return fine_pad
+        return self._prolong_uniform(fine_pad, coarse_pad)
+
+    def _prolong_uniform(self, fine_pad, coarse_pad):
         for flat, terms in self._prolong_plan:
             out = grid.view(fine_pad, flat, padded=True)
             cs = [v for v, _ in terms]
