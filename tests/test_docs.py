@@ -20,3 +20,13 @@ def test_readme_is_a_user_document():
     assert "session" not in text.lower()
     for page in ("gmg.md", "fftpoisson.md", "amg.md", "shiftedlaplace.md", "options.md", "krylov.md"):
         assert f"docs/{page}" in text and (DOCS / page).exists(), page
+
+
+def test_benchmark_figures_are_generated_from_the_results():
+    import importlib.util
+    path = DOCS.parent / "benchmarks" / "report.py"
+    spec = importlib.util.spec_from_file_location("report", path)
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    assert (DOCS.parent / "benchmarks" / "README.md").read_text() == report.report(), \
+        "benchmarks/README.md is stale: python benchmarks/report.py"
