@@ -9,7 +9,7 @@ N ?= 65
 
 .PHONY: setup demo test test-core test-gpu bench c-example clean
 # the array core's tests: NumPy and SciPy only, no PETSc (any Python with numpy, scipy, pytest)
-CORE_TESTS := tests/test_multigrid.py tests/test_lines.py tests/test_layers.py
+CORE_TESTS := tests/test_multigrid.py tests/test_lines.py tests/test_layers.py tests/test_csrstencil.py tests/test_grid_sizes.py
 
 setup: $(VENV)/.pcplugins-setup $(VENV_COMPLEX)/.pcplugins-setup
 

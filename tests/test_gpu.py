@@ -840,3 +840,32 @@ def test_neumann_on_the_gpu_matches_the_host(dim, n):
         assert ctx.mg.levels[0].box.keep_ends and ctx.device == ("gpu" if mat_type == "aijcusparse" else "cpu")
         out[mat_type] = x.getArray().copy()
     assert np.linalg.norm(out["aij"] - out["aijcusparse"]) <= 1e-10 * np.linalg.norm(out["aij"])
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (33, 17, 9)])
+@pytest.mark.parametrize("kind", ["star", "box"])
+@pytest.mark.parametrize("index", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
+    """core.csrstencil's kernels (offsets present, then the scatter) against its twin, on a
+    matrix with the stored zeros of DMCreateMatrix; and the wide and NaN reports."""
+    from test_csrstencil import random_stencil_matrix
+    from pcplugins.core import csrstencil
+    cp = backend.cupy
+    offsets = stencil.star_offsets(len(shape)) if kind == "star" else stencil.box_offsets(len(shape))
+    _, A = random_stencil_matrix(shape, offsets, seed=5)
+    arrays = [cp.asarray(A.indptr.astype(index)), cp.asarray(A.indices.astype(index)), cp.asarray(A.data)]
+    assert csrstencil.kernels_apply(*arrays)
+    got = csrstencil.stencil_of_csr(*arrays, shape, dtype)
+    ref = csrstencil.stencil_of_csr_twin(A.indptr, A.indices, A.data, shape, dtype)
+    assert got.offsets == ref.offsets and not got.wide and not got.nonfinite
+    for g, r in zip(got.coefs, ref.coefs):
+        assert g.dtype == np.dtype(dtype) and np.array_equal(backend.to_host(g), r)
+    bad = A.data.copy()
+    bad[A.indptr[3] + 1] = np.inf
+    assert csrstencil.stencil_of_csr(arrays[0], arrays[1], cp.asarray(bad), shape, dtype).nonfinite
+    far = A.tolil()
+    far[0, A.shape[1] - 1] = 1.0
+    far = far.tocsr()
+    assert csrstencil.stencil_of_csr(cp.asarray(far.indptr.astype(index)), cp.asarray(far.indices.astype(index)),
+                                     cp.asarray(far.data), shape, dtype).wide

@@ -5,7 +5,7 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from ..core import grid, stencil
+from ..core import csrstencil, grid, stencil
 from .errors import error
 from .mat import _device_csr, is_aij
 
@@ -86,11 +86,13 @@ def rank_boxes(dm):
 
 def _grid_positions(index, boxes, xp):
     """Grid positions (one array per axis) of PETSc global indices on a DMDA with ``boxes``."""
+    if len(boxes) == 1:      # natural ordering: no per-entry rank to look up (gathers of 10^8 entries)
+        pos, rest = [None] * boxes[0].dim, index
+        for a in reversed(range(boxes[0].dim)):
+            pos[a], rest = rest % boxes[0].shape[a], rest // boxes[0].shape[a]
+        return pos
     offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])[:-1]])
-    if len(boxes) == 1:
-        r = xp.zeros(index.shape, dtype=numpy.int64)
-    else:
-        r = xp.searchsorted(xp.asarray(offsets), index, side="right") - 1
+    r = xp.searchsorted(xp.asarray(offsets), index, side="right") - 1
     rest = index - xp.asarray(offsets)[r]
     pos = [None] * boxes[0].dim
     for a in reversed(range(boxes[0].dim)):
@@ -112,10 +114,18 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     csr = (_device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse"
            else None)
     indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
+    nonfinite = f"{who}: the operator has NaN or Inf entries"
+    wide = (f"{who}: the operator couples grid points more than one apart (nonzero entries); "
+            "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
+    if mpi.size == 1:            # natural ordering, one box: core.csrstencil (GPU kernels or twin)
+        found = csrstencil.stencil_of_csr(indptr, cols, vals, box.shape, dtype)
+        if found.nonfinite or found.wide:
+            raise error(nonfinite if found.nonfinite else wide)
+        return found.offsets, found.coefs
     d = box.dim
     nrows = box.size
     if mpi.allmin(int(backend.all_true(xp.isfinite(vals)))) == 0:
-        raise error(f"{who}: the operator has NaN or Inf entries")
+        raise error(nonfinite)
     rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
     # DMCreateMatrix preallocates the whole stencil pattern with explicit zeros: a stored zero is
     # no coupling (the diagonal is kept whatever its value)
@@ -130,8 +140,7 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
         off = cpos[a] - (rest_r % n + box.start[a])
         rest_r = rest_r // n
         if mpi.allmin(-int(xp.abs(off).max()) if off.size else 0) < -1:
-            raise error(f"{who}: the operator couples grid points more than one apart (nonzero entries); "
-                        "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
+            raise error(wide)
         slot += (off + 1) * 3 ** (d - 1 - a)
     present = numpy.flatnonzero(backend.to_host(xp.bincount(slot, minlength=3 ** d)))
     # the union over ranks: every rank must build the same stencil (its collectives follow it)
