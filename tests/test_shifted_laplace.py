@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins.core import helmholtz, slmg
+from pcplugins.core import coarse, helmholtz, slmg
 
 from conftest import complex_scalars, gpu, petsc_options, petsc_solve, true_relative_residual
 
@@ -482,3 +482,16 @@ def test_iterative_refinement_by_petsc_composition():
             "ksp_pc_sl_precision": "single", "ksp_norm_type": "unpreconditioned"}
     ksp, x = petsc_solve(da, A, b, opts, "richardson", rtol=1e-6, max_it=20)
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 3 and true_relative_residual(A, b, x) <= 1e-6
+
+
+@pytest.mark.parametrize("N", [63, 127, 99])
+def test_even_point_counts_coarsen_as_far_as_their_odd_neighbour(N):
+    """N + 1 even points per side: the coarse grid spacing doubles with each coarsening (an even
+    count leaves a shorter last cell), so the k h rule stops at the odd neighbour's depth; the
+    coarsest grid of 128 points used to be 64^2, a dense complex inverse that took 26 s to form."""
+    n, k = N + 1, 0.625 * N
+    mg = slmg.ShiftedLaplaceMG(helmholtz.operator(n, k, shift=(1.0, 0.6)), n, numpy, k)
+    odd = slmg.ShiftedLaplaceMG(helmholtz.operator(n + 1, k, shift=(1.0, 0.6)), n + 1, numpy, k)
+    assert len(mg.levels) == len(odd.levels), ([lev.n for lev in mg.levels], [lev.n for lev in odd.levels])
+    direct = mg.levels[-1].n ** 2 <= slmg.AUTO_DIRECT
+    assert isinstance(mg.coarse, coarse.CSRDirectSolve if direct else coarse.CSRPolynomialSolve)

@@ -115,12 +115,17 @@ def dezeeuw_prolongation(A, n, xp=numpy):
     return (P + sp.diags(scale) @ (off @ P)).tocsr()
 
 
+AUTO_DIRECT = 2048    # 'auto' coarsest solve: the dense inverse up to this many unknowns
+
+
 def _coarse_kind(coarse_solve, unknowns):
-    """The coarsest solve both hierarchies use: 'auto' is the dense inverse up to
-    coarse.DENSE_LIMIT unknowns and the GMRES polynomial beyond."""
+    """The coarsest solve both hierarchies use: 'auto' is the dense inverse up to AUTO_DIRECT
+    unknowns and the GMRES polynomial beyond (the 33^2 coarsest grid of the 2^j + 1 grids stays
+    direct; the complex inverse of a 64^2 one took a minute on two cores, and the polynomial
+    leaves the counts within one of the exact solve)."""
     if coarse_solve != "auto":
         return coarse_solve
-    return "direct" if unknowns <= coarse.DENSE_LIMIT else "polynomial"
+    return "direct" if unknowns <= AUTO_DIRECT else "polynomial"
 
 
 def _colours(n, dim, keep_boundary):
@@ -139,8 +144,8 @@ class ShiftedLaplaceMG:
         Galerkin products run on ``xp`` in double; each level is then stored in ``dtype``
         (complex64 for mixed precision).
         ``coarse_solve``: 'direct' (dense inverse up to coarse.DENSE_LIMIT unknowns, sparse LU on
-        the host beyond), 'polynomial' (a GMRES polynomial of ``degree``) or 'auto' (direct when the
-        dense inverse applies, the polynomial otherwise)."""
+        the host beyond), 'polynomial' (a GMRES polynomial of ``degree``) or 'auto' (direct up to
+        AUTO_DIRECT unknowns, the polynomial beyond)."""
         if cycle not in ("v", "w", "f"):
             raise ValueError(f"unknown cycle {cycle!r} (v, w or f)")
         if coarse_solve not in ("auto", "direct", "polynomial"):
@@ -156,12 +161,15 @@ class ShiftedLaplaceMG:
         sp = sparse.module(xp)
         A = sp.csr_matrix(M) if backend.is_gpu(xp) and not sp.issparse(M) else M.tocsr()
         self.levels = []
+        # the grid spacing doubles with each coarsening (an even number of points leaves a
+        # shorter last cell, not a coarser spacing), as StencilMG counts it
+        h = 1.0 / (n - 1) if keep_boundary else 1.0 / (n + 1)
         while True:
             lev = _Level(A.astype(self.dtype), n)
             self.levels.append(lev)
             P1, nc = prolongation_1d(n, keep_boundary)
-            h_coarse = 1.0 / (nc - 1) if keep_boundary else 1.0 / (nc + 1)
-            if nc < 3 or kmax * h_coarse > max_kh:
+            h *= 2
+            if nc < 3 or kmax * h > max_kh:
                 break
             P1 = sp.csr_matrix(P1)
             P = P1
@@ -230,7 +238,7 @@ class StencilMG:
     multigrid.Multigrid on the stencil operator ``op`` of M (complex), distributed through
     ``comm`` (multigrid.Comm). Coarsening stops as in ShiftedLaplaceMG, before k h > ``max_kh``
     (h doubles per level; ``h`` is the finest level's), and the coarsest solve is chosen the same
-    way (``coarse_solve`` 'auto': the dense inverse up to coarse.DENSE_LIMIT unknowns, else the
+    way (``coarse_solve`` 'auto': the dense inverse up to AUTO_DIRECT unknowns, else the
     polynomial)."""
     on_device_only = False
 

@@ -42,7 +42,7 @@ OPTIONS = [
            ("auto", "bilinear", "dezeeuw")),
     options.Option("pc_sl_coarse", "str", "auto",
            "Coarsest-grid solve: dense inverse (direct; a host sparse LU beyond 4096 unknowns), a GMRES "
-           "polynomial on the device, or auto (direct up to 4096 unknowns, the polynomial beyond)",
+           "polynomial on the device, or auto (direct up to 2048 unknowns, the polynomial beyond)",
            ("auto", "direct", "polynomial")),
     options.Option("pc_sl_coarse_degree", "int", 16, "Degree of the coarsest grid's GMRES polynomial", lo=1),
     options.Option("pc_sl_hierarchy", "str", "auto",
