@@ -54,6 +54,9 @@ OUT_OF_RANGE = [
     (GMG, {"pc_gmg_homg_max_it": -4}, "option -pc_gmg_homg_max_it: -4 is out of range"),
     (GMG, {"pc_gmg_levels": 0}, "option -pc_gmg_levels: 0 is out of range; the value must be in [1, inf)"),
     (GMG, {"pc_gmg_levels": -3}, "option -pc_gmg_levels: -3 is out of range"),
+    # poisson_system(9, 2): the 9x9 grid coarsens to 4x4 and 2x2, three levels
+    (GMG, {"pc_gmg_levels": 10}, "option -pc_gmg_levels 10: 10 levels asked for, but the 9x9 grid has 3: its "
+                                 "coarsest grid, 2x2, has fewer than 3 points along every axis"),
     (GMG, {"pc_gmg_coarse_size": 0}, "option -pc_gmg_coarse_size: 0 is out of range"),
     (GMG, {"pc_gmg_coarse_size": -5}, "option -pc_gmg_coarse_size: -5 is out of range"),
     (GMG, {"pc_gmg_omega": "nan"}, "option -pc_gmg_omega: nan is out of range; the value must be finite and in (0, 2)"),

@@ -86,6 +86,19 @@ class Box:
         return f"Box(global={self.global_shape}, start={self.start}, shape={self.shape})"
 
 
+class CoarseningError(ValueError):
+    """More levels asked for than the grid allows: ``levels`` is how many it allows."""
+
+    def __init__(self, message, levels):
+        super().__init__(message)
+        self.levels = levels
+
+
+def shape_name(box):
+    """The grid's size as PETSc prints a DMDA's, x first: 9x5x3."""
+    return "x".join(str(m) for m in reversed(box.global_shape))
+
+
 def hierarchy_boxes(fine, levels=None, coarse_size=256):
     """Boxes of all levels, finest first, and for each coarsening the coarsened axes."""
     boxes, axes_list = [fine], []
@@ -99,6 +112,12 @@ def hierarchy_boxes(fine, levels=None, coarse_size=256):
         coarse = box.coarsen(axes)
         boxes.append(coarse)
         axes_list.append(axes)
+    if levels is not None and len(boxes) < levels:
+        short = boxes[-1]
+        raise CoarseningError(
+            f"{levels} levels asked for, but the {shape_name(fine)} grid has {len(boxes)}: its coarsest grid, "
+            f"{shape_name(short)}, has fewer than 3 points along every axis and cannot be coarsened",
+            len(boxes))
     return boxes, axes_list
 
 

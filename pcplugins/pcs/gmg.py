@@ -11,7 +11,7 @@ The grid, operator, boundary, device and MPI handling is dmdapc.DMDAPC's; this m
 hierarchy.
 """
 from .. import backend
-from ..core import homg, multigrid, stencil
+from ..core import grid, homg, multigrid, stencil
 from ..petsc import errors, options
 from .dmdapc import DMDAPC
 
@@ -96,6 +96,9 @@ class GMG(DMDAPC):
         try:
             mg = multigrid.Multigrid(op, opts, comm=self.comm,
                                      event=lambda name: self.event(name.capitalize()))
+        except grid.CoarseningError as e:
+            raise errors.error(f"pcplugins.GMG: option -pc_gmg_levels {v['levels']}: {e}; use -pc_gmg_levels "
+                               f"{e.levels} or fewer, or leave it out") from None
         except ValueError as e:
             raise errors.error(f"pcplugins.GMG: {e}") from None
         backend.synchronize(self.xp)
