@@ -10,7 +10,10 @@ from problems import poisson_system
 from pcplugins.core import fft, grid, stencil
 
 
-@pytest.mark.parametrize("shape,w", [((13, 21), [-1.0, -3.0]), ((7, 9, 11), [-2.0, -1.0, -0.5])])
+# odd, even, prime and box sizes: the sine transforms are exact on every one
+@pytest.mark.parametrize("shape,w", [((13, 21), [-1.0, -3.0]), ((16, 16), [-1.0, -1.0]), ((31, 17), [-1.0, -1.0]),
+                                     ((2, 97), [-1.0, -2.0]), ((7, 9, 11), [-2.0, -1.0, -0.5]),
+                                     ((8, 6, 10), [-1.0, -1.0, -1.0]), ((5, 13, 4), [-1.0, -3.0, -1.0])])
 def test_dirichlet_fft_is_the_exact_inverse(shape, w):
     box = grid.Box(shape)
     op = stencil.laplacian(box, w, np)
