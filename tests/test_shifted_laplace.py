@@ -495,3 +495,21 @@ def test_even_point_counts_coarsen_as_far_as_their_odd_neighbour(N):
     assert len(mg.levels) == len(odd.levels), ([lev.n for lev in mg.levels], [lev.n for lev in odd.levels])
     direct = mg.levels[-1].n ** 2 <= slmg.AUTO_DIRECT
     assert isinstance(mg.coarse, coarse.CSRDirectSolve if direct else coarse.CSRPolynomialSolve)
+
+
+@pytest.mark.parametrize("n,dim,boundary", [(33, 2, "absorbing"), (32, 2, "absorbing"), (37, 2, "absorbing"),
+                                            (30, 2, "dirichlet"), (31, 2, "dirichlet"), (12, 3, "absorbing"),
+                                            (13, 3, "dirichlet")])
+def test_every_point_count_against_a_direct_solve(n, dim, boundary):
+    """Odd, even and prime point counts, 2D and 3D, both boundaries: Bi-CGSTAB with one
+    ShiftedLaplaceMG cycle as preconditioner reaches the direct solve's answer (k h = 0.625)."""
+    k = 0.625 * (n - 1 if boundary == "absorbing" else n + 1)
+    A = helmholtz.operator(n, k, boundary=boundary, dim=dim)
+    mg = slmg.ShiftedLaplaceMG(helmholtz.operator(n, k, shift=(1.0, 0.6), boundary=boundary, dim=dim), n, numpy,
+                               k, keep_boundary=boundary == "absorbing", dim=dim)
+    b = helmholtz.point_source(n, dim).astype(complex)
+    P = scipy.sparse.linalg.LinearOperator(A.shape, mg.cycle, dtype=complex)
+    x, info = scipy.sparse.linalg.bicgstab(A, b, M=P, rtol=1e-10, maxiter=300)
+    exact = scipy.sparse.linalg.spsolve(A.tocsc(), b)
+    assert info == 0 and len(mg.levels) >= 2
+    assert numpy.linalg.norm(x - exact) <= 1e-7 * numpy.linalg.norm(exact)
