@@ -75,14 +75,17 @@ def run(name, options, n, dim, gpu):
         if options.get("pc_type") == "mg":   # PETSc's default SOR smoother runs on the host
             options = dict(options, mg_levels_pc_type="jacobi")
     if options.get("pc_type") == "mg":
-        levels = 1
-        m = min(grid_sizes(n, dim)) - 1
-        while m % 2 == 0 and m > 4:
-            m //= 2
-            levels += 1
-        options = dict(options, pc_mg_levels=levels)
+        options = dict(options, pc_mg_levels=pcmg_levels(n, dim))
     with options_in_database(options):
         return _run(name, options, n, dim, gpu)
+
+
+def pcmg_levels(n, dim):
+    """PCMG's levels on this DMDA: its coarsening halves (points - 1) while that is even."""
+    m, levels = min(grid_sizes(n, dim)) - 1, 1
+    while m % 2 == 0 and m > 4:
+        m, levels = m // 2, levels + 1
+    return levels
 
 
 CONVENTION = "petsc"     # the matrix convention of the systems (problems.poisson_csr)

@@ -24,7 +24,7 @@ from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import gmg_poisson  # noqa: E402
-from gmg_poisson import GMG, backend, grid_sizes, measure_configs, run, write  # noqa: E402
+from gmg_poisson import GMG, backend, measure_configs, pcmg_levels, run, write  # noqa: E402
 
 FAST = dict(GMG, pc_gmg_operator="laplacian", pc_gmg_precision="single", pc_gmg_pre=2, pc_gmg_post=2,
             pc_gmg_multiplicative_cycles=5, pc_gmg_graph=0)
@@ -61,14 +61,6 @@ def reuse_systems():
         da, A, b = saved[key]
         return da, A.duplicate(copy=True), b.copy()
     gmg_poisson.poisson_system = system
-
-
-def pcmg_levels(n, dim):
-    """The levels gmg_poisson.run gives PCMG on this DMDA."""
-    m, levels = min(grid_sizes(n, dim)) - 1, 1
-    while m % 2 == 0 and m > 4:
-        m, levels = m // 2, levels + 1
-    return levels
 
 
 def parse_sizes(text):

@@ -10,8 +10,9 @@ than one apart along some axis, and NaN or Inf values, are reported (``Found.wid
 
 On the GPU two small kernels do it, one thread per row: ``csr_offsets`` gathers which offsets
 occur, ``csr_scatter`` writes each entry into its offset's array; the NumPy twin (any array
-module) does the same with whole-array index arithmetic, the way petsc/dmda.py reads a matrix
-split over ranks. tests/test_gpu.py compares the two.
+module) does the same with whole-array index arithmetic, in steps (``entry_slots``,
+``couplings``, ``slots_present``, ``scatter``) that petsc/dmda.py also takes for a matrix split
+over ranks. tests/test_gpu.py compares the kernels with the twin.
 """
 import dataclasses
 import functools
@@ -143,28 +144,68 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
 def stencil_of_csr_twin(indptr, cols, vals, shape, dtype):
     """stencil_of_csr by whole-array index arithmetic, on the arrays' own module."""
     xp = backend.array_module(vals)
-    d = len(shape)
-    nrows = int(numpy.prod(shape))
     nonfinite = not backend.all_true(xp.isfinite(vals))
-    rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
-    slot = xp.zeros(cols.size, dtype=numpy.int64)
-    far = xp.zeros(cols.size, dtype=bool)
-    rest_r, rest_c = rows.astype(numpy.int64), cols.astype(numpy.int64)
-    for a in reversed(range(d)):
-        off = rest_c % shape[a] - rest_r % shape[a]
-        rest_r, rest_c = rest_r // shape[a], rest_c // shape[a]
-        far |= xp.abs(off) > 1
-        slot += (off + 1) * 3 ** (d - 1 - a)
+    rows, slot, far = entry_slots(indptr, cols, shape)
     wide = backend.any_true(far & (vals != 0))
     if wide or nonfinite:
         return Found([], [], bool(wide), bool(nonfinite))
-    centre = (3 ** d - 1) // 2
-    keep = xp.flatnonzero(~far & ((vals != 0) | (slot == centre)))
+    keep = couplings(slot, far, vals, len(shape))
     rows, slot, vals = rows[keep], slot[keep], vals[keep]
-    present = sorted(set(numpy.flatnonzero(backend.to_host(xp.bincount(slot, minlength=3 ** d))).tolist()) | {centre})
+    return Found(*scatter(rows, slot, vals, slots_present(slot, len(shape)), shape, dtype))
+
+
+def natural_positions(index, shape):
+    """Grid positions (one array per axis) of indices in natural order on the grid ``shape``."""
+    pos, rest = [None] * len(shape), index
+    for a in reversed(range(len(shape))):
+        pos[a], rest = rest % shape[a], rest // shape[a]
+    return pos
+
+
+def entry_slots(indptr, cols, shape, start=None, col_positions=None):
+    """Per stored entry of CSR rows over a box ``shape`` in natural order (starting at grid point
+    ``start``): its row, its slot (index in stencil.box_offsets of the offset to its column) and
+    whether the column lies more than one apart along some axis (``far``; its slot is then
+    meaningless). ``col_positions``: the columns' grid positions where the columns are not in
+    the box's natural order (a matrix split over ranks); by default they are."""
+    xp = backend.array_module(cols)
+    d = len(shape)
+    start = start or (0,) * d
+    rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
+    if col_positions is None:
+        col_positions = natural_positions(cols.astype(numpy.int64), shape)
+    row_positions = natural_positions(rows.astype(numpy.int64), shape)
+    slot = xp.zeros(cols.size, dtype=numpy.int64)
+    far = xp.zeros(cols.size, dtype=bool)
+    for a in range(d):
+        off = col_positions[a] - (row_positions[a] + start[a])
+        far |= xp.abs(off) > 1
+        slot += (off + 1) * 3 ** (d - 1 - a)
+    return rows, slot, far
+
+
+def couplings(slot, far, vals, dim):
+    """Indices of the entries that are couplings: not far, and nonzero or on the diagonal (a
+    stored zero is no coupling)."""
+    xp = backend.array_module(vals)
+    return xp.flatnonzero(~far & ((vals != 0) | (slot == (3 ** dim - 1) // 2)))
+
+
+def slots_present(slot, dim):
+    """The slots that occur, with the diagonal's always: a sorted list."""
+    xp = backend.array_module(slot)
+    counts = backend.to_host(xp.bincount(slot, minlength=3 ** dim))
+    return sorted(set(numpy.flatnonzero(counts).tolist()) | {(3 ** dim - 1) // 2})
+
+
+def scatter(rows, slot, vals, present, shape, dtype):
+    """(offsets, coefficient arrays over ``shape``) of the couplings (rows, slot, vals), one array
+    per slot of ``present`` (a row holds each column once)."""
+    xp = backend.array_module(vals)
+    d = len(shape)
     compact = numpy.full(3 ** d, -1, numpy.int64)
     compact[present] = numpy.arange(len(present))
-    coefs = xp.zeros((len(present), nrows), dtype=dtype)
+    coefs = xp.zeros((len(present), int(numpy.prod(shape))), dtype=dtype)
     coefs[xp.asarray(compact)[slot], rows] = vals
     offsets = stencil.box_offsets(d)
-    return Found([offsets[s] for s in present], [c.reshape(shape) for c in coefs])
+    return [offsets[s] for s in present], [c.reshape(shape) for c in coefs]

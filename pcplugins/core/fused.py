@@ -750,13 +750,16 @@ def supported(xp, dtype):
     return backend.is_gpu(xp) and numpy.dtype(dtype).name in ("float64", "float32")
 
 
+_NO_LAST = -5     # a TAIL kernel's "last index" on an axis that has no short last cell: matches no point
+
+
 def _tail_args(op):
     """stencil.AxisLaplacian's numbers in the TAIL kernels' order (L0..2, k0..2, m0..2; a 2D
     level's axis 0 has no last point), or [] for a constant stencil."""
     if not hasattr(op, "tail"):
         return []
     t = op.dtype.type
-    tail = [(-5, 0.0, 1.0)] * (3 - op.box.dim) + op.tail()
+    tail = [(_NO_LAST, 0.0, 1.0)] * (3 - op.box.dim) + op.tail()
     return _i32(*(L for L, _, _ in tail)) + [t(k) for _, k, _ in tail] + [t(m) for _, _, m in tail]
 
 
@@ -902,11 +905,11 @@ class LinearTransfer:
         flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))
         self.tail = twin.omegas is not None
         if self.tail:
-            last = [self.coarse.global_shape[a] - 1 - self.coarse.start[a] if w is not None else -5
+            last = [self.coarse.global_shape[a] - 1 - self.coarse.start[a] if w is not None else _NO_LAST
                     for a, w in enumerate(twin.omegas)]
             omegas = [0.5 if w is None else w for w in twin.omegas]
             t = numpy.dtype(dtype).type
-            flags += _i32(*([-5] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
+            flags += _i32(*([_NO_LAST] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
         fine3, coarse3 = _dims3(self.fine.shape), _dims3(self.coarse.shape)
         self._restrict = coarse3, [*_i32(*coarse3, *fine3[1:]), *flags]
         # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point may be -1 (phase 1)

@@ -156,7 +156,6 @@ class Level:
         self.transfer = None   # to the next coarser level
         self.coarse_solve = None
         self.fused = None      # fused.Laplacian when the fast path applies
-        self.omegas = None     # the transfer's weights on a non-uniform last cell (transfer.Transfer)
         self.replicated = False  # under MPI: every rank holds the whole level
 
     def residual(self):
@@ -213,8 +212,7 @@ class Multigrid:
                           for a, m, r in zip(ax, fine.box.global_shape, ratios)]
                 ratios = [stencil.coarse_ratio(m, r) if a else r
                           for a, m, r in zip(ax, fine.box.global_shape, ratios)]
-            fine.omegas = omegas
-            fine.transfer = self._transfer(fine, cbox, ax)
+            fine.transfer = self._transfer(fine, cbox, ax, omegas)
             replicated = fine.replicated or (self.comm.size > 1 and (
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
             if replicated:
@@ -222,7 +220,7 @@ class Multigrid:
                     fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
                 cbox = cbox.whole()
                 if fine.replicated:
-                    fine.transfer = self._transfer(fine, cbox, ax)
+                    fine.transfer = self._transfer(fine, cbox, ax, omegas)
             cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp
             if cxp is not fine.op.xp:
                 fine.transfer = Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)
@@ -276,10 +274,11 @@ class Multigrid:
             return lambda u: u
         return lambda u: self.comm.exchange(lev.index, u)
 
-    def _transfer(self, fine, cbox, ax):
+    def _transfer(self, fine, cbox, ax, omegas=None):
+        """``omegas``: transfer.Transfer's weights on a non-uniform last cell."""
         if self.options.transfer == "dezeeuw":
             return transfer.MatrixDependent(fine.box, cbox, ax, fine.op, self._exchange(fine))
-        return transfer.Transfer(fine.box, cbox, ax, self.options.transfer, fine.omegas)
+        return transfer.Transfer(fine.box, cbox, ax, self.options.transfer, omegas)
 
     def _galerkin(self, fine, cbox, cxp):
         T, op = fine.transfer, fine.op
@@ -530,7 +529,7 @@ class Multigrid:
             what = lev.coarse_solve.describe() if lev.coarse_solve else lev.smoother.describe()
             if lev.index == len(self.levels) - 1 and lev.coarse_solve is None:
                 what = "coarse solve by smoothing: " + what
-            gs = "x".join(str(m) for m in reversed(lev.box.global_shape))
+            gs = grid.shape_name(lev.box)
             where = ", gathered onto every rank" if lev.replicated else ""
             if self.host_levels and lev.op.xp is numpy:
                 where += ", on the host"

@@ -226,7 +226,8 @@ class AxisLaplacian(StencilOperator):
         return 1.0 / self.diag
 
     def stored_values(self):
-        return self.box.size if "coefs" in self.__dict__ else 0
+        """The arrays made so far: the diagonal with the coefficients, and its inverse."""
+        return self.box.size * sum(k in self.__dict__ for k in ("coefs", "invdiag"))
 
     def tail(self):
         """Per axis: (local index of the grid's last point, its K diagonal, its D), the numbers

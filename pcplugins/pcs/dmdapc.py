@@ -351,7 +351,7 @@ class DMDAPC(PythonPC):
     def describe(self):
         if self.mg is None:
             return [f"{self.TITLE}: not set up"]
-        gs = "x".join(str(m) for m in reversed(self.box.global_shape))
+        gs = grid.shape_name(self.box)
         mem = self.mg.memory_values()
         ranks = f", distributed over {self.mpi.size} MPI ranks" if self.mpi.size > 1 else ""
         lines = [f"{self.TITLE}: {self.WHAT} on the DMDA grid {gs}{ranks}",

@@ -86,11 +86,8 @@ def rank_boxes(dm):
 
 def _grid_positions(index, boxes, xp):
     """Grid positions (one array per axis) of PETSc global indices on a DMDA with ``boxes``."""
-    if len(boxes) == 1:      # natural ordering: no per-entry rank to look up (gathers of 10^8 entries)
-        pos, rest = [None] * boxes[0].dim, index
-        for a in reversed(range(boxes[0].dim)):
-            pos[a], rest = rest % boxes[0].shape[a], rest // boxes[0].shape[a]
-        return pos
+    if len(boxes) == 1:      # natural ordering: no per-entry rank to look up
+        return csrstencil.natural_positions(index, boxes[0].shape)
     offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])[:-1]])
     r = xp.searchsorted(xp.asarray(offsets), index, side="right") - 1
     rest = index - xp.asarray(offsets)[r]
@@ -122,35 +119,18 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
         if found.nonfinite or found.wide:
             raise error(nonfinite if found.nonfinite else wide)
         return found.offsets, found.coefs
-    d = box.dim
-    nrows = box.size
+    # a matrix split over ranks: columns anywhere in PETSc's rank-by-rank ordering, and the
+    # decisions taken together, so every rank builds the same stencil (its collectives follow it)
     if mpi.allmin(int(backend.all_true(xp.isfinite(vals)))) == 0:
         raise error(nonfinite)
-    rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
-    # DMCreateMatrix preallocates the whole stencil pattern with explicit zeros: a stored zero is
-    # no coupling (the diagonal is kept whatever its value)
-    keep = xp.flatnonzero(vals != 0)
-    if int(keep.size) != int(vals.size):
-        rows, cols, vals = rows[keep], cols[keep], vals[keep]
-    slot = xp.zeros(cols.size, dtype=numpy.int64)
     cpos = _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp)
-    rest_r = rows
-    for a in reversed(range(d)):          # rows: this rank's box in natural order
-        n = box.shape[a]
-        off = cpos[a] - (rest_r % n + box.start[a])
-        rest_r = rest_r // n
-        if mpi.allmin(-int(xp.abs(off).max()) if off.size else 0) < -1:
-            raise error(wide)
-        slot += (off + 1) * 3 ** (d - 1 - a)
-    present = numpy.flatnonzero(backend.to_host(xp.bincount(slot, minlength=3 ** d)))
-    # the union over ranks: every rank must build the same stencil (its collectives follow it)
-    present = sorted(set().union(*mpi.allgather(set(present.tolist()))) | {(3 ** d - 1) // 2})
-    compact = numpy.zeros(3 ** d, dtype=numpy.int64)
-    compact[present] = numpy.arange(len(present))
-    coefs = xp.zeros((len(present), nrows), dtype=dtype)
-    coefs[xp.asarray(compact)[slot], rows] = vals       # an AIJ row holds each column once
-    offsets = stencil.box_offsets(d)
-    return [offsets[k] for k in present], [c.reshape(box.shape) for c in coefs]
+    rows, slot, far = csrstencil.entry_slots(indptr, cols, box.shape, box.start, cpos)
+    if mpi.allmin(-int(backend.any_true(far & (vals != 0)))) < 0:
+        raise error(wide)
+    keep = csrstencil.couplings(slot, far, vals, box.dim)
+    rows, slot, vals = rows[keep], slot[keep], vals[keep]
+    present = sorted(set().union(*mpi.allgather(set(csrstencil.slots_present(slot, box.dim)))))
+    return csrstencil.scatter(rows, slot, vals, present, box.shape, dtype)
 
 
 def face_mask(box, axis, xp=numpy):

@@ -4,6 +4,7 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
+from ..core import grid
 from .errors import error
 
 
@@ -23,8 +24,8 @@ def operator_matrix(pc, box, who="pcplugins.GMG"):
     if m != n:
         raise error(f"{who}: the operator must be square, it is {m} x {n}")
     if m != box.global_size:
-        gs = "x".join(str(v) for v in reversed(box.global_shape))
-        raise error(f"{who}: the operator has {m} rows but the DMDA grid {gs} has {box.global_size} points")
+        raise error(f"{who}: the operator has {m} rows but the DMDA grid {grid.shape_name(box)} has "
+                    f"{box.global_size} points")
     return M
 
 
