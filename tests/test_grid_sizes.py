@@ -89,7 +89,7 @@ def gmg_its(n, dim, convention, ksp_type):
     from conftest import petsc_solve, true_relative_residual
     from problems import poisson_system
     da, A, b = poisson_system(n, dim, convention)
-    # right preconditioning: GMRES and BiCGStab stop on the true residual's norm, as CG does here
+    # right preconditioning: GMRES, FGMRES and BiCGStab stop on the true residual's norm, as CG does here
     side = None if ksp_type == "cg" else {"ksp_pc_side": "right"}
     ksp, x = petsc_solve(da, A, b, side, ksp_type, pc="pcplugins.GMG", rtol=1e-8, max_it=100)
     assert ksp.getConvergedReason() > 0
@@ -97,7 +97,7 @@ def gmg_its(n, dim, convention, ksp_type):
     return ksp.getIterationNumber(), ksp.getPC().getPythonContext().describe()
 
 
-@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs"])
+@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs", "fgmres"])
 @pytest.mark.parametrize("n,dim,convention", PETSC_CASES, ids=lambda c: str(c).replace(" ", ""))
 def test_petsc_even_grids_at_the_odd_counts(n, dim, convention, ksp_type):
     its, view = gmg_its(n, dim, convention, ksp_type)

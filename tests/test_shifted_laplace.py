@@ -487,8 +487,8 @@ def test_iterative_refinement_by_petsc_composition():
 @pytest.mark.parametrize("N", [63, 127, 99])
 def test_even_point_counts_coarsen_as_far_as_their_odd_neighbour(N):
     """N + 1 even points per side: the coarse grid spacing doubles with each coarsening (an even
-    count leaves a shorter last cell), so the k h rule stops at the odd neighbour's depth; the
-    coarsest grid of 128 points used to be 64^2, a dense complex inverse that took 26 s to form."""
+    count leaves a shorter last cell), so the k h rule stops at the odd neighbour's depth, not a
+    level early on a 64^2 coarsest grid at 128 points (a large dense complex inverse)."""
     n, k = N + 1, 0.625 * N
     mg = slmg.ShiftedLaplaceMG(helmholtz.operator(n, k, shift=(1.0, 0.6)), n, numpy, k)
     odd = slmg.ShiftedLaplaceMG(helmholtz.operator(n + 1, k, shift=(1.0, 0.6)), n + 1, numpy, k)

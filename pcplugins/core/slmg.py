@@ -121,8 +121,8 @@ AUTO_DIRECT = 2048    # 'auto' coarsest solve: the dense inverse up to this many
 def _coarse_kind(coarse_solve, unknowns):
     """The coarsest solve both hierarchies use: 'auto' is the dense inverse up to AUTO_DIRECT
     unknowns and the GMRES polynomial beyond (the 33^2 coarsest grid of the 2^j + 1 grids stays
-    direct; the complex inverse of a 64^2 one took a minute on two cores, and the polynomial
-    leaves the counts within one of the exact solve)."""
+    direct; a dense complex inverse grows as the cube of the unknowns, and the polynomial leaves
+    the counts within one of the exact solve)."""
     if coarse_solve != "auto":
         return coarse_solve
     return "direct" if unknowns <= AUTO_DIRECT else "polynomial"

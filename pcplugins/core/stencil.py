@@ -294,8 +294,8 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
             continue
         inside = c[inside_slices(box, o)]
         if backend.is_gpu(xp) and not inside.flags.c_contiguous:
-            # CuPy reduces a strided array to one value in a single thread block (18 ms at
-            # 16.6M entries on an H100), a contiguous one device-wide
+            # CuPy reduces a strided array to one value in a single thread block, a contiguous
+            # one device-wide
             inside = xp.ascontiguousarray(inside)
         if inside.size == 0:             # no point of the box has this neighbour
             stats.append(xp.stack([nonzero, xp.asarray(numpy.inf), xp.asarray(-numpy.inf)]))
