@@ -57,6 +57,34 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 
+# the same on the GPU (CUDA Vecs, aijcusparse): the ghost updates pack, copy and unpack on the
+# device; every rank on GPU 0, as on a one-GPU machine
+GPU = ["-mat_type", "aijcusparse"]
+GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6],
+             ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"])]
+
+
+def _gpu():
+    from pcplugins import backend
+    return backend.gpu_available()
+
+
+@pytest.mark.skipif(not _gpu(), reason="no GPU")
+@pytest.mark.parametrize("problem,options", GPU_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gpu_fixed_iterations_equal_serial(tmp_path, problem, options):
+    """Four CG iterations on 2 and 3 ranks sharing the GPU give the one-rank GPU solution to 1e-10
+    (1e-5 with float32 cycles, whose rounding depends on the blocks), and the host's to 1e-8."""
+    fixed = options + ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
+    host = run(tmp_path, 1, problem, fixed)
+    ref = run(tmp_path, 1, problem, fixed + GPU)
+    tol = 1e-5 if "single" in options else 1e-10
+    assert np.linalg.norm(ref["u"] - host["u"]) <= max(tol, 1e-8) * np.linalg.norm(host["u"])
+    for P in (2, 3):
+        got = run(tmp_path, P, problem, fixed + GPU)
+        assert got["levels"] == ref["levels"] and got["replicated"] >= 1
+        assert np.linalg.norm(got["u"] - ref["u"]) <= tol * np.linalg.norm(ref["u"])
+
+
 def test_converged_counts_match_serial(tmp_path):
     problem = (33, 3, "petsc", 4.0)
     its = [int(run(tmp_path, P, problem, [])["its"]) for P in (1, 2, 3, 4)]
@@ -106,6 +134,19 @@ def test_shifted_laplace_converged_counts_match_serial(tmp_path):
                                                               for P in (2, 3, 4)]
     assert all(abs(k - its[0]) <= 1 for k in its), its
     assert its[0] < 30
+
+
+@pytest.mark.skipif(not _gpu(), reason="no GPU")
+@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d")
+def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
+    """ShiftedLaplace's complex levels on the GPU under MPI: four Bi-CGSTAB iterations on 2 and 3
+    ranks give the one-rank GPU solution to 1e-10."""
+    fixed = STENCIL + ["-pc_sl_gather_size", "0", "-ksp_max_it", "4"] + GPU
+    ref = run(tmp_path, 1, problem, fixed)
+    for P in (2, 3):
+        got = run(tmp_path, P, problem, fixed)
+        assert got["its"] == 4
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 
 AMG = ["-ksp_type", "fcg", "-ksp_fcg_mmax", "1", "-pc_type", "python", "-pc_python_type", "pcplugins.AMG"]

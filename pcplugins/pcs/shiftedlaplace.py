@@ -141,7 +141,7 @@ class ShiftedLaplace(PythonPC):
             op = stencil.StencilOperator(box, offsets, coefs, self.xp, dtype)
             comm = None
             if size > 1:
-                comm = mpi.DMDAComm(pc, dm, False, self.xp, v["gather_size"], complex_levels=True, who=TITLE)
+                comm = mpi.DMDAComm(pc, dm, False, self.xp, v["gather_size"], who=TITLE)
                 comm.distribute(0, box)
             t1 = log.clock()
             self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],

@@ -5,13 +5,11 @@ import math
 import time
 
 import numpy
-from petsc4py import PETSc
 
 from .. import backend
-from ..core import grid, multigrid
+from ..core import multigrid
+from . import halo
 from .errors import PCPluginError, error
-from .mat import scalar_is_complex
-from .vec import vec_array
 
 
 class Collective:
@@ -122,27 +120,23 @@ class DMDAComm(multigrid.Comm):
     distributed level costs six ghost updates per V-cycle, mostly latency on small levels, while
     the gather costs one allgather per cycle.
 
-    Each distributed level gets its own DMDA (box stencil, width 1) whose ownership ranges nest
-    in the finer level's: a rank owning fine points [s, e) along an axis owns coarse points
-    [s // 2, e // 2) (grid.py). A level stays distributed while every rank owns points of it;
-    below, the levels are replicated (``multigrid.Gathered``). ``exchange`` copies the owned
-    values into the level's global Vec, runs DMGlobalToLocal and copies the ghosts back into the
-    halo; with CUDA Vecs those copies stay on the GPU (PETSc moves the ghosts through MPI).
-    Complex levels under a real PETSc (pcplugins.ShiftedLaplace's real-equivalent form) travel
-    as dof-2 DMDAs, real and imaginary parts interleaved.
+    A distributed level's ownership ranges nest in the finer level's: a rank owning fine points
+    [s, e) along an axis owns coarse points [s // 2, e // 2) (grid.py), so every distributed
+    level has the user's DMDA's process grid. A level stays distributed while every rank owns
+    points of it; below, the levels are replicated (``multigrid.Gathered``). ``exchange`` is a
+    halo.FaceExchange on the level's arrays, on the GPU for CuPy arrays.
     """
 
-    def __init__(self, pc, dm, layer, xp, gather_size=0, complex_levels=False, who="pcplugins.GMG"):
+    def __init__(self, pc, dm, layer, xp, gather_size=0, who="pcplugins.GMG"):
         self.gather_size = gather_size            # gather levels with at most this many points
         self.who = who
-        self.pairs = complex_levels and not scalar_is_complex()   # complex values as (re, im) pairs
         self.mpi = Collective(pc)
         self.size = self.mpi.size
-        self.pcomm = pc.getComm()
         self.xp = xp
         self.dim = dm.getDim()
-        self.gpu = backend.is_gpu(xp)
         counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:self.dim]][::-1]
+        own_start = [s for s, _ in dm.getRanges()[:self.dim]][::-1]
+        self._coords, _, self._neighbours = halo.process_grid(counts, own_start, self.mpi.rank, self.mpi)
         ranges = [[(int(s), int(s + c)) for s, c in zip(numpy.cumsum(cs) - cs, cs)] for cs in counts]
         gshape = tuple(dm.getSizes()[:self.dim][::-1])
         self._ranges = {-1: (gshape, ranges)}
@@ -169,44 +163,19 @@ class DMDAComm(multigrid.Comm):
                 raise error(f"{self.who}: a rank owns no {'interior ' if self._layer else ''}grid points; "
                             "use fewer ranks or a larger grid")
             return False
-        da = PETSc.DMDA().create(dim=self.dim, dof=2 if self.pairs else 1, sizes=gshape[::-1],
-                                 proc_sizes=[len(r) for r in ranges][::-1],
-                                 ownership_ranges=[[e - s for s, e in r] for r in ranges][::-1],
-                                 stencil_type=PETSc.DMDA.StencilType.BOX, stencil_width=1,
-                                 comm=self.pcomm, setup=False)
-        if self.gpu:
-            da.setVecType("cuda")
-        da.setUp()
-        own = [tuple(r) for r in da.getRanges()[:self.dim]][::-1]
-        ghost = [tuple(r) for r in da.getGhostRanges()[:self.dim]][::-1]
+        own = [r[c] for r, c in zip(ranges, self._coords)]
         if box is not None and own != [(s, s + n) for s, n in zip(box.start, box.shape)]:
             raise error(f"{self.who}: internal error, level {level} ownership {own} does not "
                         f"match the hierarchy's box {box}")
-        sl = tuple(slice(gs - s + 1, ge - s + 1) for (s, _), (gs, ge) in zip(own, ghost))
         shape = tuple(e - s for s, e in own)
-        gh_shape = tuple(ge - gs for gs, ge in ghost)
-        self._levels[level] = (da, da.createGlobalVec(), da.createLocalVec(), shape, gh_shape, sl)
+        self._levels[level] = halo.FaceExchange(self.mpi.mpi, shape, self._neighbours, self.xp)
         return True
 
     def exchange(self, level, u):
         t = time.perf_counter()
-        da, g, loc, shape, gh_shape, sl = self._levels[level]
-        with vec_array(g, "w") as ga:
-            own = grid.interior(u)
-            if self.pairs:
-                ga = ga.reshape(shape + (2,))
-                ga[..., 0], ga[..., 1] = own.real, own.imag
-            else:
-                ga.reshape(shape)[...] = own
-        da.globalToLocal(g, loc)
-        with vec_array(loc, "r") as la:
-            if self.pairs:
-                la = la.reshape(gh_shape + (2,))
-                u[sl] = la[..., 0] + 1j * la[..., 1]
-            else:
-                u[sl] = la.reshape(gh_shape)
+        self._levels[level](u)
         self.exchanges += 1
-        self.exchange_time += time.perf_counter() - t     # wall time: device copies are queued
+        self.exchange_time += time.perf_counter() - t     # wall time, waits for the queued device work
         return u
 
     def allsum(self, x):

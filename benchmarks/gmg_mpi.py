@@ -1,0 +1,97 @@
+"""GMG under MPI beside one rank on the same work: setup + solve on 1 and on P ranks.
+
+    python benchmarks/gmg_mpi.py [-ranks 1,2] [-sizes 127,255] [-skip name,...] [-label text]
+                                 [-out results.json]
+
+The Poisson system of gmg_poisson.py (interior convention: n unknowns per axis), CG to a true
+relative residual of 1e-8, each configuration the faster of two runs after two untimed ones, run
+by ``mpiexec -n P`` for every P of -ranks (this script calls itself with -worker). Every rank
+count runs on the same devices: on a one-GPU machine all ranks share GPU 0, which measures what the
+ranks' communication costs, not a speed-up. PETSc's CG + Jacobi runs beside GMG: its ratio of
+P ranks to one is what sharing the GPU costs PETSc itself (PETSc's own kernels and messages).
+-label records how the machine was run (for example "MPS": NVIDIA's multi-process service, the
+daemon that lets several processes' kernels share the GPU at once instead of by time slices).
+
+Reported per configuration and size: setup, solve, iterations, ghost updates per application and
+milliseconds each on rank 0 (host wall time, which includes waiting for the queued device work),
+and the ratio of P ranks' setup + solve to one rank's.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import petsc4py
+
+petsc4py.init(sys.argv)
+from petsc4py import PETSc  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gmg_poisson  # noqa: E402
+from gmg_poisson import GMG, backend, measure_configs, write  # noqa: E402
+from gmg_sizes import FAST, best_of_two, parse_sizes, reuse_systems  # noqa: E402
+
+CONFIGS = {
+    "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
+    "pcplugins.GMG (fast option string)": FAST,
+    "pcplugins.GMG (defaults, operator from the matrix)": dict(GMG),
+    "CG + Jacobi": {"pc_type": "jacobi"},
+}
+
+
+def worker(opts):
+    """One rank count: every configuration on every size, results to -out (rank 0)."""
+    gmg_poisson.CONVENTION = "interior"
+    gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
+    sizes, skip, out = parse_sizes(opts.getString("sizes", "127,255")), opts.getString("skip", ""), opts.getString("out")
+    reuse_systems()
+    results = []
+    ranks = PETSc.COMM_WORLD.getSize()
+
+    def line(r):
+        extra = ""
+        if "ghost_updates_per_application" in r:
+            extra = (f"  {r['ghost_updates_per_application']:.0f} ghost updates/application, "
+                     f"{r['ms_per_ghost_update_rank0']:.3f} ms each")
+        return (f"setup {r['setup_s']*1e3:8.1f} ms  solve {r['solve_s']*1e3:8.1f} ms  its {r['iterations']:4d}  "
+                f"res {r['true_rel_residual']:.1e}{extra}")
+    for n in sizes:
+        measure_configs(CONFIGS, skip, best_of_two, (n, 3, gpu), gpu, {"n": n, "dim": 3, "ranks": ranks},
+                        (f"{ranks} rank(s) {n:>4d}^3", 50), results, out, line)
+    write(out, results, gpu)
+
+
+def main():
+    opts = PETSc.Options()
+    if opts.getBool("worker", False):
+        return worker(opts)
+    ranks = [int(p) for p in opts.getString("ranks", "1,2").split(",")]
+    out, label = opts.getString("out", ""), opts.getString("label", "")
+    passed = [a for a in sys.argv[1:] if a not in ("-out", out, "-ranks", opts.getString("ranks", ""))]
+    results, meta = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for P in ranks:
+            part = os.path.join(tmp, f"ranks{P}.json")
+            cmd = ["mpiexec", "-n", str(P), sys.executable, "-u", os.path.abspath(__file__), "-worker",
+                   "-out", part, *passed]
+            subprocess.run(cmd, check=True)
+            with open(part) as fh:
+                data = json.load(fh)
+            meta = meta or data["meta"]
+            results += data["results"]
+    one = {(r["solver"], r["n"]): r["total_s"] for r in results if r.get("ranks") == 1 and "error" not in r}
+    for r in results:
+        if "error" not in r and (r["solver"], r["n"]) in one:
+            r["vs_one_rank"] = r["total_s"] / one[r["solver"], r["n"]]
+    for r in results:
+        if "vs_one_rank" in r and r["ranks"] > 1:
+            print(f"{r['ranks']} ranks {r['n']}^3 {r['solver']:50s} {r['vs_one_rank']:6.2f}x one rank", flush=True)
+    if out:
+        meta = dict(meta, command=" ".join(sys.argv), label=label)
+        with open(out, "w") as fh:
+            json.dump({"meta": meta, "results": results}, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
