@@ -44,6 +44,24 @@ def sizes_section(name):
     return out
 
 
+def mpi_section(name):
+    """Ranks beside one rank on the same device (gmg_mpi.py)."""
+    data = load(name)
+    meta, rows = data["meta"], [r for r in data["results"] if "error" not in r]
+    how = f", {meta['label']}" if meta.get("label") else ""
+    out = [f"### {meta['device']}{how}", "",
+           f"`{meta['command']}` (PETSc {meta['petsc']}, CuPy {meta.get('cupy', '-')}); results/{name}.", "",
+           "setup + solve in ms (CG iterations); for more than one rank the ghost updates per application "
+           "and milliseconds each (rank 0), and setup + solve over one rank's:", "",
+           "| solver | size | ranks | setup + solve (its) | ghost updates | vs one rank |", "|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["solver"], r["n"], r["ranks"])):
+        ghost = (f"{r['ghost_updates_per_application']:.0f} x {r['ms_per_ghost_update_rank0']:.3f} ms"
+                 if "ghost_updates_per_application" in r else "")
+        out.append(f"| {r['solver']} | {label(r['n'], r['dim'])} | {r['ranks']} | {r['setup_s']*1e3:.1f} + "
+                   f"{r['solve_s']*1e3:.1f} ({r['iterations']}) | {ghost} | {r.get('vs_one_rank', 1.0):.2f}x |")
+    return out
+
+
 def report():
     """benchmarks/README.md's text."""
     lines = ["# Benchmark figures", "",
@@ -53,6 +71,9 @@ def report():
              "## GMG on every grid size (gmg_sizes.py)", ""]
     for name in ("gmg_sizes_3d_h100.json", "gmg_sizes_2d_h100.json"):
         lines += sizes_section(name) + [""]
+    lines += ["## GMG under MPI, every rank on one GPU (gmg_mpi.py)", ""]
+    for name in ("gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json"):
+        lines += mpi_section(name) + [""]
     return "\n".join(lines)
 
 

@@ -302,3 +302,30 @@ def test_homg_under_mpi_names_the_rank_count():
                   ["-n", "17", "-dim", "2", "-ksp_type", "richardson", "-pc_gmg_cycle", "homg"], timeout=120)
     out = res.stdout + res.stderr
     assert res.returncode != 0 and out.count("-pc_gmg_cycle homg runs on one MPI rank, this PC has 2") >= 2, out
+
+
+BLAS_PROBE = """
+import os, sys
+from pcplugins.petsc import blas
+cores = len(os.sched_getaffinity(0))
+libs = blas._openblas_libraries()
+assert libs, "no OpenBLAS found among the mapped libraries"
+assert blas.share_cores(1) == {}
+changed = blas.share_cores(cores)
+assert changed and all(after == 1 < before for before, after in changed.values()), changed
+assert all(int(get()) == 1 for _, get, _ in libs)
+print("ok", changed)
+"""
+
+
+def test_blas_threads_shared_among_ranks():
+    """With as many ranks on the node as cores, every OpenBLAS loaded (NumPy's at least) drops to
+    one thread; with one rank nothing changes. In a fresh process started with a thread per core."""
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to share")
+    cores = len(os.sched_getaffinity(0))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(cores),
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, ".."), os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-c", "import numpy, scipy.linalg\n" + BLAS_PROBE], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr

@@ -7,11 +7,13 @@ and ``OPTIONS`` (an options table), and implements ``_setup(pc)`` (build ``self.
 ``self.values``), ``_apply(pc, x, y)``, ``describe()`` and, where it has them, ``_release()``
 (more to free than the hierarchy and its graphs) and ``not_symmetric(pc)``.
 """
+import os
+
 import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from . import errors, gpu, log, options
+from . import blas, errors, gpu, log, options
 
 
 class PythonPC:
@@ -21,6 +23,7 @@ class PythonPC:
         self.values, self.mg, self._graphs = None, None, None
         self.xp, self.device, self.gpu_id = numpy, "cpu", None
         self.timings = {}
+        self._blas = None                     # BLAS threads changed for MPI (blas.share_cores)
 
     # -- the PCPYTHON protocol -----------------------------------------------------------------------
     @errors.user_errors
@@ -33,6 +36,8 @@ class PythonPC:
             if self.values is None:           # setUp without setFromOptions: the defaults and the database
                 self.values = options.read_options(pc, self.OPTIONS, self.TITLE)
             self.reset(pc)                    # the previous operator's hierarchy goes first
+            if self._blas is None:
+                self._blas = blas.share_cores(blas.ranks_on_node(pc.getComm()))
             self._setup(pc)
 
     def reset(self, pc):
@@ -67,7 +72,9 @@ class PythonPC:
 
     @errors.user_errors
     def view(self, pc, viewer=None):
-        view_lines(viewer, self.describe())
+        view_lines(viewer, self.describe() + [
+            f"BLAS threads {before} -> {after} (MPI ranks share this node's cores; {os.path.basename(path)})"
+            for path, (before, after) in (self._blas or {}).items()])
 
     # -- for the PCs ---------------------------------------------------------------------------------
     def _release(self):

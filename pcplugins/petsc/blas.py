@@ -1,0 +1,81 @@
+"""BLAS threads under MPI: the ranks on one node share its cores.
+
+NumPy's and SciPy's OpenBLAS start a thread per core in every process, and those threads spin
+while they wait for work. With several MPI ranks on a node every rank's threads compete for the
+same cores, and a small dense product or inverse (a coarsest level's, a Gram matrix of a Krylov
+method) waits for time slices: on two cores with two ranks, one rank's 125 x 125 inverse took
+two orders of magnitude longer than alone. MPI codes run one BLAS thread per core for this
+reason (OMP_NUM_THREADS=1 is the usual advice); a PETSc user may not know that NumPy threads.
+
+``share_cores`` lowers each loaded OpenBLAS's thread count to the cores this process may use over
+the ranks on its node, never raising it; the libraries are found among the process's mapped
+files (Linux) and set through OpenBLAS's own ``openblas_set_num_threads`` (with the symbol
+prefixes and suffixes the scipy-openblas wheels add). Elsewhere it does nothing.
+"""
+import ctypes
+import os
+
+_DONE = set()
+# the names of openblas_{get,set}_num_threads in the reference build and in the scipy-openblas wheels
+_AFFIXES = [("", ""), ("scipy_", "64_"), ("scipy_", ""), ("", "64_")]
+
+
+def _openblas_libraries():
+    try:
+        with open("/proc/self/maps") as fh:
+            paths = {line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return []
+    found = []
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for pre, post in _AFFIXES:
+            get = getattr(lib, f"{pre}openblas_get_num_threads{post}", None)
+            put = getattr(lib, f"{pre}openblas_set_num_threads{post}", None)
+            if get is not None and put is not None:
+                found.append((path, get, put))
+                break
+    return found
+
+
+def share_cores(ranks_on_node):
+    """At most cores // ranks_on_node BLAS threads in this process (at least one); returns
+    {library path: (threads before, after)} for the libraries it changed."""
+    if ranks_on_node <= 1:
+        return {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    want = max(1, cores // ranks_on_node)
+    changed = {}
+    for path, get, put in _openblas_libraries():
+        if path in _DONE:
+            continue
+        _DONE.add(path)
+        before = int(get())
+        if before > want:
+            put(ctypes.c_int(want))
+            changed[path] = (before, int(get()))
+    return changed
+
+
+# the ranks on this process's node, as the usual launchers tell them (MPICH's Hydra, Open MPI)
+_LOCAL_SIZE = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+def ranks_on_node(comm):
+    """The MPI ranks on this node: from the launcher's environment, else (collective on the PETSc
+    communicator ``comm``) the ranks of ``comm`` that share memory with this one."""
+    for name in _LOCAL_SIZE:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    if comm.getSize() == 1:
+        return 1
+    from mpi4py import MPI
+    node = comm.tompi4py().Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
