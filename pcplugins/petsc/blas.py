@@ -3,8 +3,7 @@
 NumPy's and SciPy's OpenBLAS start a thread per core in every process, and those threads spin
 while they wait for work. With several MPI ranks on a node every rank's threads compete for the
 same cores, and a small dense product or inverse (a coarsest level's, a Gram matrix of a Krylov
-method) waits for time slices: on two cores with two ranks, one rank's 125 x 125 inverse took
-two orders of magnitude longer than alone. MPI codes run one BLAS thread per core for this
+method) waits for time slices instead of running. MPI codes run one BLAS thread per core for this
 reason (OMP_NUM_THREADS=1 is the usual advice); a PETSc user may not know that NumPy threads.
 
 ``share_cores`` lowers each loaded OpenBLAS's thread count to the cores this process may use over
