@@ -5,9 +5,9 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from ..core import csrstencil, grid, stencil
+from ..core import csrstencil, grid
 from .errors import error
-from .mat import _device_csr, is_aij
+from .mat import _device_csr, is_aij, mpiaij_blocks
 
 
 def pc_dm(pc):
@@ -107,24 +107,36 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     if not is_aij(M):
         raise error(f"{who} reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
-    # one rank's aijcusparse matrix is read on the device; getValuesCSR walks the host copy
-    csr = (_device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse"
-           else None)
-    indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
     nonfinite = f"{who}: the operator has NaN or Inf entries"
     wide = (f"{who}: the operator couples grid points more than one apart (nonzero entries); "
             "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
     if mpi.size == 1:            # natural ordering, one box: core.csrstencil (GPU kernels or twin)
+        # an aijcusparse matrix is read on the device; getValuesCSR walks the host copy
+        csr = _device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse" \
+            else None
+        indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
         found = csrstencil.stencil_of_csr(indptr, cols, vals, box.shape, dtype)
         if found.nonfinite or found.wide:
             raise error(nonfinite if found.nonfinite else wide)
         return found.offsets, found.coefs
     # a matrix split over ranks: columns anywhere in PETSc's rank-by-rank ordering, and the
     # decisions taken together, so every rank builds the same stencil (its collectives follow it)
-    if mpi.allmin(int(backend.all_true(xp.isfinite(vals)))) == 0:
+    blocks = mpiaij_blocks(M, xp)
+    if mpi.allmin(int(blocks is not None)) == 1:
+        # PETSc's two blocks: the diagonal block's columns are this rank's points in natural order
+        # over its box (read on the device for aijcusparse), the off-diagonal block's are global
+        (own_ptr, own_cols, own_vals), (gh_ptr, gh_cols, gh_vals) = blocks
+        own_pos = [p + s for p, s in zip(csrstencil.natural_positions(own_cols.astype(numpy.int64), box.shape),
+                                         box.start)]
+        parts = [(own_ptr, own_cols, own_vals, own_pos),
+                 (gh_ptr, gh_cols, gh_vals, _grid_positions(gh_cols, rank_boxes(dm), xp))]
+    else:
+        indptr, cols, vals = (xp.asarray(a) for a in M.getValuesCSR())
+        parts = [(indptr, cols, vals, _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp))]
+    if mpi.allmin(int(all(backend.all_true(xp.isfinite(p[2])) for p in parts))) == 0:
         raise error(nonfinite)
-    cpos = _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp)
-    rows, slot, far = csrstencil.entry_slots(indptr, cols, box.shape, box.start, cpos)
+    found = [csrstencil.entry_slots(ptr, cols, box.shape, box.start, pos) + (vals,) for ptr, cols, vals, pos in parts]
+    rows, slot, far, vals = (xp.concatenate([f[i] for f in found]) for i in range(4))
     if mpi.allmin(-int(backend.any_true(far & (vals != 0)))) < 0:
         raise error(wide)
     keep = csrstencil.couplings(slot, far, vals, box.dim)

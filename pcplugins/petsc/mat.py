@@ -153,6 +153,37 @@ def _device_csr(handle, nrows, owner):
     return indptr, view(jj, nnz, it), view(aa, nnz, st)
 
 
+def mpiaij_blocks(M, xp):
+    """This rank's rows of an mpiaij(cusparse) matrix as PETSc stores them: the diagonal block
+    (indptr, local column indices, values) on ``xp``, read from its device CSR when ``xp`` is CuPy
+    and the matrix is on the GPU, and the off-diagonal block (indptr, global column indices,
+    values) on ``xp`` through the host (its rows are the few on the rank's boundary). None when
+    unavailable (not an MPIAIJ matrix, or libpetsc not reachable by ctypes)."""
+    import ctypes
+    lib = _petsc_lib()
+    if lib is None or not M.getType().startswith("mpiaij"):
+        return None
+    pint = _petsc_int()
+    n = M.getLocalSize()[0]
+    Ad, Ao, colmap = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    m, nghost = pint(), pint()
+    if (lib.MatMPIAIJGetSeqAIJ(ctypes.c_void_p(M.handle), ctypes.byref(Ad), ctypes.byref(Ao), ctypes.byref(colmap))
+            or lib.MatGetSize(Ao, ctypes.byref(m), ctypes.byref(nghost))):
+        return None
+    own = _device_csr(Ad.value, n, M) if backend.is_gpu(xp) and "cusparse" in M.getType() else None
+    if own is None:
+        own = _host_csr(lib, Ad, n)
+    ghost = _host_csr(lib, Ao, n)
+    if own is None or ghost is None:
+        return None
+    gi, gj, gv = ghost
+    if nghost.value:
+        cmap = numpy.ctypeslib.as_array(ctypes.cast(colmap, ctypes.POINTER(pint)), shape=(nghost.value,))
+        gj = cmap.astype(numpy.int64)[gj]
+    to = backend.to_namespace
+    return tuple(to(a, xp) for a in own), (to(gi, xp), to(numpy.asarray(gj, numpy.int64), xp), to(gv, xp))
+
+
 def _mpiaij_rows(M, xp, comm):
     """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from the host CSR of
     PETSc's two blocks (MatMPIAIJGetSeqAIJ: the diagonal block, and the off-diagonal block whose
