@@ -34,6 +34,8 @@ from gmg_sizes import FAST, best_of_two, parse_sizes, reuse_systems  # noqa: E40
 
 CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
+    "pcplugins.GMG (declared laplacian, ghost layers through the host)":
+        dict(GMG, pc_gmg_operator="laplacian", pc_gmg_ghost_transport="host"),
     "pcplugins.GMG (fast option string)": FAST,
     "pcplugins.GMG (defaults, operator from the matrix)": dict(GMG),
     "CG + Jacobi": {"pc_type": "jacobi"},

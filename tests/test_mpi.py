@@ -57,11 +57,14 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 
-# the same on the GPU (CUDA Vecs, aijcusparse): the ghost updates pack, copy and unpack on the
-# device; every rank on GPU 0, as on a one-GPU machine
+# the same on the GPU (CUDA Vecs, aijcusparse): the ghost layers go device to device through CUDA
+# IPC, or through pinned host buffers; every rank on GPU 0, as on a one-GPU machine
 GPU = ["-mat_type", "aijcusparse"]
 GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6],
-             ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"])]
+             ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"]),
+             # the layers through pinned host buffers instead of CUDA IPC (auto's choice here)
+             (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "host"]),
+             (CASES[1][0], CASES[1][1] + ["-pc_gmg_ghost_transport", "host"])]
 
 
 def _gpu():
@@ -143,8 +146,8 @@ def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
     ranks give the one-rank GPU solution to 1e-10."""
     fixed = STENCIL + ["-pc_sl_gather_size", "0", "-ksp_max_it", "4"] + GPU
     ref = run(tmp_path, 1, problem, fixed)
-    for P in (2, 3):
-        got = run(tmp_path, P, problem, fixed)
+    for P, transport in ((2, "auto"), (3, "auto"), (2, "host")):
+        got = run(tmp_path, P, problem, fixed + ["-pc_sl_ghost_transport", transport])
         assert got["its"] == 4
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 

@@ -25,8 +25,8 @@ class Comm:
 
     Under MPI petsc/mpi.py supplies a subclass: ``distribute(level, box)`` says whether a level with
     this rank's ``box`` stays distributed (every rank owns points of it), ``exchange`` updates
-    the ghost halo of a distributed level, and ``gather`` assembles a replicated coarse level
-    from every rank's part.
+    the ghost halo of a distributed level, ``gather`` assembles a replicated coarse level from
+    every rank's part, and ``free`` releases the exchanges' buffers.
     """
     size = 1
 
@@ -45,6 +45,9 @@ class Comm:
     def gather(self, level, part, part_box, out):
         out[...] = part
         return out
+
+    def free(self):
+        """Release what the exchanges hold (collective under MPI: Multigrid.free calls it)."""
 
 
 class Moved:
@@ -267,6 +270,7 @@ class Multigrid:
         self._coarse_graphs = {}
         self.levels = []
         self.event = None
+        self.comm.free()
 
     # -- setup -------------------------------------------------------------------------------------
     def _exchange(self, lev):

@@ -61,7 +61,8 @@ class DMDAPC(PythonPC):
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
         self.timings["operator"] = log.clock() - t
         if self.mpi.size > 1:
-            self.comm = mpi.DMDAComm(pc, dm, self.layer, xp, v.get("gather_size", 0))
+            self.comm = mpi.DMDAComm(pc, dm, self.layer, xp, v.get("gather_size", 0), who=self.TITLE,
+                                     transport=v.get("ghost_transport", "auto"))
             self.comm.distribute(0, op.box)
         else:
             self.comm = multigrid.Comm()

@@ -56,6 +56,9 @@ OPTIONS = [
            "on the CPU (0: all on the CPU; default: all on the GPU)", lo=0),
     options.Option("pc_gmg_gather_size", "int", 32768,
            "MPI: coarse levels with at most this many points are gathered onto every rank", lo=0),
+    options.Option("pc_gmg_ghost_transport", "str", "auto",
+           "MPI on the GPU: how ghost layers travel between ranks: ipc (CUDA IPC, device to device; ranks of one node), "
+           "host (pinned host buffers and MPI), auto (ipc where every rank can map its neighbours' memory)", ("auto", "ipc", "host")),
     options.Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     options.Option("pc_gmg_graph_coarse", "bool", True,
            "Where the whole cycle is not captured (-pc_gmg_graph 0, mixed digits): replay the coarse "

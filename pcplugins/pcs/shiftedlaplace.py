@@ -51,6 +51,9 @@ OPTIONS = [
            ("auto", "csr", "stencil")),
     options.Option("pc_sl_gather_size", "int", 32768,
            "Stencil levels under MPI: gather levels with at most this many points onto every rank", lo=0),
+    options.Option("pc_sl_ghost_transport", "str", "auto",
+           "MPI on the GPU: how ghost layers travel between ranks: ipc (CUDA IPC, device to device; ranks of one node), "
+           "host (pinned host buffers and MPI), auto (ipc where every rank can map its neighbours' memory)", ("auto", "ipc", "host")),
     options.Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     options.Option("pc_sl_precision", "str", "double",
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
@@ -141,7 +144,8 @@ class ShiftedLaplace(PythonPC):
             op = stencil.StencilOperator(box, offsets, coefs, self.xp, dtype)
             comm = None
             if size > 1:
-                comm = mpi.DMDAComm(pc, dm, False, self.xp, v["gather_size"], who=TITLE)
+                comm = mpi.DMDAComm(pc, dm, False, self.xp, v["gather_size"], who=TITLE,
+                                      transport=v["ghost_transport"])
                 comm.distribute(0, box)
             t1 = log.clock()
             self.mg = slmg.StencilMG(op, self.kmax, self._h(), comm, cycle=v["cycle"], omega=v["omega"],

@@ -7,11 +7,16 @@ spans the whole padded extent of the other axes, so the edges and corners of the
 trilinear transfers read) arrive through two or three hops, as in a box-stencil DMDA ghost
 update, without the diagonal messages (the standard trick of structured-grid codes).
 
-Transport: with NumPy arrays the layers go through MPI from host buffers. With CuPy arrays the
-two layers of an axis are packed into one device buffer, copied to a pinned host buffer, sent,
-and the received layers copied back and unpacked, all on the current stream: one wait for the
-device per axis (the MPI used here is not GPU-aware; PETSc's DMGlobalToLocal on CUDA Vecs stages
-the same bytes through the host, through more copies and a PetscSF set up per level).
+Transport: with NumPy arrays the layers go through MPI from host buffers. With CuPy arrays, where
+every rank's neighbours run on the same node and CUDA IPC works between them (``ipc_works``, tried
+once for the whole communicator), each rank packs its layers into a device buffer its neighbours
+have mapped (cudaIpcOpenMemHandle, through CuPy), waits for its stream, tells its neighbours by a
+one-byte message, and copies their layers straight into its halo: no host copies, and MPI carries
+only the signal. Two buffers alternate, so a rank packs exchange k + 2 over the layers of
+exchange k only after its neighbours' signal of exchange k + 1, which they send after their
+stream has finished reading exchange k. Elsewhere the two layers of an axis are packed into one
+device buffer, copied to a pinned host buffer, sent, and copied back and unpacked, all on the
+current stream: one wait for the device per axis (the MPI used here is not GPU-aware).
 
 Process grid: PETSc numbers a DMDA's ranks with x fastest (rank = i + m j + m n k), so with the
 axes in the core's (z, y, x) order the ranks are the C-order ravel of the process coordinates.
@@ -27,72 +32,167 @@ TAG = 31000
 
 class FaceExchange:
     """The ghost update of one level: ``shape`` is this rank's block (the array is ``shape + 2``),
-    ``neighbours`` one (lower, upper) pair of ranks per axis, None at the grid's boundary."""
+    ``neighbours`` one (lower, upper) pair of ranks per axis, None at the grid's boundary;
+    ``ipc``: CuPy arrays travel through CUDA IPC (``ipc_works`` said yes on every rank)."""
 
-    def __init__(self, mpi, shape, neighbours, xp):
+    def __init__(self, mpi, shape, neighbours, xp, ipc=False):
         self.mpi, self.xp = mpi, xp
         self.shape = tuple(shape)
         # per axis with a neighbour: the neighbours, and the layers sent (first and last owned)
         # and received (the halo) towards the lower and upper one
         self.axes = [(a, lo, hi, [self._slab(a, i) for i in (1, shape[a], 0, shape[a] + 1)])
                      for a, (lo, hi) in enumerate(neighbours) if lo is not None or hi is not None]
-        self._buffers = {}
+        self._layers = {}
         self.gpu = backend.is_gpu(xp)
+        self.ipc = ipc and self.gpu
 
     def _slab(self, a, i):
         return tuple(i if b == a else slice(None) for b in range(len(self.shape)))
 
-    def _buffers_for(self, a, dtype):
-        """Send and receive buffers of axis ``a`` (the two layers of the axis side by side); pinned
-        host memory with device twins on the GPU."""
-        key = (a, dtype.str)
-        if key not in self._buffers:
-            layer = tuple(n + 2 for b, n in enumerate(self.shape) if b != a)
-            count = 2 * int(numpy.prod(layer))
-            if self.gpu:
-                cp = backend.cupy
-                host = [numpy.frombuffer(cp.cuda.alloc_pinned_memory(count * dtype.itemsize), dtype, count)
-                        .reshape((2,) + layer) for _ in range(2)]
-                dev = [cp.empty((2,) + layer, dtype) for _ in range(2)]
-            else:
-                host = [numpy.empty((2,) + layer, dtype) for _ in range(2)]
-                dev = host
-            self._buffers[key] = (host, dev)
-        return self._buffers[key]
-
     def __call__(self, u):
         for a, lo, hi, slabs in self.axes:
-            self._axis(u, a, lo, hi, slabs)
+            key = (a, u.dtype.str)
+            if key not in self._layers:       # made at the first update, when the neighbours make theirs
+                layer = tuple(n + 2 for b, n in enumerate(self.shape) if b != a)
+                kind = _IpcLayers if self.ipc else _HostLayers
+                self._layers[key] = kind(self.mpi, a, lo, hi, layer, u.dtype, self.xp)
+            self._layers[key].update(u, slabs)
         return u
 
-    def _axis(self, u, a, lo, hi, slabs):
-        (send_h, recv_h), (send_d, recv_d) = self._buffers_for(a, u.dtype)
+    def free(self):
+        """Unmap the neighbours' buffers (after every rank's device work: petsc.mpi.DMDAComm.free)."""
+        for layers in self._layers.values():
+            layers.free()
+        self._layers = {}
+
+
+class _HostLayers:
+    """The two layers of one axis through host memory: pinned buffers with device twins on the
+    GPU, row 0 for (and from) the lower neighbour, row 1 the upper."""
+
+    def __init__(self, mpi, a, lo, hi, layer, dtype, xp):
+        self.mpi, self.lo, self.hi = mpi, lo, hi
+        self.up, self.down = TAG + 2 * a, TAG + 2 * a + 1      # a message going up the axis, going down
+        self.gpu = backend.is_gpu(xp)
+        count = 2 * int(numpy.prod(layer))
+        if self.gpu:
+            cp = backend.cupy
+            self.send_h, self.recv_h = [numpy.frombuffer(cp.cuda.alloc_pinned_memory(count * dtype.itemsize), dtype,
+                                                         count).reshape((2,) + layer) for _ in range(2)]
+            self.send_d, self.recv_d = cp.empty((2,) + layer, dtype), cp.empty((2,) + layer, dtype)
+        else:
+            self.send_h, self.recv_h = numpy.empty((2,) + layer, dtype), numpy.empty((2,) + layer, dtype)
+            self.send_d, self.recv_d = self.send_h, self.recv_h
+
+    def update(self, u, slabs):
         send_lo, send_hi, halo_lo, halo_hi = slabs
-        # buffer row 0: the layer for (and from) the lower neighbour, 1: the upper
+        lo, hi, mpi = self.lo, self.hi, self.mpi
         if lo is not None:
-            send_d[0] = u[send_lo]
+            self.send_d[0] = u[send_lo]
         if hi is not None:
-            send_d[1] = u[send_hi]
+            self.send_d[1] = u[send_hi]
         if self.gpu:
             stream = backend.cupy.cuda.get_current_stream()
-            send_d.data.copy_to_host_async(send_h.ctypes.data, send_h.nbytes, stream)
+            self.send_d.data.copy_to_host_async(self.send_h.ctypes.data, self.send_h.nbytes, stream)
             stream.synchronize()                       # the layers are in host memory
         requests = []
-        mpi = self.mpi
-        up, down = TAG + 2 * a, TAG + 2 * a + 1         # a message going up the axis, going down
         if lo is not None:
-            requests += [mpi.Irecv(recv_h[0], lo, up), mpi.Isend(send_h[0], lo, down)]
+            requests += [mpi.Irecv(self.recv_h[0], lo, self.up), mpi.Isend(self.send_h[0], lo, self.down)]
         if hi is not None:
-            requests += [mpi.Irecv(recv_h[1], hi, down), mpi.Isend(send_h[1], hi, up)]
+            requests += [mpi.Irecv(self.recv_h[1], hi, self.down), mpi.Isend(self.send_h[1], hi, self.up)]
         _waitall(requests)
         if self.gpu:
-            # queued: the next exchange's wait for the device comes after it, so recv_h is free
-            # again by then
-            recv_d.data.copy_from_host_async(recv_h.ctypes.data, recv_h.nbytes, stream)
+            # queued: the next update's wait for the device comes after it, so recv_h is free by then
+            self.recv_d.data.copy_from_host_async(self.recv_h.ctypes.data, self.recv_h.nbytes, stream)
         if lo is not None:
-            u[halo_lo] = recv_d[0]
+            u[halo_lo] = self.recv_d[0]
         if hi is not None:
-            u[halo_hi] = recv_d[1]
+            u[halo_hi] = self.recv_d[1]
+
+    def free(self):
+        pass
+
+
+class _IpcLayers:
+    """The two layers of one axis through CUDA IPC: this rank's buffer ``mine`` [parity][side]
+    [layer], mapped by its neighbours, and theirs mapped here (the module docstring)."""
+
+    def __init__(self, mpi, a, lo, hi, layer, dtype, xp):
+        cp = backend.cupy
+        self.mpi, self.lo, self.hi = mpi, lo, hi
+        self.up, self.down = TAG + 2 * a, TAG + 2 * a + 1
+        shape = (2, 2) + layer
+        nbytes = int(numpy.prod(shape)) * dtype.itemsize
+        self.mem = cp.cuda.Memory(nbytes)           # its own cudaMalloc: an IPC handle maps a whole allocation
+        self.mine = cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(self.mem, 0))
+        handle = cp.cuda.runtime.ipcGetMemHandle(self.mem.ptr)
+        self.peers, self._opened = [None, None], []
+        device = cp.cuda.Device().id
+        for side, peer in ((0, lo), (1, hi)):
+            if peer is None:
+                continue
+            theirs = mpi.sendrecv(handle, dest=peer, sendtag=TAG + 100 + a, source=peer, recvtag=TAG + 100 + a)
+            ptr = cp.cuda.runtime.ipcOpenMemHandle(theirs, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
+            self._opened.append(ptr)
+            mem = cp.cuda.UnownedMemory(ptr, nbytes, self, device_id=device)
+            self.peers[side] = cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0))
+        self.k = 0
+        self.signal_out, self.signal_in = numpy.zeros(2, numpy.int8), numpy.zeros(2, numpy.int8)
+
+    def update(self, u, slabs):
+        send_lo, send_hi, halo_lo, halo_hi = slabs
+        lo, hi, mpi = self.lo, self.hi, self.mpi
+        par = self.k % 2
+        self.k += 1
+        if lo is not None:
+            self.mine[par, 0] = u[send_lo]
+        if hi is not None:
+            self.mine[par, 1] = u[send_hi]
+        backend.cupy.cuda.get_current_stream().synchronize()    # packed, and the last reads done
+        requests = []
+        if lo is not None:
+            requests += [mpi.Irecv(self.signal_in[0:1], lo, self.up), mpi.Isend(self.signal_out[0:1], lo, self.down)]
+        if hi is not None:
+            requests += [mpi.Irecv(self.signal_in[1:2], hi, self.down), mpi.Isend(self.signal_out[1:2], hi, self.up)]
+        _waitall(requests)
+        if lo is not None:
+            u[halo_lo] = self.peers[0][par, 1]      # the lower neighbour's upper layer
+        if hi is not None:
+            u[halo_hi] = self.peers[1][par, 0]
+
+    def free(self):
+        cp = backend.cupy
+        self.peers = [None, None]
+        for ptr in self._opened:
+            cp.cuda.runtime.ipcCloseMemHandle(ptr)
+        self._opened = []
+        self.mine = self.mem = None
+
+
+def ipc_works(mpi, neighbours, collective):
+    """True on every rank when every rank can map its neighbours' device memory through CUDA IPC
+    (a small buffer tried once; collective)."""
+    ok = True
+    try:
+        cp = backend.cupy
+        probe = cp.cuda.Memory(256)
+        handle = cp.cuda.runtime.ipcGetMemHandle(probe.ptr)
+    except Exception:                                       # noqa: BLE001 (any failure: no IPC)
+        handle, ok = None, False
+    for a, pair in enumerate(neighbours):
+        for peer in pair:
+            if peer is None:
+                continue
+            theirs = mpi.sendrecv(handle, dest=peer, sendtag=TAG + 200 + a, source=peer, recvtag=TAG + 200 + a)
+            if theirs is None or handle is None:
+                ok = False
+                continue
+            try:
+                ptr = cp.cuda.runtime.ipcOpenMemHandle(theirs, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
+                cp.cuda.runtime.ipcCloseMemHandle(ptr)
+            except Exception:                               # noqa: BLE001
+                ok = False
+    return collective.allmin(int(ok)) == 1
 
 
 def _waitall(requests):

@@ -124,10 +124,11 @@ class DMDAComm(multigrid.Comm):
     [s, e) along an axis owns coarse points [s // 2, e // 2) (grid.py), so every distributed
     level has the user's DMDA's process grid. A level stays distributed while every rank owns
     points of it; below, the levels are replicated (``multigrid.Gathered``). ``exchange`` is a
-    halo.FaceExchange on the level's arrays, on the GPU for CuPy arrays.
+    halo.FaceExchange on the level's arrays; ``transport`` ('auto', 'ipc', 'host') how its
+    layers travel on the GPU.
     """
 
-    def __init__(self, pc, dm, layer, xp, gather_size=0, who="pcplugins.GMG"):
+    def __init__(self, pc, dm, layer, xp, gather_size=0, who="pcplugins.GMG", transport="auto"):
         self.gather_size = gather_size            # gather levels with at most this many points
         self.who = who
         self.mpi = Collective(pc)
@@ -137,6 +138,7 @@ class DMDAComm(multigrid.Comm):
         counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:self.dim]][::-1]
         own_start = [s for s, _ in dm.getRanges()[:self.dim]][::-1]
         self._coords, _, self._neighbours = halo.process_grid(counts, own_start, self.mpi.rank, self.mpi)
+        self.transport = self._transport(transport, xp)
         ranges = [[(int(s), int(s + c)) for s, c in zip(numpy.cumsum(cs) - cs, cs)] for cs in counts]
         gshape = tuple(dm.getSizes()[:self.dim][::-1])
         self._ranges = {-1: (gshape, ranges)}
@@ -168,8 +170,30 @@ class DMDAComm(multigrid.Comm):
             raise error(f"{self.who}: internal error, level {level} ownership {own} does not "
                         f"match the hierarchy's box {box}")
         shape = tuple(e - s for s, e in own)
-        self._levels[level] = halo.FaceExchange(self.mpi.mpi, shape, self._neighbours, self.xp)
+        self._levels[level] = halo.FaceExchange(self.mpi.mpi, shape, self._neighbours, self.xp,
+                                                ipc=self.transport == "ipc")
         return True
+
+    def _transport(self, requested, xp):
+        """How ghost layers travel: 'ipc' or 'host' on the GPU (halo.py), 'host' for NumPy arrays."""
+        if not backend.is_gpu(xp):
+            return "host"
+        if requested == "host":
+            return "host"
+        works = halo.ipc_works(self.mpi.mpi, self._neighbours, self.mpi)
+        if requested == "ipc" and not works:
+            raise error(f"{self.who}: ghost transport ipc: some rank cannot map its neighbours' GPU memory "
+                        "through CUDA IPC (ranks on different nodes?); use auto or host")
+        return "ipc" if works else "host"
+
+    def free(self):
+        """Unmap the neighbours' IPC buffers once every rank's device work is done (collective)."""
+        if self.transport == "ipc":
+            backend.synchronize(self.xp)
+            self.mpi.mpi.Barrier()
+        for ex in self._levels.values():
+            ex.free()
+        self._levels = {}
 
     def exchange(self, level, u):
         t = time.perf_counter()
