@@ -14,7 +14,7 @@ prefixes and suffixes the scipy-openblas wheels add). Elsewhere it does nothing.
 import ctypes
 import os
 
-_DONE = set()
+_DONE = []                        # [True] once this process's libraries were looked at
 # the names of openblas_{get,set}_num_threads in the reference build and in the scipy-openblas wheels
 _AFFIXES = [("", ""), ("scipy_", "64_"), ("scipy_", ""), ("", "64_")]
 
@@ -48,10 +48,10 @@ def share_cores(ranks_on_node):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     want = max(1, cores // ranks_on_node)
     changed = {}
+    if _DONE:                     # an earlier PC of this process did it
+        return changed
+    _DONE.append(True)
     for path, get, put in _openblas_libraries():
-        if path in _DONE:
-            continue
-        _DONE.add(path)
         before = int(get())
         if before > want:
             put(ctypes.c_int(want))

@@ -6,6 +6,7 @@ from petsc4py import PETSc
 
 from .. import backend
 from ..core import csrstencil, grid
+from ..core.stencil import box_offsets
 from .errors import error
 from .mat import _device_csr, is_aij, mpiaij_blocks
 
@@ -191,18 +192,22 @@ def sample_laplacian(M, box, dm, mpi):
     offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])])
     lo, hi = M.getOwnershipRange()
     centre = tuple(m // 2 for m in box.global_shape)
+    def index(point):
+        """PETSc's global index of a grid point: its rank's offset and its place in that box."""
+        r = next(k for k, b in enumerate(boxes) if all(s <= p < s + n for p, s, n in zip(point, b.start, b.shape)))
+        return int(offsets[r] + numpy.ravel_multi_index(tuple(p - s for p, s in zip(point, boxes[r].start)),
+                                                        boxes[r].shape))
     found = {}
     for name, point in (("corner", (0,) * d), ("centre", centre)):
-        r = next(k for k, b in enumerate(boxes)
-                 if all(s <= p < s + n for p, s, n in zip(point, b.start, b.shape)))
-        b = boxes[r]
-        row = int(offsets[r] + numpy.ravel_multi_index(
-            tuple(p - s for p, s in zip(point, b.start)), b.shape))
+        row = index(point)
         if lo <= row < hi:
-            cols, vals = M.getRow(row)
-            pos = _grid_positions(numpy.asarray(cols, dtype=numpy.int64), boxes, numpy)
-            found[name] = [(tuple(int(pos[a][k]) - point[a] for a in range(d)), float(v))
-                           for k, v in enumerate(vals) if v != 0 or cols[k] == row]   # no stored zeros
+            # the row's entries in the 3^d points around it, by MatGetValues: MatGetRow on a
+            # parallel matrix first scans every row for the longest
+            near = [o for o in box_offsets(d)
+                    if all(0 <= p + q < m for p, q, m in zip(point, o, box.global_shape))]
+            cols = [index(tuple(p + q for p, q in zip(point, o))) for o in near]
+            vals = M.getValues([row], cols).ravel()
+            found[name] = [(o, float(v)) for o, v, c in zip(near, vals, cols) if v != 0 or c == row]
     merged = {}
     for part in mpi.allgather(found):
         merged.update(part)
