@@ -72,7 +72,8 @@ def report():
     for name in ("gmg_sizes_3d_h100.json", "gmg_sizes_2d_h100.json"):
         lines += sizes_section(name) + [""]
     lines += ["## GMG under MPI, every rank on one GPU (gmg_mpi.py)", ""]
-    for name in ("gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json"):
+    for name in ("gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json", "gmg_mpi_1gpu_jacobi_h100.json",
+                 "gmg_mpi_1gpu_jacobi_mps_h100.json"):
         lines += mpi_section(name) + [""]
     return "\n".join(lines)
 

@@ -376,9 +376,9 @@ class DMDAPC(PythonPC):
             lines.append(f"host-device copies so far: {self.copy_time:.3g} s")
         if self.mpi.size > 1 and self.applications:
             n = self.comm.exchanges
-            lines.append(f"ghost updates: {n / self.applications:.0f} per application (face by face, one "
-                         f"per smoothing colour and transfer), {1e3 * self.comm.exchange_time / max(n, 1):.3g} ms "
-                         "each on this rank (host wall time)")
+            lines.append(f"ghost updates: {n / self.applications:.0f} per application (face by face, "
+                         f"{self.comm.transport_note()}; one per smoothing colour and transfer), "
+                         f"{1e3 * self.comm.exchange_time / max(n, 1):.3g} ms each on this rank (host wall time)")
         return lines
 
 

@@ -10,13 +10,17 @@ update, without the diagonal messages (the standard trick of structured-grid cod
 Transport: with NumPy arrays the layers go through MPI from host buffers. With CuPy arrays, where
 every rank's neighbours run on the same node and CUDA IPC works between them (``ipc_works``, tried
 once for the whole communicator), each rank packs its layers into a device buffer its neighbours
-have mapped (cudaIpcOpenMemHandle, through CuPy), waits for its stream, tells its neighbours by a
-one-byte message, and copies their layers straight into its halo: no host copies, and MPI carries
-only the signal. Two buffers alternate, so a rank packs exchange k + 2 over the layers of
-exchange k only after its neighbours' signal of exchange k + 1, which they send after their
-stream has finished reading exchange k. Elsewhere the two layers of an axis are packed into one
-device buffer, copied to a pinned host buffer, sent, and copied back and unpacked, all on the
-current stream: one wait for the device per axis (the MPI used here is not GPU-aware).
+have mapped (cudaIpcOpenMemHandle, through CuPy), signals them by a one-byte MPI message and copies
+their layers straight into its halo: no host copies, and MPI carries only the signal. The device
+work is ordered by interprocess events: a rank records ``packed`` after its pack and ``read``
+after its copies, and its neighbours' streams wait for them (cudaStreamWaitEvent), so the host
+never waits for the device; where the events cannot be shared, each rank waits for its stream
+before signalling instead. Two buffers alternate, so a rank packs update k + 2 over the layers of
+update k only after its neighbours have read them: their ``read`` event of update k was recorded
+before their signal of update k + 1, which this rank has received. Elsewhere the two layers of an
+axis are packed into one device buffer, copied to a pinned host buffer, sent, and copied back and
+unpacked, all on the current stream: one wait for the device per axis (the MPI used here is not
+GPU-aware).
 
 Process grid: PETSc numbers a DMDA's ranks with x fastest (rank = i + m j + m n k), so with the
 axes in the core's (z, y, x) order the ranks are the C-order ravel of the process coordinates.
@@ -33,9 +37,10 @@ TAG = 31000
 class FaceExchange:
     """The ghost update of one level: ``shape`` is this rank's block (the array is ``shape + 2``),
     ``neighbours`` one (lower, upper) pair of ranks per axis, None at the grid's boundary;
-    ``ipc``: CuPy arrays travel through CUDA IPC (``ipc_works`` said yes on every rank)."""
+    ``ipc``: CuPy arrays travel through CUDA IPC, ``events``: with interprocess events instead of
+    waits for the stream (``ipc_works`` said yes on every rank)."""
 
-    def __init__(self, mpi, shape, neighbours, xp, ipc=False):
+    def __init__(self, mpi, shape, neighbours, xp, ipc=False, events=False):
         self.mpi, self.xp = mpi, xp
         self.shape = tuple(shape)
         # per axis with a neighbour: the neighbours, and the layers sent (first and last owned)
@@ -45,6 +50,7 @@ class FaceExchange:
         self._layers = {}
         self.gpu = backend.is_gpu(xp)
         self.ipc = ipc and self.gpu
+        self.events = events and self.ipc
 
     def _slab(self, a, i):
         return tuple(i if b == a else slice(None) for b in range(len(self.shape)))
@@ -54,8 +60,10 @@ class FaceExchange:
             key = (a, u.dtype.str)
             if key not in self._layers:       # made at the first update, when the neighbours make theirs
                 layer = tuple(n + 2 for b, n in enumerate(self.shape) if b != a)
-                kind = _IpcLayers if self.ipc else _HostLayers
-                self._layers[key] = kind(self.mpi, a, lo, hi, layer, u.dtype, self.xp)
+                if self.ipc:
+                    self._layers[key] = _IpcLayers(self.mpi, a, lo, hi, layer, u.dtype, self.xp, self.events)
+                else:
+                    self._layers[key] = _HostLayers(self.mpi, a, lo, hi, layer, u.dtype, self.xp)
             self._layers[key].update(u, slabs)
         return u
 
@@ -117,9 +125,18 @@ class _IpcLayers:
     """The two layers of one axis through CUDA IPC: this rank's buffer ``mine`` [parity][side]
     [layer], mapped by its neighbours, and theirs mapped here (the module docstring)."""
 
-    def __init__(self, mpi, a, lo, hi, layer, dtype, xp):
+    def __init__(self, mpi, a, lo, hi, layer, dtype, xp, events=False):
         cp = backend.cupy
         self.mpi, self.lo, self.hi = mpi, lo, hi
+        # with IPC events: ``packed`` recorded after this rank's pack, ``read`` after its copies of
+        # the neighbours' layers; the neighbours' streams wait for them, the host never does
+        self.events = events
+        self.peer_events = [None, None]
+        mine_events = []
+        if events:
+            self.packed, self.read = (cp.cuda.Event(block=False, disable_timing=True, interprocess=True)
+                                      for _ in range(2))
+            mine_events = [cp.cuda.runtime.ipcGetEventHandle(e.ptr) for e in (self.packed, self.read)]
         self.up, self.down = TAG + 2 * a, TAG + 2 * a + 1
         shape = (2, 2) + layer
         nbytes = int(numpy.prod(shape)) * dtype.itemsize
@@ -131,68 +148,99 @@ class _IpcLayers:
         for side, peer in ((0, lo), (1, hi)):
             if peer is None:
                 continue
-            theirs = mpi.sendrecv(handle, dest=peer, sendtag=TAG + 100 + a, source=peer, recvtag=TAG + 100 + a)
+            theirs, theirs_events = mpi.sendrecv((handle, mine_events), dest=peer, sendtag=TAG + 100 + a,
+                                                 source=peer, recvtag=TAG + 100 + a)
             ptr = cp.cuda.runtime.ipcOpenMemHandle(theirs, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
             self._opened.append(ptr)
             mem = cp.cuda.UnownedMemory(ptr, nbytes, self, device_id=device)
             self.peers[side] = cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0))
+            if events:
+                self.peer_events[side] = [cp.cuda.runtime.ipcOpenEventHandle(h) for h in theirs_events]
         self.k = 0
         self.signal_out, self.signal_in = numpy.zeros(2, numpy.int8), numpy.zeros(2, numpy.int8)
 
     def update(self, u, slabs):
         send_lo, send_hi, halo_lo, halo_hi = slabs
         lo, hi, mpi = self.lo, self.hi, self.mpi
+        cp = backend.cupy
+        stream = cp.cuda.get_current_stream()
         par = self.k % 2
         self.k += 1
+        if self.events and self.k > 2:
+            # the neighbours have read this parity's layers (two updates ago): their ``read``
+            # event, recorded before their signal of the last update arrived here
+            for ev in self.peer_events:
+                if ev is not None:
+                    cp.cuda.runtime.streamWaitEvent(stream.ptr, ev[1], 0)
         if lo is not None:
             self.mine[par, 0] = u[send_lo]
         if hi is not None:
             self.mine[par, 1] = u[send_hi]
-        backend.cupy.cuda.get_current_stream().synchronize()    # packed, and the last reads done
+        if self.events:
+            self.packed.record(stream)
+        else:
+            stream.synchronize()              # packed, and this rank's last reads of theirs done
         requests = []
         if lo is not None:
             requests += [mpi.Irecv(self.signal_in[0:1], lo, self.up), mpi.Isend(self.signal_out[0:1], lo, self.down)]
         if hi is not None:
             requests += [mpi.Irecv(self.signal_in[1:2], hi, self.down), mpi.Isend(self.signal_out[1:2], hi, self.up)]
         _waitall(requests)
+        if self.events:                       # their pack of this update (or a later one) is done
+            for ev in self.peer_events:
+                if ev is not None:
+                    cp.cuda.runtime.streamWaitEvent(stream.ptr, ev[0], 0)
         if lo is not None:
             u[halo_lo] = self.peers[0][par, 1]      # the lower neighbour's upper layer
         if hi is not None:
             u[halo_hi] = self.peers[1][par, 0]
+        if self.events:
+            self.read.record(stream)
 
     def free(self):
         cp = backend.cupy
         self.peers = [None, None]
         for ptr in self._opened:
             cp.cuda.runtime.ipcCloseMemHandle(ptr)
-        self._opened = []
+        for evs in self.peer_events:
+            for ev in evs or ():
+                cp.cuda.runtime.eventDestroy(ev)
+        self._opened, self.peer_events = [], [None, None]
         self.mine = self.mem = None
 
 
 def ipc_works(mpi, neighbours, collective):
-    """True on every rank when every rank can map its neighbours' device memory through CUDA IPC
-    (a small buffer tried once; collective)."""
-    ok = True
+    """What CUDA IPC every rank can do with its neighbours, tried once on small objects
+    (collective): (memory, events): each True on every rank when every rank can map its
+    neighbours' device memory, and open their interprocess events."""
+    cp = backend.cupy
+    mem_ok = ev_ok = True
+    handles = None
     try:
-        cp = backend.cupy
         probe = cp.cuda.Memory(256)
-        handle = cp.cuda.runtime.ipcGetMemHandle(probe.ptr)
+        event = cp.cuda.Event(block=False, disable_timing=True, interprocess=True)
+        handles = (cp.cuda.runtime.ipcGetMemHandle(probe.ptr), cp.cuda.runtime.ipcGetEventHandle(event.ptr))
     except Exception:                                       # noqa: BLE001 (any failure: no IPC)
-        handle, ok = None, False
+        mem_ok = ev_ok = False
     for a, pair in enumerate(neighbours):
         for peer in pair:
             if peer is None:
                 continue
-            theirs = mpi.sendrecv(handle, dest=peer, sendtag=TAG + 200 + a, source=peer, recvtag=TAG + 200 + a)
-            if theirs is None or handle is None:
-                ok = False
+            theirs = mpi.sendrecv(handles, dest=peer, sendtag=TAG + 200 + a, source=peer, recvtag=TAG + 200 + a)
+            if theirs is None or handles is None:
+                mem_ok = ev_ok = False
                 continue
             try:
-                ptr = cp.cuda.runtime.ipcOpenMemHandle(theirs, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
+                ptr = cp.cuda.runtime.ipcOpenMemHandle(theirs[0], cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
                 cp.cuda.runtime.ipcCloseMemHandle(ptr)
             except Exception:                               # noqa: BLE001
-                ok = False
-    return collective.allmin(int(ok)) == 1
+                mem_ok = False
+            try:
+                cp.cuda.runtime.eventDestroy(cp.cuda.runtime.ipcOpenEventHandle(theirs[1]))
+            except Exception:                               # noqa: BLE001
+                ev_ok = False
+    mem_ok = collective.allmin(int(mem_ok)) == 1
+    return mem_ok, mem_ok and collective.allmin(int(ev_ok)) == 1
 
 
 def _waitall(requests):

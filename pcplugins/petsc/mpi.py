@@ -171,20 +171,27 @@ class DMDAComm(multigrid.Comm):
                         f"match the hierarchy's box {box}")
         shape = tuple(e - s for s, e in own)
         self._levels[level] = halo.FaceExchange(self.mpi.mpi, shape, self._neighbours, self.xp,
-                                                ipc=self.transport == "ipc")
+                                                ipc=self.transport == "ipc", events=self.ipc_events)
         return True
 
     def _transport(self, requested, xp):
         """How ghost layers travel: 'ipc' or 'host' on the GPU (halo.py), 'host' for NumPy arrays."""
+        self.ipc_events = False
         if not backend.is_gpu(xp):
             return "host"
         if requested == "host":
             return "host"
-        works = halo.ipc_works(self.mpi.mpi, self._neighbours, self.mpi)
+        works, self.ipc_events = halo.ipc_works(self.mpi.mpi, self._neighbours, self.mpi)
         if requested == "ipc" and not works:
             raise error(f"{self.who}: ghost transport ipc: some rank cannot map its neighbours' GPU memory "
                         "through CUDA IPC (ranks on different nodes?); use auto or host")
         return "ipc" if works else "host"
+
+    def transport_note(self):
+        if self.transport == "ipc":
+            return "device to device by CUDA IPC" + (", ordered by interprocess events" if self.ipc_events
+                                                     else ", each rank waiting for its stream")
+        return "through pinned host buffers" if backend.is_gpu(self.xp) else "through host buffers"
 
     def free(self):
         """Unmap the neighbours' IPC buffers once every rank's device work is done (collective)."""
