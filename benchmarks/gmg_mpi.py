@@ -1,4 +1,4 @@
-"""GMG under MPI beside one rank on the same work: setup + solve on 1 and on P ranks.
+"""GMG (and AMG) under MPI beside one rank on the same work: setup + solve on 1 and on P ranks.
 
     python benchmarks/gmg_mpi.py [-ranks 1,2] [-sizes 127,255] [-skip name,...] [-label text]
                                  [-out results.json]
@@ -7,7 +7,9 @@ The Poisson system of gmg_poisson.py (interior convention: n unknowns per axis),
 relative residual of 1e-8, each configuration the faster of two runs after two untimed ones, run
 by ``mpiexec -n P`` for every P of -ranks (this script calls itself with -worker). Every rank
 count runs on the same devices: on a one-GPU machine all ranks share GPU 0, which measures what the
-ranks' communication costs, not a speed-up. PETSc's CG + Jacobi runs beside GMG: its ratio of
+ranks' communication costs, not a speed-up; on the host the ranks have cores of their own.
+pcplugins.AMG and PETSc's GAMG run too (skip them on the GPU at large sizes: GAMG's setup there
+takes tens of seconds). PETSc's CG + Jacobi runs beside GMG: its ratio of
 P ranks to one is what sharing the GPU costs PETSc itself (PETSc's own kernels and messages).
 -label records how the machine was run (for example "MPS": NVIDIA's multi-process service, the
 daemon that lets several processes' kernels share the GPU at once instead of by time slices).
@@ -39,6 +41,8 @@ CONFIGS = {
     "pcplugins.GMG (fast option string)": FAST,
     "pcplugins.GMG (defaults, operator from the matrix)": dict(GMG),
     "CG + Jacobi": {"pc_type": "jacobi"},
+    "pcplugins.AMG": {"pc_type": "python", "pc_python_type": "pcplugins.AMG"},
+    "PETSc GAMG": {"pc_type": "gamg"},
 }
 
 

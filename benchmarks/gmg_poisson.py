@@ -112,10 +112,11 @@ def _run(name, options, n, dim, gpu):
         res["apply_ms"] = apply_ms(ksp.getPC(), b, gpu)
         ctx = ksp.getPC().getPythonContext()
         res["view"] = ctx.describe()
-        res["extra_values_per_unknown"] = ctx.mg.memory_values() / numpy.prod([m - 2 for m in sizes])
-        res["graph"] = ctx.graph_note
+        if hasattr(ctx.mg, "memory_values"):        # the DMDA PCs (pcplugins.AMG reports its complexities)
+            res["extra_values_per_unknown"] = ctx.mg.memory_values() / numpy.prod([m - 2 for m in sizes])
+            res["graph"] = ctx.graph_note
         res["ranks"] = PETSc.COMM_WORLD.getSize()
-        if res["ranks"] > 1:
+        if res["ranks"] > 1 and hasattr(ctx, "applications"):
             res["ghost_updates_per_application"] = ctx.comm.exchanges / max(ctx.applications, 1)
             res["ms_per_ghost_update_rank0"] = 1e3 * ctx.comm.exchange_time / max(ctx.comm.exchanges, 1)
     ksp.destroy()

@@ -75,6 +75,8 @@ def report():
     for name in ("gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json", "gmg_mpi_1gpu_jacobi_h100.json",
                  "gmg_mpi_1gpu_jacobi_mps_h100.json"):
         lines += mpi_section(name) + [""]
+    lines += ["## Under MPI on the host: one rank per core (gmg_mpi.py -vec cpu)", ""]
+    lines += mpi_section("gmg_mpi_cpu2_local.json") + [""]
     return "\n".join(lines)
 
 

@@ -24,6 +24,11 @@ from ..core import kcycle
 from ..petsc import compose, errors, log, mat, mpi, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
+# the first coarse level gathered onto every rank under MPI: on the GPU every visit of a
+# distributed level costs exchanges through the host; on the host the gathered levels' work is
+# repeated on every rank, so fewer are gathered (docs/amg.md, MPI)
+GATHER_SIZE = {"gpu": 65536, "cpu": 4096}
+
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
            "Aggregation (auto: auxgrid when coordinates are known, else pairwise)",
@@ -43,9 +48,10 @@ OPTIONS = [
            "ell: every serial level; auto: coarse on the GPU, csr on the CPU)", ("auto", "coarse", "csr", "ell")),
     options.Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold", lo=0, hi=1,
            open="hi"),
-    options.Option("pc_amg_gather_size", "int", 65536,
+    options.Option("pc_amg_gather_size", "int", None,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
-           "(a serial hierarchy continues there); 0: keep every level distributed", lo=0),
+           "(a serial hierarchy continues there); 0: keep every level distributed; default "
+           f"{GATHER_SIZE['gpu']} on the GPU, {GATHER_SIZE['cpu']} on the host", lo=0),
     options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
            "levels' part) as one captured CUDA graph"),
     options.Option("pc_amg_device", "str", "auto",
@@ -133,7 +139,8 @@ class AMG(PythonPC):
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
                               smoother=v["smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
-                              gather_size=v["gather_size"], graph=v["graph"], storage=v["storage"])
+                              gather_size=GATHER_SIZE[self.device] if v["gather_size"] is None else v["gather_size"],
+                              graph=v["graph"], storage=v["storage"])
         try:
             self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm)
         except ValueError as e:
