@@ -20,7 +20,7 @@ import functools
 import numpy
 
 from .. import backend
-from . import stencil
+from . import grid, stencil
 
 
 @dataclasses.dataclass
@@ -114,20 +114,16 @@ def stencil_of_csr(indptr, cols, vals, shape, dtype):
     return stencil_of_csr_twin(indptr, cols, vals, tuple(shape), numpy.dtype(dtype))
 
 
-def _shape3(shape):
-    return (1,) * (3 - len(shape)) + tuple(shape)
-
-
 def _stencil_gpu(indptr, cols, vals, shape, dtype):
     cp = backend.cupy
-    d, (n0, n1, n2) = len(shape), _shape3(shape)
+    d, (n0, n1, n2) = len(shape), grid.dims3(shape)
     nrows = n0 * n1 * n2
     centre = (3 ** d - 1) // 2
     flags = cp.zeros(3, numpy.uint32)
-    grid, block = (max(1, -(-nrows // 256)),), (256,)
+    blocks, block = (max(1, -(-nrows // 256)),), (256,)
     common = [numpy.int64(nrows), numpy.int32(n1), numpy.int32(n2)]
     _kernel("csr_offsets", d, indptr.dtype.name, "float64")(
-        grid, block, (indptr, cols, vals, *common, numpy.int32(centre), flags))
+        blocks, block, (indptr, cols, vals, *common, numpy.int32(centre), flags))
     bits, wide, bad = (int(v) for v in backend.to_host(flags))
     if wide or bad:
         return Found([], [], bool(wide), bool(bad))
@@ -136,7 +132,7 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
     compact[present] = numpy.arange(len(present), dtype=numpy.int32)
     coefs = cp.zeros((len(present), nrows), dtype)
     _kernel("csr_scatter", d, indptr.dtype.name, dtype.name)(
-        grid, block, (indptr, cols, vals, *common, cp.asarray(compact), coefs))
+        blocks, block, (indptr, cols, vals, *common, cp.asarray(compact), coefs))
     offsets = stencil.box_offsets(d)
     return Found([offsets[s] for s in present], [c.reshape(shape) for c in coefs])
 

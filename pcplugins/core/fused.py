@@ -28,6 +28,7 @@ import functools
 import numpy
 
 from .. import backend
+from . import grid
 
 _SOURCE = r"""
 // Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1 (or i1 / ROWS where a
@@ -631,7 +632,7 @@ def homg_iteration(out, u, f_level, l, weights, diag, scale):
     ``f_level`` the level's compact right-hand side, boundary included): homg.HOMG's twin."""
     _contiguous(out, u, f_level)
     dim, t = u.ndim, u.dtype.type
-    N, K = _dims3(u.shape), _dims3(f_level.shape)
+    N, K = grid.dims3(u.shape), grid.dims3(f_level.shape)
     w = [t(0)] * (3 - dim) + [t(v) for v in weights]
     args = [out, u, f_level, *_i32(*N, *K, l), *w, t(diag), t(1.0 / (l * l)), t(scale)]
     _launch(dim, u.dtype, "homg_iterate", (N[0], -(-N[1] // HOMG_ROWS), N[2]), args)
@@ -642,7 +643,7 @@ def cubic_upsample(fine_pad, coarse_pad):
     """fine_pad = cubic interpolation of coarse_pad (both padded, fine = 2 coarse + 1 per axis)."""
     _contiguous(fine_pad, coarse_pad)
     dim = fine_pad.ndim
-    N, K = _dims3(fine_pad.shape), _dims3(coarse_pad.shape)
+    N, K = grid.dims3(fine_pad.shape), grid.dims3(coarse_pad.shape)
     _launch(dim, fine_pad.dtype, "cubic_upsample", N, [fine_pad, coarse_pad, *_i32(*N, *K)])
     return fine_pad
 
@@ -731,11 +732,6 @@ def pair_planes(shape3, dtype):
     return planes, (-(-n0 // planes), t1, t2)
 
 
-def _dims3(shape):
-    """A 2D (ny, nx) shape as (1, ny, nx)."""
-    return (1,) * (3 - len(shape)) + tuple(shape)
-
-
 def _i32(*v):
     return [numpy.int32(x) for x in v]
 
@@ -774,7 +770,7 @@ class Laplacian:
         self.tail = _tail_args(op)
         self.coefs = self.weights + [t(0.0 if self.tail else op.diag)]
         self._weights64 = [numpy.float64(v) for v in [0] * (3 - self.dim) + list(weights)]
-        self._shape3 = _dims3(self.box.shape)
+        self._shape3 = grid.dims3(self.box.shape)
         self._sizes = _i32(*self._shape3)
         self._flags = {(a, b): _i32(a, b) for a in (0, 1) for b in (0, 1)}
 
@@ -796,7 +792,7 @@ class Laplacian:
             raise ValueError("eliminate: the fine level is a constant stencil")
         if x.dtype != numpy.float64 or y.dtype != numpy.float64 or f.dtype != self.dtype:
             raise TypeError(f"eliminate: x and y float64, f {self.dtype}; got {x.dtype}, {y.dtype}, {f.dtype}")
-        n0, n1, n2 = _dims3(self.box.shape)
+        n0, n1, n2 = grid.dims3(self.box.shape)
         grid3 = (n0 + 2 if self.dim == 3 else 1, n1 + 2, n2 + 2)
         args = [y, f, x, *_i32(n0, n1, n2), numpy.float64(c), *self._weights64]
         _launch(self.dim, self.dtype, "eliminate", grid3, args)
@@ -828,7 +824,7 @@ class RedBlack:
         self._parity = [(c - base) % 2 for c in (0, 1)]
         # the TAIL kernels divide omega by the diagonal at each point
         self._scale = lap.dtype.type(omega if lap.tail else omega / lap.op.diag)
-        n0, n1, n2 = _dims3(box.shape)
+        n0, n1, n2 = grid.dims3(box.shape)
         # each parity's launch shape and trailing arguments, worked out once
         self._first = {p: ((n0, n1, n2), [*_i32(n0, n1, n2, p), self._scale, *lap.weights, *lap.tail])
                        for p in (0, 1)}
@@ -910,10 +906,10 @@ class LinearTransfer:
             omegas = [0.5 if w is None else w for w in twin.omegas]
             t = numpy.dtype(dtype).type
             flags += _i32(*([_NO_LAST] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
-        fine3, coarse3 = _dims3(self.fine.shape), _dims3(self.coarse.shape)
+        fine3, coarse3 = grid.dims3(self.fine.shape), grid.dims3(self.coarse.shape)
         self._restrict = coarse3, [*_i32(*coarse3, *fine3[1:]), *flags]
         # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point may be -1 (phase 1)
-        c3, ph3 = _dims3(twin.coarsened), _dims3(twin.phase)
+        c3, ph3 = grid.dims3(twin.coarsened), grid.dims3(twin.phase)
         blocks = [-(-(n + int(c) * ph) // 2) for n, c, ph in zip(fine3[1:], c3[1:], ph3[1:])]
         self._prolong = (fine3[0], *blocks), [*_i32(*fine3, *coarse3[1:]), *flags]
 

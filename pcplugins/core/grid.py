@@ -94,6 +94,11 @@ class CoarseningError(ValueError):
         self.levels = levels
 
 
+def dims3(shape):
+    """A shape as three dimensions, (1, ny, nx) for a 2D (ny, nx): the CUDA kernels' grid."""
+    return (1,) * (3 - len(shape)) + tuple(shape)
+
+
 def shape_name(box):
     """The grid's size as PETSc prints a DMDA's, x first: 9x5x3."""
     return "x".join(str(m) for m in reversed(box.global_shape))
