@@ -10,6 +10,7 @@ exactly; FMG(mu_f, mu_b) should reach the discretization error |u - u_h| with it
 """
 import json
 import platform
+import shlex
 import sys
 import time
 
@@ -107,7 +108,7 @@ def main():
                 rows.append({"n": n, "dim": dim, "solver": f"V(1,1) red-black, {np.dtype(dt).name}", "s": t, "timing": how})
                 print(f"{n}^{dim} V(1,1) {np.dtype(dt).name}      {t * 1e3:8.3f} ms ({how})", flush=True)
     if out:
-        meta = {"command": " ".join(sys.argv), "python": platform.python_version()}
+        meta = {"command": shlex.join(sys.argv), "python": platform.python_version()}
         if gpu:
             meta["device"] = backend.cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
             meta["cupy"] = backend.cupy.__version__

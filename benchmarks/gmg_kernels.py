@@ -10,6 +10,7 @@ visible. -rows lists the rows per thread to try in the fused colour sweep and re
 """
 import json
 import platform
+import shlex
 import sys
 
 import numpy as np
@@ -56,7 +57,7 @@ def main():
             print(f"{'fused %d' % per if fast else 'generic':8s} {name:30s} {t * 1e3:8.3f} ms"
                   + (f"  {row['GB/s']:7.0f} GB/s" if values else ""), flush=True)
     if out:
-        meta = {"command": " ".join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+        meta = {"command": shlex.join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
                 "cupy": cp.__version__, "python": platform.python_version(), "grid": [n] * dim, "dtype": dtype.name}
         with open(out, "w") as fh:
             json.dump({"meta": meta, "results": rows}, fh, indent=1)

@@ -20,6 +20,7 @@ and the ratio of P ranks' setup + solve to one rank's.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -94,7 +95,7 @@ def main():
         if "vs_one_rank" in r and r["ranks"] > 1:
             print(f"{r['ranks']} ranks {r['n']}^3 {r['solver']:50s} {r['vs_one_rank']:6.2f}x one rank", flush=True)
     if out:
-        meta = dict(meta, command=" ".join(sys.argv), label=label)
+        meta = dict(meta, command=shlex.join(sys.argv), label=label)
         with open(out, "w") as fh:
             json.dump({"meta": meta, "results": results}, fh, indent=1, default=str)
 

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 import traceback
@@ -298,7 +299,7 @@ def main():
 def write(out, results, gpu):
     if not out or PETSc.COMM_WORLD.getRank() != 0:
         return
-    meta = {"command": " ".join(sys.argv), "petsc": ".".join(map(str, PETSc.Sys.getVersion())),
+    meta = {"command": shlex.join(sys.argv), "petsc": ".".join(map(str, PETSc.Sys.getVersion())),
             "python": platform.python_version(), "host": platform.node()}
     if gpu:
         cp = backend.cupy

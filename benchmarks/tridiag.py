@@ -18,6 +18,7 @@ overwrites.
 """
 import json
 import platform
+import shlex
 import sys
 
 import cupy as cp
@@ -127,7 +128,7 @@ def main():
                       flush=True)
             if gtsv is None:
                 print("cuSPARSE gtsv2StridedBatch: not exposed by this CuPy", flush=True)
-    meta = {"command": " ".join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+    meta = {"command": shlex.join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
             "cupy": cp.__version__, "python": platform.python_version()}
     if "-out" in args:
         with open(args["-out"], "w") as fh:
