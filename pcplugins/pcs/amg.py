@@ -27,7 +27,7 @@ from ..petsc.pcbase import PythonPC
 # the first coarse level gathered onto every rank under MPI: on the GPU every visit of a
 # distributed level costs exchanges through the host; on the host the gathered levels' work is
 # repeated on every rank, so fewer are gathered (docs/amg.md, MPI)
-GATHER_SIZE = {"gpu": 65536, "cpu": 4096}
+GATHER_SIZE = {"gpu": 65536, "cpu": 1024}
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
