@@ -153,12 +153,14 @@ def _device_csr(handle, nrows, owner):
     return indptr, view(jj, nnz, it), view(aa, nnz, st)
 
 
-def mpiaij_blocks(M, xp):
-    """This rank's rows of an mpiaij(cusparse) matrix as PETSc stores them: the diagonal block
-    (indptr, local column indices, values) on ``xp``, read from its device CSR when ``xp`` is CuPy
-    and the matrix is on the GPU, and the off-diagonal block (indptr, global column indices,
-    values) on ``xp`` through the host (its rows are the few on the rank's boundary). None when
-    unavailable (not an MPIAIJ matrix, or libpetsc not reachable by ctypes)."""
+def _mpiaij_parts(M, device=False):
+    """PETSc's two blocks of this rank's rows of an mpiaij(cusparse) matrix (MatMPIAIJGetSeqAIJ):
+    the diagonal block (indptr, local column indices, values), from its device CSR as CuPy arrays
+    when ``device`` and it is there, else host copies; the off-diagonal block as host copies, its
+    columns indexing ``colmap`` (the sorted global indices, int64). None when unavailable (not an
+    MPIAIJ matrix, or libpetsc not reachable by ctypes). (The device CSR of the off-diagonal block
+    is stored with compressed rows, so it is read on the host; its rows are the few on the rank's
+    boundary.)"""
     import ctypes
     lib = _petsc_lib()
     if lib is None or not M.getType().startswith("mpiaij"):
@@ -170,49 +172,47 @@ def mpiaij_blocks(M, xp):
     if (lib.MatMPIAIJGetSeqAIJ(ctypes.c_void_p(M.handle), ctypes.byref(Ad), ctypes.byref(Ao), ctypes.byref(colmap))
             or lib.MatGetSize(Ao, ctypes.byref(m), ctypes.byref(nghost))):
         return None
-    own = _device_csr(Ad.value, n, M) if backend.is_gpu(xp) and "cusparse" in M.getType() else None
+    own = _device_csr(Ad.value, n, M) if device and "cusparse" in M.getType() else None
     if own is None:
         own = _host_csr(lib, Ad, n)
     ghost = _host_csr(lib, Ao, n)
     if own is None or ghost is None:
         return None
-    gi, gj, gv = ghost
+    cmap = numpy.zeros(0, numpy.int64)
     if nghost.value:
         cmap = numpy.ctypeslib.as_array(ctypes.cast(colmap, ctypes.POINTER(pint)), shape=(nghost.value,))
-        gj = cmap.astype(numpy.int64)[gj]
+        cmap = cmap.astype(numpy.int64)
+    return own, ghost, cmap
+
+
+def mpiaij_blocks(M, xp):
+    """This rank's rows of an mpiaij(cusparse) matrix as PETSc stores them, on ``xp``: the diagonal
+    block (indptr, local column indices, values), read from its device CSR when ``xp`` is CuPy and
+    the matrix is on the GPU, and the off-diagonal block (indptr, global column indices, values).
+    None when unavailable (``_mpiaij_parts``)."""
+    parts = _mpiaij_parts(M, backend.is_gpu(xp))
+    if parts is None:
+        return None
+    own, (gi, gj, gv), cmap = parts
     to = backend.to_namespace
-    return tuple(to(a, xp) for a in own), (to(gi, xp), to(numpy.asarray(gj, numpy.int64), xp), to(gv, xp))
+    return tuple(to(a, xp) for a in own), (to(gi, xp), to(cmap[gj], xp), to(gv, xp))
 
 
 def _mpiaij_rows(M, xp, comm):
     """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from the host CSR of
-    PETSc's two blocks (MatMPIAIJGetSeqAIJ: the diagonal block, and the off-diagonal block whose
-    columns index the sorted global indices ``colmap``; MatGetRowIJ, MatSeqAIJGetArrayRead), copied
-    once to ``xp``. (The device CSR of the off-diagonal block is stored with compressed rows.)
-    None when unavailable; every rank then takes the other path."""
-    import ctypes
+    PETSc's two blocks (``_mpiaij_parts``), copied once to ``xp``. None when unavailable; every
+    rank then takes the other path."""
     from ..core import distributed, sparse
-    lib = _petsc_lib()
-    pint = _petsc_int()
-    n = M.getLocalSize()[0]
-    Ad, Ao, colmap = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-    ok = lib is not None and not lib.MatMPIAIJGetSeqAIJ(ctypes.c_void_p(M.handle), ctypes.byref(Ad),
-                                                        ctypes.byref(Ao), ctypes.byref(colmap))
-    m, nghost = pint(), pint()
-    ok = ok and not lib.MatGetSize(Ao, ctypes.byref(m), ctypes.byref(nghost))
-    blocks = [_host_csr(lib, B, n) for B in (Ad, Ao)] if ok else [None]
-    if comm.allmin(int(all(b is not None for b in blocks))) == 0:
+    parts = _mpiaij_parts(M)
+    if comm.allmin(int(parts is not None)) == 0:
         return None
-    nghost = nghost.value
-    ghosts = numpy.zeros(0, numpy.int64)
-    if nghost:
-        ghosts = numpy.ctypeslib.as_array(ctypes.cast(colmap, ctypes.POINTER(pint)), shape=(nghost,))
-        ghosts = ghosts.astype(numpy.int64)
+    own, ghost, ghosts = parts
+    n = M.getLocalSize()[0]
     sp = sparse.module(xp)
     to = backend.to_namespace
     own, ghost = (sp.csr_matrix((to(v.astype(numpy.float64), xp), to(j.astype(numpy.int32), xp),
                                  to(i.astype(numpy.int32), xp)), shape=(n, cols))
-                  for (i, j, v), cols in zip(blocks, (n, nghost)))
+                  for (i, j, v), cols in zip((own, ghost), (n, len(ghosts))))
     return distributed.Rows(own, ghost, ghosts, distributed.starts_of(n, comm), comm, xp)
 
 
