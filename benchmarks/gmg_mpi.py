@@ -15,7 +15,8 @@ P ranks to one is what sharing the GPU costs PETSc itself (PETSc's own kernels a
 daemon that lets several processes' kernels share the GPU at once instead of by time slices).
 
 Reported per configuration and size: setup, solve, iterations, ghost updates per application and
-milliseconds each on rank 0 (host wall time, which includes waiting for the queued device work),
+milliseconds each on rank 0 (host wall time; through host buffers it includes the wait for the
+queued device work, through CUDA IPC it does not),
 and the ratio of P ranks' setup + solve to one rank's.
 """
 import json

@@ -93,29 +93,16 @@ class _HostLayers:
             self.send_d, self.recv_d = self.send_h, self.recv_h
 
     def update(self, u, slabs):
-        send_lo, send_hi, halo_lo, halo_hi = slabs
-        lo, hi, mpi = self.lo, self.hi, self.mpi
-        if lo is not None:
-            self.send_d[0] = u[send_lo]
-        if hi is not None:
-            self.send_d[1] = u[send_hi]
+        _pack(self.send_d, u, slabs, self.lo, self.hi)
         if self.gpu:
             stream = backend.cupy.cuda.get_current_stream()
             self.send_d.data.copy_to_host_async(self.send_h.ctypes.data, self.send_h.nbytes, stream)
             stream.synchronize()                       # the layers are in host memory
-        requests = []
-        if lo is not None:
-            requests += [mpi.Irecv(self.recv_h[0], lo, self.up), mpi.Isend(self.send_h[0], lo, self.down)]
-        if hi is not None:
-            requests += [mpi.Irecv(self.recv_h[1], hi, self.down), mpi.Isend(self.send_h[1], hi, self.up)]
-        _waitall(requests)
+        _swap(self.mpi, self.lo, self.hi, self.up, self.down, self.send_h, self.recv_h)
         if self.gpu:
             # queued: the next update's wait for the device comes after it, so recv_h is free by then
             self.recv_d.data.copy_from_host_async(self.recv_h.ctypes.data, self.recv_h.nbytes, stream)
-        if lo is not None:
-            u[halo_lo] = self.recv_d[0]
-        if hi is not None:
-            u[halo_hi] = self.recv_d[1]
+        _unpack(u, self.recv_d[0], self.recv_d[1], slabs, self.lo, self.hi)
 
     def free(self):
         pass
@@ -157,11 +144,9 @@ class _IpcLayers:
             if events:
                 self.peer_events[side] = [cp.cuda.runtime.ipcOpenEventHandle(h) for h in theirs_events]
         self.k = 0
-        self.signal_out, self.signal_in = numpy.zeros(2, numpy.int8), numpy.zeros(2, numpy.int8)
+        self.signal_out, self.signal_in = numpy.zeros((2, 1), numpy.int8), numpy.zeros((2, 1), numpy.int8)
 
     def update(self, u, slabs):
-        send_lo, send_hi, halo_lo, halo_hi = slabs
-        lo, hi, mpi = self.lo, self.hi, self.mpi
         cp = backend.cupy
         stream = cp.cuda.get_current_stream()
         par = self.k % 2
@@ -172,28 +157,20 @@ class _IpcLayers:
             for ev in self.peer_events:
                 if ev is not None:
                     cp.cuda.runtime.streamWaitEvent(stream.ptr, ev[1], 0)
-        if lo is not None:
-            self.mine[par, 0] = u[send_lo]
-        if hi is not None:
-            self.mine[par, 1] = u[send_hi]
+        _pack(self.mine[par], u, slabs, self.lo, self.hi)
         if self.events:
             self.packed.record(stream)
         else:
             stream.synchronize()              # packed, and this rank's last reads of theirs done
-        requests = []
-        if lo is not None:
-            requests += [mpi.Irecv(self.signal_in[0:1], lo, self.up), mpi.Isend(self.signal_out[0:1], lo, self.down)]
-        if hi is not None:
-            requests += [mpi.Irecv(self.signal_in[1:2], hi, self.down), mpi.Isend(self.signal_out[1:2], hi, self.up)]
-        _waitall(requests)
+        _swap(self.mpi, self.lo, self.hi, self.up, self.down, self.signal_out, self.signal_in)
         if self.events:                       # their pack of this update (or a later one) is done
             for ev in self.peer_events:
                 if ev is not None:
                     cp.cuda.runtime.streamWaitEvent(stream.ptr, ev[0], 0)
-        if lo is not None:
-            u[halo_lo] = self.peers[0][par, 1]      # the lower neighbour's upper layer
-        if hi is not None:
-            u[halo_hi] = self.peers[1][par, 0]
+        # from each neighbour the layer it packed for this rank: the lower one's upper layer, the
+        # upper one's lower layer
+        theirs = [p[par, 1 - side] if p is not None else None for side, p in enumerate(self.peers)]
+        _unpack(u, *theirs, slabs, self.lo, self.hi)
         if self.events:
             self.read.record(stream)
 
@@ -243,8 +220,32 @@ def ipc_works(mpi, neighbours, collective):
     return mem_ok, mem_ok and collective.allmin(int(ev_ok)) == 1
 
 
-def _waitall(requests):
+def _pack(buf, u, slabs, lo, hi):
+    """The first and last owned layers of ``u`` into rows 0 and 1 of ``buf``, where there is a
+    lower and an upper neighbour."""
+    if lo is not None:
+        buf[0] = u[slabs[0]]
+    if hi is not None:
+        buf[1] = u[slabs[1]]
+
+
+def _unpack(u, from_lo, from_hi, slabs, lo, hi):
+    """The layers received from the lower and upper neighbour into ``u``'s halo."""
+    if lo is not None:
+        u[slabs[2]] = from_lo
+    if hi is not None:
+        u[slabs[3]] = from_hi
+
+
+def _swap(mpi, lo, hi, up, down, send, recv):
+    """Row 0 of ``send`` to the lower neighbour and row 1 to the upper, their rows into ``recv``
+    (tag ``up`` for a message going up the axis, ``down`` going down), waiting for all four."""
     from mpi4py import MPI
+    requests = []
+    if lo is not None:
+        requests += [mpi.Irecv(recv[0], lo, up), mpi.Isend(send[0], lo, down)]
+    if hi is not None:
+        requests += [mpi.Irecv(recv[1], hi, down), mpi.Isend(send[1], hi, up)]
     MPI.Request.Waitall(requests)
 
 
@@ -269,5 +270,5 @@ def process_grid(counts, own_start, rank, collective):
             c[a] += step
             pair.append(int(numpy.ravel_multi_index(c, dims)) if 0 <= c[a] < dims[a] else None)
         neighbours.append(tuple(pair))
-    return coords, dims, neighbours
+    return coords, neighbours
 
