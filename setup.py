@@ -11,6 +11,7 @@ setup(
     version="0.1.0",
     description="GPU multigrid preconditioners (GMG, AMG, shifted Laplace) for PETSc via petsc4py and CuPy",
     packages=find_packages(include=["pcplugins", "pcplugins.*"]),
+    package_data={"pcplugins.kernels": ["*.cu"]},     # the CUDA sources, compiled at run time
     python_requires=">=3.9",
     install_requires=["numpy", "scipy"],
     extras_require={

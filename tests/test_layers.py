@@ -2,6 +2,7 @@
 happens to be imported at run time.
 
 - ``backend`` imports nothing of ours and neither petsc4py nor mpi4py;
+- ``kernels/`` imports only ``backend``; the CUDA sources are its ``.cu`` files, none in Python strings;
 - ``core/`` never imports petsc4py, mpi4py, ``petsc/`` or ``pcs/``;
 - ``petsc/`` never imports ``pcs/``;
 - a PC module never imports another PC module (``dmdapc``, the DMDA PCs' shared base, excepted).
@@ -19,7 +20,7 @@ def imports(path, root=PKG):
     """Absolute names of what ``path`` (inside the package ``root``) imports ('pcplugins.core.grid',
     'petsc4py', ...)."""
     rel = path.relative_to(root.parent).with_suffix("")
-    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts)
+    package = list(rel.parts[:-1])      # a module's package; an __init__'s is its own folder
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -36,7 +37,7 @@ def imports(path, root=PKG):
 
 
 def modules(sub=""):
-    return sorted((PKG / sub).glob("*.py"))
+    return sorted((PKG / sub).rglob("*.py"))
 
 
 def names(path, root=PKG):
@@ -44,11 +45,30 @@ def names(path, root=PKG):
 
 
 def test_the_layers_exist():
-    assert (PKG / "backend.py").exists() and modules("core") and modules("petsc") and modules("pcs")
+    assert (PKG / "backend.py").exists() and all(modules(s) for s in ("kernels", "core", "petsc", "pcs"))
 
 
 def test_backend_imports_nothing_of_ours_nor_petsc():
     assert names(PKG / "backend.py") == set()
+
+
+@pytest.mark.parametrize("path", modules("kernels"), ids=lambda p: p.name)
+def test_kernels_import_only_the_backend(path):
+    assert names(path) <= {"pcplugins", "pcplugins.backend"}, names(path)
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_cuda_source_in_python(path):
+    """CUDA sources live in kernels/*.cu, where the loader adds #line information."""
+    text = path.read_text()
+    assert "__global__" not in text and 'extern "C"' not in text
+
+
+@pytest.mark.parametrize("cu", sorted((PKG / "kernels").glob("*.cu")), ids=lambda p: p.name)
+def test_every_cuda_source_is_loaded(cu):
+    """Each .cu file is compiled by some module through kernels.module or kernels.kernel."""
+    calls = [f'module("{cu.stem}"', f'kernel("{cu.stem}"']
+    assert any(c in m.read_text() for m in modules() for c in calls), cu.name
 
 
 @pytest.mark.parametrize("path", modules("core"), ids=lambda p: p.name)

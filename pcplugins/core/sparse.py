@@ -14,7 +14,7 @@ import functools
 
 import numpy
 
-from .. import backend
+from .. import backend, kernels
 
 
 def module(xp):
@@ -129,47 +129,6 @@ def prolong_add(u, e, agg):
 
 _ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
 
-_CSR_SOURCE = r"""
-#include <cupy/complex.cuh>
-typedef VALUE T;
-
-__device__ __forceinline__ void finish_row(const int t, const int mode, T s, const int* __restrict__ rows,
-        const T* u, const T* __restrict__ f, const T* __restrict__ scale, T* out)
-{
-    // s = (A u)[t]: out[t] = scale[t] (f[i] - s) with i = rows[t], or plain s, per mode;
-    // mode 8: u[i] += that instead (rows with no couplings among them: u is also the output)
-    const int i = (mode & 1) ? rows[t] : t;
-    if (mode & 2) s = f[i] - s;
-    if (mode & 4) s *= scale[t];
-    if (mode & 8) out[i] = u[i] + s;
-    else out[t] = s;
-}
-
-extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
-        const int* __restrict__ indptr, const int* __restrict__ indices,
-        const T* __restrict__ data, const T* u,
-        const T* __restrict__ f, const T* __restrict__ scale, T* out)
-{
-    const int t = blockDim.x * blockIdx.x + threadIdx.x;
-    if (t >= m) return;
-    T s = T(0);
-    for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
-    finish_row(t, mode, s, rows, u, f, scale, out);
-}
-
-extern "C" __global__ void ell_rows(const int m, const int mode, const int* __restrict__ rows,
-        const int width, const int* __restrict__ indices,
-        const T* __restrict__ data, const T* u,
-        const T* __restrict__ f, const T* __restrict__ scale, T* out)
-{
-    // csr_rows on ELL storage: entry k of row t at k * m + t
-    const int t = blockDim.x * blockIdx.x + threadIdx.x;
-    if (t >= m) return;
-    T s = T(0);
-    for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];
-    finish_row(t, mode, s, rows, u, f, scale, out);
-}
-"""
 
 # the value types the row kernel is compiled for (CuPy's complex<T> for the complex ones)
 _CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float",
@@ -178,7 +137,7 @@ _CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "fl
 
 @functools.lru_cache(maxsize=None)
 def _row_kernel(ctype, name):
-    return backend.cupy.RawKernel(_CSR_SOURCE.replace("VALUE", ctype), name)
+    return kernels.kernel("sparse", name, VALUE=ctype)
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
@@ -248,22 +207,8 @@ def dot(a, b, xp):
     return _sum_kernel()(partial)
 
 
-@functools.lru_cache(maxsize=None)
 def _dot_partial_kernel(t):
-    return backend.cupy.RawKernel(f"""
-extern "C" __global__ void pcplugins_dot_partial(const {t}* x, const {t}* y, {t}* partial, long long n) {{
-    __shared__ {t} s[256];
-    {t} acc = 0;
-    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x)
-        acc += x[i] * y[i];
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = 128; w > 0; w >>= 1) {{
-        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-        __syncthreads();
-    }}
-    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
-}}""", "pcplugins_dot_partial")
+    return kernels.kernel("sparse", "dot_partial", VALUE=t)
 
 
 @functools.lru_cache(maxsize=None)

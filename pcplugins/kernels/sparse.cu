@@ -1,0 +1,60 @@
+// Row products of CSR and ELL matrices (A u, f - A u, scaled and in-place updates) and dot
+// products that never wait for the host. Defines: VALUE (double, float, complex<double>,
+// complex<float>). Wrapper and SciPy/NumPy twins: pcplugins/core/sparse.py.
+
+#include <cupy/complex.cuh>
+typedef VALUE T;
+
+__device__ __forceinline__ void finish_row(const int t, const int mode, T s, const int* __restrict__ rows,
+        const T* u, const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    // s = (A u)[t]: out[t] = scale[t] (f[i] - s) with i = rows[t], or plain s, per mode;
+    // mode 8: u[i] += that instead (rows with no couplings among them: u is also the output)
+    const int i = (mode & 1) ? rows[t] : t;
+    if (mode & 2) s = f[i] - s;
+    if (mode & 4) s *= scale[t];
+    if (mode & 8) out[i] = u[i] + s;
+    else out[t] = s;
+}
+
+extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
+        const int* __restrict__ indptr, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* u,
+        const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (t >= m) return;
+    T s = T(0);
+    for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
+    finish_row(t, mode, s, rows, u, f, scale, out);
+}
+
+extern "C" __global__ void ell_rows(const int m, const int mode, const int* __restrict__ rows,
+        const int width, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* u,
+        const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    // csr_rows on ELL storage: entry k of row t at k * m + t
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (t >= m) return;
+    T s = T(0);
+    for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];
+    finish_row(t, mode, s, rows, u, f, scale, out);
+}
+
+// Partial sums of x . y (real T), one per block of 256 threads over a grid-stride loop; a second
+// kernel (CuPy's sum) adds the partials. Twin: numpy.dot (sparse.dot).
+extern "C" __global__ void dot_partial(const T* x, const T* y, T* partial, long long n)
+{
+    __shared__ T s[256];
+    T acc = 0;
+    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x)
+        acc += x[i] * y[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
