@@ -7,9 +7,7 @@ VENV_COMPLEX ?= .venv-complex
 PYC := $(VENV_COMPLEX)/bin/python
 N ?= 65
 
-.PHONY: setup demo test test-core test-gpu bench c-example clean
-# the array core's tests: NumPy and SciPy only, no PETSc (any Python with numpy, scipy, pytest)
-CORE_TESTS := tests/test_multigrid.py tests/test_lines.py tests/test_layers.py tests/test_csrstencil.py tests/test_grid_sizes.py
+.PHONY: setup demo test test-core test-gpu lint bench c-example clean
 
 setup: $(VENV)/.pcplugins-setup $(VENV_COMPLEX)/.pcplugins-setup
 
@@ -26,19 +24,24 @@ demo: $(VENV)/.pcplugins-setup
 	$(PY) examples/poisson.py -n $(N) -dim 3 -convention petsc -ksp_type cg -pc_type python \
 	  -pc_python_type pcplugins.GMG -ksp_rtol 1e-8
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q tests
-	$(PYC) -m pytest -q tests/test_shifted_laplace.py
-	$(PYC) -m pytest -q tests/test_mpi.py -k shifted_laplace
+	$(PYC) -m pytest -q tests/petsc/test_shifted_laplace.py
+	$(PYC) -m pytest -q tests/mpi/test_mpi.py -k shifted_laplace
 
+# the array core's tests: NumPy and SciPy only, no PETSc (any Python with numpy, scipy, pytest)
 test-core:
-	$${PYTHON:-$(PY)} -m pytest -q $(CORE_TESTS)
+	$${PYTHON:-$(PY)} -m pytest -q tests/core
 
 # the GPU tests, on a machine with CuPy, a GPU and PETSc built with CUDA (ci/setup.sh's CUDA
 # configure, or the device's PETSc): refuses to pass by skipping everything
 test-gpu:
 	$${PYTHON:-$(PY)} -c "from pcplugins import backend; assert backend.gpu_available(), 'make test-gpu: no CuPy or no GPU here'"
-	$${PYTHON:-$(PY)} -m pytest -q tests/test_gpu.py
+	$${PYTHON:-$(PY)} -m pytest -q -m gpu tests
+
+# ruff, configured in pyproject.toml (ci/setup.sh installs it)
+lint: setup
+	$${PYTHON:-$(PY)} -m ruff check pcplugins tests benchmarks examples
 
 bench: setup
 	$(PY) benchmarks/gmg_poisson.py

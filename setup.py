@@ -19,6 +19,7 @@ setup(
         "mpi": ["mpi4py"],
         "gpu": ["cupy"],
         "test": ["pytest"],
-        "compare": ["pyamg"],          # tests/test_amg.py compares with pyamg when it is installed
+        "plot": ["matplotlib"],        # benchmarks/plot.py: the figures of docs/performance.md
+        "compare": ["pyamg"],          # tests/petsc/test_amg.py compares with pyamg when it is installed
     },
 )

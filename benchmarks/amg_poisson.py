@@ -34,11 +34,12 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 import scipy.sparse  # noqa: E402
 
-import meshes  # noqa: E402
 import pcplugins  # noqa: E402
-from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend  # noqa: E402
 from pcplugins.petsc import mat  # noqa: E402
+
+import meshes  # noqa: E402
+from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 
 AMG = {"ksp_type": "fcg", "pc_type": "python", "pc_python_type": "pcplugins.AMG", "pc_amg_cycle": "k"}
 CONFIGS = {
@@ -96,7 +97,7 @@ def run_pyamg(name, A):
     """pyamg's smoothed aggregation (its defaults: V-cycle, symmetric Gauss-Seidel) inside its own
     CG on the host, the same right-hand side and tolerance; one rank only. It runs once per matrix:
     it compiles nothing, so the benchmark's second run gets the first one's result."""
-    import pyamg       # optional: the configuration fails (recorded, the others go on) without it
+    import pyamg  # optional: the configuration fails (recorded, the others go on) without it
     if PETSc.COMM_WORLD.getSize() > 1:
         raise RuntimeError("pyamg runs on one rank")
     key = (name, A.shape, A.nnz)
@@ -162,7 +163,8 @@ def csr_read_times(A):
     M.mult(b, x)
     out = {}
     for label, f in (("getValuesCSR (host)", M.getValuesCSR),
-                     ("MatSeqAIJGetCSRAndMemType (device, copied)", lambda: mat._device_csr(M.handle, M.getSize()[0], M))):
+                     ("MatSeqAIJGetCSRAndMemType (device, copied)",
+                      lambda: mat._device_csr(M.handle, M.getSize()[0], M))):
         f()
         backend.cupy.cuda.runtime.deviceSynchronize()
         t = time.perf_counter()

@@ -28,10 +28,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
-import meshes  # noqa: E402
-from gmg_poisson import measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend  # noqa: E402
 from pcplugins.core import grid, stencil  # noqa: E402
+
+import meshes  # noqa: E402
+from gmg_poisson import measure_configs, options_in_database, timed_solve, write  # noqa: E402
 
 GRADED = {"A1": 0.75, "A2": 0.5, "A3": 0.25, "A4": 0.0625, "A5": 0.03125}
 ASPECT = {"U1": 1, "U2": 4, "U3": 16}

@@ -90,7 +90,8 @@ def main():
         disc = rms(u - uh, xp)
         rows.append({"n": n, "dim": dim, "solver": "FFT (DST-I, CuPy rfft)" if gpu else "FFT (DST-I, NumPy rfft)",
                      "s": t_fft, "timing": how, "discretization_error": disc})
-        print(f"{n}^{dim} FFT                 {t_fft * 1e3:8.3f} ms ({how})  discretization error {disc:.2e}", flush=True)
+        print(f"{n}^{dim} FFT                 {t_fft * 1e3:8.3f} ms ({how})  discretization error {disc:.2e}",
+              flush=True)
         for mf, mb in pairs:
             for smoother, label in (("multicolor", "multicolour GS"), ("redblack", "red-black GS")):
                 mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=mf, post=mb, smoother=smoother))
@@ -105,7 +106,8 @@ def main():
                 op, f, _ = problem(n, dim, xp, dt)
                 mg = multigrid.Multigrid(op, multigrid.Options())
                 t, how = timed(lambda: mg.cycle(f), xp)
-                rows.append({"n": n, "dim": dim, "solver": f"V(1,1) red-black, {np.dtype(dt).name}", "s": t, "timing": how})
+                rows.append({"n": n, "dim": dim, "solver": f"V(1,1) red-black, {np.dtype(dt).name}", "s": t,
+                             "timing": how})
                 print(f"{n}^{dim} V(1,1) {np.dtype(dt).name}      {t * 1e3:8.3f} ms ({how})", flush=True)
     if out:
         meta = {"command": shlex.join(sys.argv), "python": platform.python_version()}

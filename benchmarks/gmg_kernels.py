@@ -13,8 +13,8 @@ import platform
 import shlex
 import sys
 
-import numpy as np
 import cupy as cp
+import numpy as np
 from cupyx.profiler import benchmark
 
 from pcplugins.core import fused, grid, multigrid, stencil

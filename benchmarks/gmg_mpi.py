@@ -32,9 +32,10 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
+from gmg_sizes import FAST, best_of_two, parse_sizes, reuse_systems  # noqa: E402
+
 import gmg_poisson  # noqa: E402
 from gmg_poisson import GMG, backend, measure_configs, write  # noqa: E402
-from gmg_sizes import FAST, best_of_two, parse_sizes, reuse_systems  # noqa: E402
 
 CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
@@ -52,7 +53,8 @@ def worker(opts):
     """One rank count: every configuration on every size, results to -out (rank 0)."""
     gmg_poisson.CONVENTION = "interior"
     gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
-    sizes, skip, out = parse_sizes(opts.getString("sizes", "127,255")), opts.getString("skip", ""), opts.getString("out")
+    sizes = parse_sizes(opts.getString("sizes", "127,255"))
+    skip, out = opts.getString("skip", ""), opts.getString("out")
     reuse_systems()
     results = []
     ranks = PETSc.COMM_WORLD.getSize()

@@ -5,11 +5,11 @@ relative residual of 1e-8, every solver in the same run so every figure is a rat
                                      [-skip name,...] [-dim 2|3] [-hybrid_sweep]
 
 A size NxMxK is a box grid (DMDA x, y, z order) of square cells, for weak scaling: two ranks split
-513x257x257 into two 257^3 halves. Solvers: pcplugins.GMG (declared Laplacian: fused kernels, float32 cycle, hybrid CPU-GPU cycles,
-generic kernels; detected from the matrix), pcplugins.FFTPoisson, PETSc PCMG on the DMDA
-(Galerkin), PETSc GAMG, CG + Jacobi, and (GPU) a cuFFT sine-transform direct solve of the same
-interior system. Each configuration runs twice on fresh KSPs; the second run is reported (the
-first compiles kernels). Results: JSON with device, versions and command.
+513x257x257 into two 257^3 halves. Solvers: pcplugins.GMG (declared Laplacian: fused kernels,
+float32 cycle, hybrid CPU-GPU cycles, generic kernels; detected from the matrix),
+pcplugins.FFTPoisson, PETSc PCMG on the DMDA (Galerkin), PETSc GAMG, CG + Jacobi, and (GPU) a
+cuFFT sine-transform direct solve of the same interior system. Each configuration runs twice on
+fresh KSPs; the second run is reported (the first compiles kernels). Results: JSON with device, versions and command.
 """
 import contextlib
 import json
@@ -21,16 +21,15 @@ import time
 import traceback
 
 import numpy
-
 import petsc4py
 
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from problems import grid_sizes, poisson_system  # noqa: E402
-
 from pcplugins import backend  # noqa: E402
+
+from problems import grid_sizes, poisson_system  # noqa: E402
 
 GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
 # fewer CG iterations for more cycles: PETSc's side of a CG iteration costs about as much as a cycle

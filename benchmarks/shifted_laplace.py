@@ -27,8 +27,9 @@ sys.path.insert(0, HERE)
 import numpy  # noqa: E402
 
 import pcplugins  # noqa: E402
-from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from pcplugins import backend  # noqa: E402
+
+from gmg_poisson import apply_ms, measure_configs, options_in_database, timed_solve, write  # noqa: E402
 from problems import helmholtz_system, wedge_wavenumber  # noqa: E402
 
 SL = {"pc_type": "python", "pc_python_type": "pcplugins.ShiftedLaplace"}

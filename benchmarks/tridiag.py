@@ -67,8 +67,8 @@ def systems(batch, n, dtype, seed=0):
 def cusparse_gtsv(lo, dg, up, rhs):
     """A solver calling cuSPARSE gtsv2StridedBatch (None where CuPy does not expose it)."""
     try:
-        from cupy_backends.cuda.libs import cusparse
         from cupy.cuda import device
+        from cupy_backends.cuda.libs import cusparse
     except ImportError:
         return None
     prefix = {numpy.dtype(numpy.float64): "d", numpy.dtype(numpy.float32): "s"}[numpy.dtype(dg.dtype)]
@@ -110,7 +110,8 @@ def main():
             x = cp.empty_like(rhs)
             solvers = {"pcplugins cyclic reduction": lambda: tridiag.cyclic_reduction(lo, dg, up, rhs, out=x),
                        **{f"pcplugins cyclic reduction, {t} threads per system":
-                          (lambda t=t: tridiag.cyclic_reduction(lo, dg, up, rhs, out=x, threads=t)) for t in (64, 128, 256)},
+                          (lambda t=t: tridiag.cyclic_reduction(lo, dg, up, rhs, out=x, threads=t))
+                          for t in (64, 128, 256)},
                        "CuPy Thomas (vectorised over systems)": lambda: tridiag.thomas(lo, dg, up, rhs, cp)}
             gtsv = cusparse_gtsv(lo, dg, up, rhs)
             if gtsv is not None:

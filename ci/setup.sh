@@ -31,6 +31,9 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip setuptools wheel cython
 "$PY" -m pip install -q numpy scipy pytest
+# the linter make test runs (pyproject.toml configures it), pinned so that a new release's rules
+# cannot turn CI red by themselves
+"$PY" -m pip install -q ruff==0.17.6
 export MPICC=${MPICC:-$(command -v mpicc)}
 # mpi4py built against the system MPI (PyPI's binary wheel looks for libmpi.so.12, which
 # Debian's mpich does not ship); pip caches the built wheel

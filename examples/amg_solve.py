@@ -24,8 +24,9 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-import meshes  # noqa: E402
 import pcplugins  # noqa: E402
+
+import meshes  # noqa: E402
 from problems import timed_solve  # noqa: E402
 
 DEFAULTS = {"ksp_type": "fcg", "ksp_fcg_mmax": 1, "ksp_norm_type": "unpreconditioned", "pc_type": "python",

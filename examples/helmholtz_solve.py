@@ -23,12 +23,12 @@ import zlib
 import petsc4py
 
 petsc4py.init(sys.argv)
-from petsc4py import PETSc  # noqa: E402
-
 import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pcplugins  # noqa: E402
+
 from problems import helmholtz_system, natural_array, timed_solve, wedge_wavenumber  # noqa: E402
 
 
@@ -42,7 +42,8 @@ def write_png(path, image):
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
     header = struct.pack(">IIBBBBB", g.shape[1], g.shape[0], 8, 0, 0, 0, 0)
     with open(path, "wb") as fh:
-        fh.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+        fh.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+                 + chunk(b"IEND", b""))
 
 
 def main():

@@ -12,6 +12,7 @@ boundary points are scaled identity rows and interior rows keep their couplings 
 h^(d-2)-scaled stencil of PETSc's KSP tutorial ex45.
 kappa is 1, or 10^jump inside a few boxes whose faces do not line up with coarse grids.
 """
+import itertools
 import time
 
 import numpy
@@ -119,6 +120,38 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
     return da, A, b
 
 
+def neumann_system(n, dim, centring):
+    """The pure Neumann Laplacian on an n^dim DMDA, its null space (the constants) attached and
+    removed from a random right-hand side. ``vertex``: unknowns on the grid's vertices, boundary
+    ones included, half control volumes along the boundary (the finite-volume form of ksp ex29/ex50);
+    ``cell``: unknowns at cell centres, zero flux through the boundary faces (the graph Laplacian)."""
+    da = PETSc.DMDA().create([n] * dim, stencil_width=1)
+    A = da.createMat()
+    row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
+    for idx in itertools.product(*[range(s, e) for s, e in da.getRanges()]):
+        row.index, diag = idx, 0.0
+        for a in range(dim):
+            for step in (-1, 1):
+                nb = list(idx)
+                nb[a] += step
+                if not 0 <= nb[a] < n:
+                    continue
+                w = 1.0
+                if centring == "vertex":
+                    w *= 0.5 ** sum(idx[c] in (0, n - 1) for c in range(dim) if c != a)
+                col.index = tuple(nb)
+                A.setValueStencil(row, col, -w)
+                diag += w
+        A.setValueStencil(row, row, diag)
+    A.assemble()
+    null = PETSc.NullSpace().create(constant=True)
+    A.setNullSpace(null)
+    b = A.createVecLeft()
+    b.setArray(numpy.random.default_rng(0).standard_normal(b.getLocalSize()))
+    null.remove(b)
+    return da, A, b
+
+
 def owned_rows(da, indptr, cols, vals, rhs, dof=1):
     """This rank's rows of a CSR matrix in natural grid order (``dof`` unknowns per grid point,
     interleaved), columns in PETSc's DMDA ordering, and those rows of the right-hand side."""
@@ -182,6 +215,7 @@ def helmholtz_system(N, k, boundary="absorbing", shift=(1.0, 0.0), source="centr
     unit cube (our extension). In parallel (``comm``, default COMM_WORLD) each rank assembles its
     own rows. Returns (da, A, b); A as AIJ (type from -mat_type)."""
     import scipy.sparse
+
     from pcplugins.core import helmholtz
     comm = comm or PETSc.COMM_WORLD
     n = N + 1 if boundary == "absorbing" else N - 1

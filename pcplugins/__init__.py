@@ -13,7 +13,7 @@ for ShiftedLaplace: pcplugins.set_wavenumber(pc, k).
 
 The layers: ``backend`` (NumPy or CuPy, CUDA graphs), ``core/`` (arrays only: grids, stencils,
 smoothers, transfers, coarse solves, hierarchies and cycles), ``petsc/`` (everything that touches
-petsc4py) and ``pcs/`` (the preconditioners, loaded on first use). tests/test_layers.py holds them
+petsc4py) and ``pcs/`` (the preconditioners, loaded on first use). tests/core/test_layers.py holds them
 to it.
 """
 import importlib

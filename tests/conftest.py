@@ -5,7 +5,13 @@ import sys
 import pytest
 
 HERE = os.path.dirname(__file__)
-sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+ROOT = os.path.abspath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+
+def pcplugins_env(**extra):
+    """os.environ for a subprocess that imports pcplugins from this checkout (and ``extra``)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]), **extra)
 
 
 def _gpu():
@@ -15,7 +21,7 @@ def _gpu():
 
 def complex_scalars():
     """Whether petsc4py's PETSc has complex scalars (False without petsc4py: the array-core tests,
-    tests/test_multigrid.py, test_lines.py and test_layers.py, run without PETSc)."""
+    tests/core/test_multigrid.py, test_lines.py and test_layers.py, run without PETSc)."""
     try:
         from petsc4py import PETSc
     except ImportError:
@@ -24,7 +30,20 @@ def complex_scalars():
     return numpy.dtype(PETSc.ScalarType).kind == "c"
 
 
-gpu = pytest.mark.skipif(not _gpu(), reason="needs CuPy and a CUDA GPU")
+GPU_REASON = "needs CuPy and a CUDA GPU"
+gpu = pytest.mark.skipif(not _gpu(), reason=GPU_REASON)
+LAYERS = ("core", "petsc", "mpi", "gpu")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Each test carries its folder's marker (pyproject.toml registers them), and a test that needs
+    a GPU the ``gpu`` marker wherever it lives, so that ``-m`` selects a layer."""
+    for item in items:
+        layer = item.path.parent.name
+        if layer in LAYERS:
+            item.add_marker(layer)
+        if any(m.name == "skipif" and m.kwargs.get("reason") == GPU_REASON for m in item.iter_markers()):
+            item.add_marker("gpu")
 # GMG, FFTPoisson and AMG refuse a PETSc built with complex scalars (tested in test_shifted_laplace)
 real_scalars = pytest.mark.skipif(complex_scalars(), reason="needs a PETSc with real scalars")
 
@@ -85,8 +104,10 @@ def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij
     Returns (iterations, true relative residual, ksp)."""
     import numpy
     from petsc4py import PETSc
-    import meshes
+
     import pcplugins
+
+    import meshes
     M = meshes.petsc_matrix(A, mat_type)
     with petsc_options(dict({"pc_amg_cycle": cycle} if cycle else {}, **(options or {}))):
         ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
@@ -109,9 +130,10 @@ def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij
 def amg_galerkin_error(mg):
     """The largest relative difference between a coarse matrix of a kcycle.AggregationMG and P^T A P
     formed here from the whole finer matrix and the whole aggregate map (gathered from every rank
-    of a distributed hierarchy; tests/mpi_solve.py, tests/test_amg.py)."""
+    of a distributed hierarchy; tests/mpi/mpi_solve.py, tests/petsc/test_amg.py)."""
     import numpy
     import scipy.sparse
+
     from pcplugins import backend
     from pcplugins.core import sparse
     comm = mg.comm

@@ -12,7 +12,7 @@ On the GPU two small kernels do it, one thread per row: ``csr_offsets`` gathers 
 occur, ``csr_scatter`` writes each entry into its offset's array; the NumPy twin (any array
 module) does the same with whole-array index arithmetic, in steps (``entry_slots``,
 ``couplings``, ``slots_present``, ``scatter``) that petsc/dmda.py also takes for a matrix split
-over ranks. tests/test_gpu.py compares the kernels with the twin.
+over ranks. tests/gpu/test_kernels.py compares the kernels with the twin.
 """
 import dataclasses
 

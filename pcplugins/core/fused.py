@@ -6,7 +6,7 @@ parity lattice and per transfer class, each indexing many strided arrays). Here 
 kernel over the contiguous padded array that computes its indices once:
 
 =================  =====================================================================
-kernel             NumPy twin (the generic code, compared with it in tests/test_gpu.py)
+kernel             NumPy twin (the generic code, compared with it in tests/gpu/test_kernels.py)
 =================  =====================================================================
 ``relax_colour``   one colour of ``smoothers.ColourGS(op, 'redblack')``
 ``relax_pair``     one sweep of it, both colours, out of place (3D)
@@ -29,7 +29,6 @@ import numpy
 
 from .. import backend, kernels
 from . import grid
-
 
 HOMG_ROWS = 8       # rows of x per block of homg_iterate (defined for the kernel source in _module)
 

@@ -9,13 +9,14 @@ so the kernels need no boundary cases.
 Coarsening rule (vertex-centred, as in the papers): along an axis of m unknowns, coarse point k
 sits on fine point 2k+1, so the coarse axis has m // 2 points; m = 2^j - 1 gives the uniform
 hierarchy 2^j - 1 -> 2^(j-1) - 1, an even m leaves a shorter last cell at the far end (width h
-on a coarse spacing of 2h; stencil.AxisLaplacian and transfer.Transfer's omegas follow it). Grids whose end points are unknowns too (``keep_ends``: the
-absorbing boundary of pcplugins.ShiftedLaplace) put coarse point k on fine point 2k instead, so
-m = 2^j + 1 gives 2^(j-1) + 1 points and the ends stay on every level; ``keep_ends`` is per axis
-(a Neumann condition on the faces across one axis, Dirichlet values eliminated across another).
-An axis is coarsened while it has at least 3 points; axes that
-cannot be coarsened are kept (semi-coarsening), and coarsening stops when no axis can be
-coarsened, when the coarse grid has at most ``coarse_size`` unknowns, or at ``levels``.
+on a coarse spacing of 2h; stencil.AxisLaplacian and transfer.Transfer's omegas follow it).
+Grids whose end points are unknowns too (``keep_ends``: the absorbing boundary of
+pcplugins.ShiftedLaplace) put coarse point k on fine point 2k instead, so m = 2^j + 1 gives
+2^(j-1) + 1 points and the ends stay on every level; ``keep_ends`` is per axis (a Neumann
+condition on the faces across one axis, Dirichlet values eliminated across another). An axis is
+coarsened while it has at least 3 points; axes that cannot be coarsened are kept
+(semi-coarsening), and coarsening stops when no axis can be coarsened, when the coarse grid has
+at most ``coarse_size`` unknowns, or at ``levels``.
 Under MPI a rank owning fine points [s, e) owns coarse points [s // 2, e // 2) (with
 ``keep_ends`` [(s + 1) // 2, (e + 1) // 2)): coarse and fine partitions nest, and colours come
 from global indices, so iterates do not depend on the ranks.

@@ -131,5 +131,6 @@ class HOMG:
 
     def describe(self):
         kernel = "one fused kernel per iteration" if self.fused else "array expressions"
-        return [f"HOMG modified full multigrid cycle ({kernel}), {self.levels_count} nested levels inside the fine array, "
+        return [f"HOMG modified full multigrid cycle ({kernel}), {self.levels_count} nested levels inside the "
+                "fine array, "
                 f"iterations per level (coarsest first) {self.iterations()}, damped Jacobi omega {self.omega:g}"]

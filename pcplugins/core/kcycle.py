@@ -23,11 +23,8 @@ import time
 
 import numpy
 
-
 from .. import backend
 from . import aggregation, coarse, distributed, smoothers, sparse
-
-
 
 # Pairwise levels: Jones-Plassmann gives 15-38 colours, each a kernel per sweep. Folded into 8 (the
 # l1 diagonal absorbs the couplings within a colour) the iteration counts stayed the same and a 3D

@@ -219,7 +219,8 @@ class ShiftedLaplaceMG:
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
         return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), "
                 f"{_prolongation_name(self.prolongation)} prolongation, "
-                f"Galerkin coarse matrices, {2 ** self.dim}-colour Gauss-Seidel omega {self.omega:g} ({self.pre}, {self.post})",
+                f"Galerkin coarse matrices, {2 ** self.dim}-colour Gauss-Seidel omega {self.omega:g} "
+                f"({self.pre}, {self.post})",
                 f"coarsest grid: {self.coarse.describe()}"]
 
 

@@ -2,8 +2,9 @@
 
 The CSR matrices are SciPy's (host) or cupyx's (GPU, cuSPARSE products), chosen by the array
 namespace. ``ELL`` is ELLPACK storage for rows of bounded length (the aux grid's coarse levels: at
-most 9 entries per row in 2D, 27 in 3D), used by the cycle's products only. With aggregates ``agg`` (agg[i] = the coarse unknown of fine unknown i) the
-piecewise-constant prolongation P (P[i, agg[i]] = 1) is never formed as a matrix:
+most 9 entries per row in 2D, 27 in 3D), used by the cycle's products only. With aggregates
+``agg`` (agg[i] = the coarse unknown of fine unknown i) the piecewise-constant prolongation P
+(P[i, agg[i]] = 1) is never formed as a matrix:
 
 - restriction P^T r sums r over each aggregate (a row kernel over the aggregates' member lists),
 - prolongation P e copies e[agg[i]] to i (one gather),
@@ -125,7 +126,7 @@ def prolong_add(u, e, agg):
 # -- products that never wait for the host ---------------------------------------------------------
 # cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per
 # call, so on the GPU these run one small row kernel each (real or complex, single or double); on
-# the host they are SciPy/NumPy expressions, the kernels' twins (tests/test_gpu.py compares them).
+# the host they are SciPy/NumPy expressions, the kernels' twins (tests/gpu/test_kernels.py compares them).
 
 _ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
 
@@ -181,7 +182,8 @@ def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
             _csr_rows(Arows, u, f=f, rows=rows, scale=scale, inplace=True)
             return u
         t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
-        elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")(t, rows, u, size=rows.shape[0])
+        scatter = elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")
+        scatter(t, rows, u, size=rows.shape[0])
         return u
     u[rows] += scale * (f[rows] - Arows @ u)
     return u

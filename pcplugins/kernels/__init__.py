@@ -16,7 +16,7 @@ file                      kernels                                      Python wr
 ``csrstencil.cu``         a structured matrix's stencil from CSR       ``pcplugins.core.csrstencil``
 ========================  ==========================================  =================================
 
-The tests (``tests/test_gpu.py`` and the core tests) compare each kernel with its twin.
+The tests (``tests/gpu/test_kernels.py`` and the core tests) compare each kernel with its twin.
 This package imports only ``pcplugins.backend``, and CuPy only when a kernel is compiled.
 """
 import functools

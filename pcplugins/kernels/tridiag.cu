@@ -1,6 +1,6 @@
 // Batched tridiagonal solves along the last axis by partitioning (one block a system).
 // Defines: VALUE, THREADS_PER_SYSTEM, CHUNK_STRIDE, COUPLINGS (-1: the right-hand side is given).
-// Wrapper: pcplugins/core/tridiag.py; NumPy twin: tridiag.thomas (tests/test_gpu.py compares them).
+// Wrapper: pcplugins/core/tridiag.py; NumPy twin: tridiag.thomas (tests/gpu/test_kernels.py compares them).
 
 typedef VALUE T;
 #define THREADS THREADS_PER_SYSTEM

@@ -46,8 +46,8 @@ OPTIONS = [
     options.Option("pc_amg_storage", "str", "auto", "Storage of the levels' matrices in the cycle (coarse: ELL "
            "on the aux grid's coarse levels whose rows have at most 9 (3D: 27) entries, CSR elsewhere; "
            "ell: every serial level; auto: coarse on the GPU, csr on the CPU)", ("auto", "coarse", "csr", "ell")),
-    options.Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold", lo=0, hi=1,
-           open="hi"),
+    options.Option("pc_amg_strength", "real", 0.25, "Pairwise aggregation: strength-of-connection threshold",
+           lo=0, hi=1, open="hi"),
     options.Option("pc_amg_gather_size", "int", None,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
            "(a serial hierarchy continues there); 0: keep every level distributed; default "
@@ -132,8 +132,8 @@ class AMG(PythonPC):
                 raise errors.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
                                    "every rank (pcplugins.set_coordinates with each rank's own rows)")
             if coords is None and v["aggregation"] == "auxgrid":
-                raise errors.error(f"pcplugins.AMG: -pc_amg_aggregation auxgrid needs vertex coordinates, but there are "
-                                   f"{source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
+                raise errors.error("pcplugins.AMG: -pc_amg_aggregation auxgrid needs vertex coordinates, but "
+                                   f"there are {source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
                                    "\"coordinates\" (block size = dimension) on the PC")
         self.coord_source = source
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],

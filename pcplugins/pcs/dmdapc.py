@@ -129,7 +129,8 @@ class DMDAPC(PythonPC):
             k = int(backend.to_host(xp.flatnonzero((d <= 0).ravel())[0]))
             at = numpy.unravel_index(k, mgbox.shape)
             point = [s + i + (1 if layer else 0) for s, i in zip(mgbox.start, at)][::-1]
-            bad = (f"{self.TITLE} needs a positive diagonal; the row of grid point (i, j{', k' if box.dim == 3 else ''}) = "
+            ijk = "i, j, k" if box.dim == 3 else "i, j"
+            bad = (f"{self.TITLE} needs a positive diagonal; the row of grid point ({ijk}) = "
                    f"({', '.join(map(str, point))}) has diagonal {float(d.ravel()[k]):g}")
         collective.check(bad)
         tol = None if v["operator"] == "assembled" else 0.0
@@ -146,9 +147,9 @@ class DMDAPC(PythonPC):
     @staticmethod
     def _neumann_axes(box, masked, d, collective):
         """Per axis, whether the rows on both grid faces across it (edges and corners left out)
-        annihilate the constants (row sum zero to rounding), as a Neumann or natural boundary condition on vertex-centred
-        unknowns gives; a Dirichlet condition eliminated from the interior rows leaves a positive
-        row sum there. Collective."""
+        annihilate the constants (row sum zero to rounding), as a Neumann or natural boundary
+        condition on vertex-centred unknowns gives; a Dirichlet condition eliminated from the
+        interior rows leaves a positive row sum there. Collective."""
         xp = backend.array_module(d)
         bad = xp.abs(sum(masked)) > 1e-10 * xp.abs(d)
         found = []
@@ -252,7 +253,8 @@ class DMDAPC(PythonPC):
         start = getattr(self.mg, "coarse_graph", None)
         if start is not None:
             shape = "x".join(str(n) for n in self.mg.levels[start].box.shape)
-            return f"off for the whole cycle; levels from {shape} down replayed as one graph ({self.mg.coarse_graph_note})"
+            return (f"off for the whole cycle; levels from {shape} down replayed as one graph "
+                    f"({self.mg.coarse_graph_note})")
         return "off"
 
     def _cycle(self, x, out):
@@ -341,7 +343,8 @@ class DMDAPC(PythonPC):
     def _precision_note(self):
         if self._op64 is not None:
             cycles, digits = self.mixed
-            stop = " or ".join(([f"{cycles} cycles"] if cycles else []) + ([f"{digits:g} digits gained"] if digits else []))
+            stop = " or ".join(([f"{cycles} cycles"] if cycles else [])
+                               + ([f"{digits:g} digits gained"] if digits else []))
             used = ""
             if self.inner_cycles:
                 used = f" (last application: {self.inner_cycles[-1]} cycles)"
@@ -356,7 +359,8 @@ class DMDAPC(PythonPC):
         mem = self.mg.memory_values()
         ranks = f", distributed over {self.mpi.size} MPI ranks" if self.mpi.size > 1 else ""
         lines = [f"{self.TITLE}: {self.WHAT} on the DMDA grid {gs}{ranks}",
-                 f"device {self.device} ({'CuPy, GPU %s' % self.gpu_id if backend.is_gpu(self.xp) else 'NumPy'}), precision "
+                 f"device {self.device} ({f'CuPy, GPU {self.gpu_id}' if backend.is_gpu(self.xp) else 'NumPy'}), "
+                 "precision "
                  + self._precision_note()
                  + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
                  f"operator: {self.operator_kind}",
@@ -365,7 +369,8 @@ class DMDAPC(PythonPC):
                  "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
                                  if self.layer else
                                  "Neumann-type (boundary rows sum to zero): the boundary nodes are coarse points "
-                                 f"on every level, across axes {self._neumann_names()}" if any(self.mg.fine_box.keep_ends) else
+                                 f"on every level, across axes {self._neumann_names()}"
+                                 if any(self.mg.fine_box.keep_ends) else
                                  "Dirichlet values eliminated (interior unknowns only)"),
                  f"operator complexity {self.mg.operator_complexity():.3f}, "
                  f"hierarchy memory {mem * 8 / 2**20:.1f} MiB ({mem / self.box.size:.2f} values per unknown)"]

@@ -12,7 +12,7 @@ hierarchy.
 """
 from .. import backend
 from ..core import grid, homg, multigrid, stencil
-from ..petsc import errors, options
+from ..petsc import errors, mpi, options
 from .dmdapc import DMDAPC
 
 OPTIONS = [
@@ -48,7 +48,8 @@ OPTIONS = [
            "Mixed-precision defect correction (Goddeke, Strzodka): float32 cycles per application, "
            "float64 residuals and updates (0: off)", lo=0),
     options.Option("pc_gmg_mixed_inner_digits", "real", 0.0,
-           "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)", lo=0, hi=15),
+           "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)",
+           lo=0, hi=15),
     options.Option("pc_gmg_fused", "bool", True,
            "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers)"),
     options.Option("pc_gmg_gpu_levels", "int", None,
@@ -56,9 +57,7 @@ OPTIONS = [
            "on the CPU (0: all on the CPU; default: all on the GPU)", lo=0),
     options.Option("pc_gmg_gather_size", "int", 32768,
            "MPI: coarse levels with at most this many points are gathered onto every rank", lo=0),
-    options.Option("pc_gmg_ghost_transport", "str", "auto",
-           "MPI on the GPU: how ghost layers travel between ranks: ipc (CUDA IPC, device to device; ranks of one node), "
-           "host (pinned host buffers and MPI), auto (ipc where every rank can map its neighbours' memory)", ("auto", "ipc", "host")),
+    options.Option("pc_gmg_ghost_transport", "str", "auto", mpi.TRANSPORT_HELP, mpi.TRANSPORTS),
     options.Option("pc_gmg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     options.Option("pc_gmg_graph_coarse", "bool", True,
            "Where the whole cycle is not captured (-pc_gmg_graph 0, mixed digits): replay the coarse "
@@ -86,8 +85,8 @@ class GMG(DMDAPC):
     def _build(self, op, v):
         if v["cycle"] == "homg":
             if v["multiplicative_cycles"] != 1:
-                raise errors.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is restarted by "
-                                   "the Krylov method (-ksp_type richardson), not repeated inside the PC")
+                raise errors.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is "
+                                   "restarted by the Krylov method (-ksp_type richardson), not repeated inside the PC")
             return self._build_homg(op, v)
         opts = multigrid.Options(levels=v["levels"], coarse_size=v["coarse_size"], cycle=v["cycle"],
                                  cycles=v["multiplicative_cycles"],

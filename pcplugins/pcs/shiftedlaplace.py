@@ -51,9 +51,7 @@ OPTIONS = [
            ("auto", "csr", "stencil")),
     options.Option("pc_sl_gather_size", "int", 32768,
            "Stencil levels under MPI: gather levels with at most this many points onto every rank", lo=0),
-    options.Option("pc_sl_ghost_transport", "str", "auto",
-           "MPI on the GPU: how ghost layers travel between ranks: ipc (CUDA IPC, device to device; ranks of one node), "
-           "host (pinned host buffers and MPI), auto (ipc where every rank can map its neighbours' memory)", ("auto", "ipc", "host")),
+    options.Option("pc_sl_ghost_transport", "str", "auto", mpi.TRANSPORT_HELP, mpi.TRANSPORTS),
     options.Option("pc_sl_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph"),
     options.Option("pc_sl_precision", "str", "double",
            "Precision of the cycle (single: complex64 multigrid inside the complex128/float64 Krylov method)",
@@ -127,8 +125,8 @@ class ShiftedLaplace(PythonPC):
         if prolongation == "auto":
             prolongation = "dezeeuw" if dezeeuw_fits else "bilinear"
         if prolongation == "dezeeuw" and not dezeeuw_fits:
-            raise errors.error(f"{TITLE}: -pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the boundary "
-                               f"nodes on every level); here: {dim}D, {v['boundary']}")
+            raise errors.error(f"{TITLE}: -pc_sl_prolongation dezeeuw needs 2D and the absorbing boundary (the "
+                               f"boundary nodes on every level); here: {dim}D, {v['boundary']}")
         self.select_device(M)
         shift = (v["beta1"], v["beta2"])
         dtype = numpy.complex64 if v["precision"] == "single" else numpy.complex128

@@ -6,7 +6,6 @@ from petsc4py import PETSc
 
 from .. import backend
 
-
 _events = {}
 
 

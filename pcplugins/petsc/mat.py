@@ -102,6 +102,7 @@ def _petsc_lib():
         try:
             import glob
             import os
+
             import petsc4py
             cfg = petsc4py.get_config()
             base = os.path.join(cfg["PETSC_DIR"], cfg.get("PETSC_ARCH", "") or "", "lib", "libpetsc.so")

@@ -11,6 +11,12 @@ from ..core import multigrid
 from . import halo
 from .errors import PCPluginError, error
 
+# -pc_gmg_ghost_transport and -pc_sl_ghost_transport
+TRANSPORTS = ("auto", "ipc", "host")
+TRANSPORT_HELP = ("MPI on the GPU: how ghost layers travel between ranks: ipc (CUDA IPC, device to device; ranks "
+                  "of one node), host (pinned host buffers and MPI), auto (ipc where every rank can map its "
+                  "neighbours' memory)")
+
 
 class Collective:
     """The few collectives the PCs need, on the PC's communicator (mpi4py only in parallel,

@@ -84,15 +84,17 @@ def read_options(pc, table, title):
 
 def reference():
     """docs/options.md: every PC's options table as Markdown (``python -m pcplugins.petsc.options >
-    docs/options.md``; tests/test_docs.py checks that the file is current)."""
+    docs/options.md``; tests/petsc/test_docs.py checks that the file is current)."""
     import importlib
-    out = ["# Options", "", "Generated from the PCs' option tables (`python -m pcplugins.petsc.options > docs/options.md`).",
+    out = ["# Options", "",
+           "Generated from the PCs' option tables (`python -m pcplugins.petsc.options > docs/options.md`).",
            "Every PC reads them under its prefix (`-<prefix>pc_gmg_levels`); `-help` prints them with their",
            "current values. A value outside its range stops setup with an error naming the option.", ""]
     for module, cls in (("gmg", "GMG"), ("fftpoisson", "FFTPoisson"), ("amg", "AMG"),
                         ("shiftedlaplace", "ShiftedLaplace"), ("idrs", "IDRS")):
         mod = importlib.import_module(f"pcplugins.pcs.{module}")
-        out += [f"## pcplugins.{cls}", "", "| option | type | default | values | description |", "|---|---|---|---|---|"]
+        out += [f"## pcplugins.{cls}", "", "| option | type | default | values | description |",
+                "|---|---|---|---|---|"]
         for o in mod.OPTIONS:
             values = " ".join(o.choices) if o.choices else o.range_text()
             default = "" if o.default is None else (int(o.default) if o.kind == "bool" else o.default)

@@ -1,0 +1,612 @@
+"""The GPU kernels and cycles against their NumPy twins, on arrays only (no PETSc; skipped where
+CuPy or a GPU is missing)."""
+import numpy as np
+import pytest
+
+from pcplugins import backend
+from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
+
+from conftest import gpu
+
+pytestmark = gpu
+
+
+def both(a):
+    return a, backend.cupy.asarray(a)
+
+def test_kernels_match_numpy():
+    cp = backend.cupy
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal((3, 12, 13))
+    c = rng.standard_normal((12, 13))
+    f = rng.standard_normal((12, 13))
+    for xp in (np, cp):
+        uu, cc, ff = (xp.asarray(a) for a in (u, c, f))
+        out = xp.zeros((12, 13))
+        kernels.lincomb(out, [2.0, cc], [uu[0], uu[1]])
+        kernels.lincomb(out, [0.5], [uu[2]], add=True)
+        r = xp.zeros((12, 13))
+        kernels.residual(r, ff, [cc, -1.0], [uu[0], uu[1]])
+        x = uu[2].copy()
+        kernels.relax(x[::2, 1::2], ff[::2, 1::2], 0.25, 0.9, 4.0, [cc[::2, 1::2]], [uu[0][::2, 1::2]])
+        res = [backend.to_host(a) for a in (out, r, x)]
+        if xp is np:
+            ref = res
+    for a, b in zip(ref, res):
+        assert np.allclose(a, b, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("dim,n", [(2, 63), (3, 31), (3, 20)])
+@pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev", "adi"])
+@pytest.mark.parametrize("variable", [False, True])
+def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
+    rng = np.random.default_rng(1)
+    box = grid.Box((n,) * dim)
+    f = rng.standard_normal(box.shape)
+    outs = []
+    for xp in (np, backend.cupy):
+        if variable:
+            offs = stencil.star_offsets(dim)
+            k = np.exp(np.random.default_rng(2).uniform(-2, 2, box.shape))
+            coefs = [(-k if any(o) else 2 * dim * k + 0.1) * stencil.inside_mask(box, o, np) for o in offs]
+            op = stencil.StencilOperator(box, offs, [xp.asarray(c) for c in coefs], xp)
+        else:
+            op = stencil.laplacian(box, [-1.0] * dim, xp)
+        mg = multigrid.Multigrid(op, multigrid.Options(smoother=smoother, cycle="w"))
+        u = xp.zeros(box.padded_shape)
+        for _ in range(3):
+            mg.cycle(xp.asarray(f), u)
+        outs.append(backend.to_host(grid.interior(u)))
+    assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 63, 64, 1025, 2049, 4097])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("threads", [None, 32, 96, 256])
+def test_cyclic_reduction_matches_thomas(n, dtype, tol, threads):
+    """The partition + cyclic-reduction kernel against the Thomas twin (float64 on the host) on
+    diagonally dominant systems, batched over two axes, into an output poisoned with NaN: short
+    systems leave most threads past the end, 32 threads put up to 128 unknowns in a chunk, and
+    n = 4097 in double needs 131 KB of shared memory (the opt-in limit)."""
+    from pcplugins.core import tridiag
+    cp = backend.cupy
+    rng = np.random.default_rng(n)
+    shape = (3, 7, n)
+    lo, up = rng.uniform(-1, 0, shape), rng.uniform(-1, 0, shape)
+    dg, rhs = 2.2 + rng.random(shape), rng.standard_normal(shape)
+    ref = tridiag.thomas(lo, dg, up, rhs, np)
+    out = cp.full(shape, cp.nan, dtype)
+    got = tridiag.cyclic_reduction(*(cp.asarray(a, dtype=dtype) for a in (lo, dg, up, rhs)), out=out, threads=threads)
+    assert got is out and got.dtype == dtype and got.shape == shape
+    assert np.abs(got.get() - ref).max() <= tol * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("smoother", ["adi", "line_x", "line_y"])
+@pytest.mark.parametrize("omega", [None, 0.8])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_line_smoothers_on_a_box_stencil_numpy_and_cupy_agree(smoother, omega, dtype, tol):
+    """2D line smoothers on the GPU (a colour's right-hand sides made inside the tridiagonal
+    kernel, the lines relaxed in place) against the NumPy twin (residual, then Thomas), on the
+    Q1 stencil of a graded mesh: 9 points, variable coefficients, Galerkin coarse levels."""
+    from meshes import graded_axis, q1_stencil
+    x = graded_axis(6, 0.25)
+    offs, coefs = q1_stencil(x, x[::-1])
+    m = len(x) - 2
+    box = grid.Box((m, m))
+    f = np.random.default_rng(3).standard_normal(box.shape)
+    outs = []
+    for xp in (np, backend.cupy):
+        op = stencil.compress(box, offs, [xp.asarray(c) for c in coefs], xp, dtype)
+        mg = multigrid.Multigrid(op, multigrid.Options(smoother=smoother, omega=omega, pre=2, post=2))
+        u = xp.zeros(box.padded_shape, dtype)
+        for _ in range(2):
+            mg.cycle(xp.asarray(f, dtype), u)
+        outs.append(backend.to_host(grid.interior(u)))
+    assert np.linalg.norm(outs[0] - outs[1]) <= tol * np.linalg.norm(outs[0])
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("omega", [1.0, 0.7])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_cyclic_reduction_in_place_on_strided_lines(axis, omega, dtype, tol):
+    """Every other line of a padded grid along either axis, right-hand sides and unknowns read and
+    written through strided views (a line smoother's colour), relaxed by omega, against the Thomas
+    twin; the points off the colour's lines keep their values."""
+    from pcplugins.core import tridiag
+    cp = backend.cupy
+    rng = np.random.default_rng(axis)
+    u = rng.standard_normal((67, 69))
+    f = rng.standard_normal((67, 69))
+    inner = (slice(1, -1), slice(1, -1))
+    lines = lambda a: np.moveaxis(a[inner], axis, -1)[1::2]    # noqa: E731
+    shape = lines(u).shape
+    lo, up = rng.uniform(-1, 0, shape), rng.uniform(-1, 0, shape)
+    dg = 2.2 + rng.random(shape)
+    ref = u.copy()
+    old = lines(ref).copy()
+    lines(ref)[...] = old + omega * (tridiag.thomas(lo, dg, up, lines(f), np) - old)
+    ud, fd = cp.asarray(u, dtype), cp.asarray(f, dtype)
+    got = tridiag.solve(*(cp.asarray(a, dtype) for a in (lo, dg, up)), lines(fd), cp, out=lines(ud), omega=omega)
+    assert got.data.ptr == lines(ud).data.ptr
+    assert np.abs(ud.get() - ref).max() <= tol * np.abs(ref).max()
+
+
+def test_cyclic_reduction_rejects_bad_threads():
+    from pcplugins.core import tridiag
+    a = backend.cupy.ones((2, 9))
+    with pytest.raises(ValueError, match="threads=48"):
+        tridiag.cyclic_reduction(-a, 3 * a, -a, a, threads=48)
+
+
+@pytest.fixture(params=[1, 2, 3], ids=lambda r: f"rows{r}")
+def rows(request):
+    """Rows per thread in the fused kernels (fused.ROWS), in both precisions, restored after."""
+    saved = dict(fused.ROWS)
+    for dtype in saved:
+        fused.set_rows(dtype, request.param)
+    yield request.param
+    for dtype, r in saved.items():
+        fused.set_rows(dtype, r)
+
+
+# A rank's box inside a global grid, with odd and even starts (transfer phase 0 and 1).
+SUBBOXES = [grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((31, 30, 29), (0, 9, 0), (9, 8, 29)),
+            grid.Box((45, 38), (7, 4), (20, 13)), grid.Box((17, 33), (0, 0), (17, 33))]
+
+
+@pytest.mark.parametrize("box", SUBBOXES, ids=str)
+@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_transfers_match_twin(box, coarsened, dtype):
+    cp = backend.cupy
+    kept = {"all": -1, "first-kept": 0, "last-kept": box.dim - 1}[coarsened]   # x is the last axis
+    ax = tuple(a != kept for a in range(box.dim))
+    cbox = box.coarsen(ax)
+    twin = transfer.Transfer(box, cbox, ax, "linear")
+    fast = fused.LinearTransfer(twin)
+    rng = np.random.default_rng(3)
+    rf, ec = rng.standard_normal(box.padded_shape), rng.standard_normal(cbox.padded_shape)
+    uf = rng.standard_normal(box.padded_shape)
+    ref_r = twin.restrict(np.zeros(cbox.shape), rf)
+    ref_p = twin.prolong_add(uf.copy(), ec)
+    got_r = fast.restrict(cp.zeros(cbox.shape, dtype), cp.asarray(rf, dtype))
+    got_p = fast.prolong_add(cp.asarray(uf, dtype), cp.asarray(ec, dtype))
+    tol = 1e-14 if dtype == "float64" else 1e-6     # float32 against the float64 twin
+    assert got_r.dtype == got_p.dtype == np.dtype(dtype)
+    assert np.allclose(backend.to_host(got_r), ref_r, rtol=tol, atol=tol)
+    assert np.allclose(backend.to_host(got_p), ref_p, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("box", SUBBOXES, ids=str)
+@pytest.mark.parametrize("omega,zero", [(1.0, False), (1.3, False), (1.0, True)])
+def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
+    from pcplugins.core import smoothers
+    cp = backend.cupy
+    w = [-1.0, -4.0, -0.5][:box.dim]
+    rng = np.random.default_rng(4)
+    u, f = rng.standard_normal(box.padded_shape), rng.standard_normal(box.shape)
+    if zero:   # the interior is ignored; the halo holds ghosts (zero on the physical boundary)
+        u = np.pad(grid.interior(u) + 7.0, 1)
+    op = stencil.laplacian(box, w, np)
+    ref = smoothers.ColourGS(op, "redblack", omega).smooth(u.copy(), f, 2, reverse=True, zero_guess=zero)
+    ref_r = op.residual(np.zeros(box.shape), f, ref)
+    lap = fused.Laplacian(stencil.laplacian(box, w, cp), w)
+    got = fused.RedBlack(lap, omega).smooth(cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
+    got_r = lap.residual(cp.zeros(box.padded_shape), cp.asarray(f), got)
+    assert np.allclose(backend.to_host(got), ref, rtol=1e-13, atol=1e-13)
+    assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
+
+
+# boxes holding the grid's last points (and one that does not), for the non-uniform last cell
+END_BOXES = [grid.Box((31, 30, 29), (20, 19, 17), (11, 11, 12)), grid.Box((31, 30, 29)),
+             grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((45, 38), (25, 20), (20, 18)),
+             grid.Box((17, 33))]
+
+
+@pytest.mark.parametrize("box", END_BOXES, ids=str)
+@pytest.mark.parametrize("omega,zero", [(1.0, False), (1.3, False), (1.0, True)])
+def test_fused_axis_laplacian_matches_twin(box, omega, zero):
+    """The TAIL kernels (a coarse level of an even grid: stencil.AxisLaplacian) against the
+    generic red-black smoother and residual on the same operator."""
+    from pcplugins.core import smoothers
+    cp = backend.cupy
+    w, r = [-1.0, -4.0, -0.5][:box.dim], [0.5, 0.75, 0.625][:box.dim]
+    rng = np.random.default_rng(4)
+    u, f = rng.standard_normal(box.padded_shape), rng.standard_normal(box.shape)
+    if zero:
+        u = np.pad(grid.interior(u) + 7.0, 1)
+    op = stencil.AxisLaplacian(box, w, r, np)
+    ref = smoothers.ColourGS(op, "redblack", omega).smooth(u.copy(), f, 2, reverse=True, zero_guess=zero)
+    ref_r = op.residual(np.zeros(box.shape), f, ref)
+    lap = fused.Laplacian(stencil.AxisLaplacian(box, w, r, cp), w)
+    assert lap.tail
+    got = fused.RedBlack(lap, omega, scratch=cp.zeros(box.padded_shape)).smooth(
+        cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
+    got_r = lap.residual(cp.zeros(box.padded_shape), cp.asarray(f), got)
+    assert np.allclose(backend.to_host(got), ref, rtol=1e-13, atol=1e-13)
+    assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("box", END_BOXES, ids=str)
+@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_transfers_with_omegas_match_twin(box, coarsened, dtype):
+    """Transfers onto a non-uniform last cell (transfer.Transfer's omegas, on every coarsened
+    axis of an odd number of points) against the generic S P and P^T S / 2^c."""
+    cp = backend.cupy
+    kept = {"all": -1, "first-kept": 0, "last-kept": box.dim - 1}[coarsened]
+    ax = tuple(a != kept for a in range(box.dim))
+    omegas = [0.3 + 0.1 * a if c and m % 2 else None for a, (c, m) in enumerate(zip(ax, box.global_shape))]
+    cbox = box.coarsen(ax)
+    if all(w is None for w in omegas):
+        pytest.skip("no coarsened axis of an odd number of points")
+    twin = transfer.Transfer(box, cbox, ax, "linear", omegas)
+    fast = fused.LinearTransfer(twin, dtype)
+    rng = np.random.default_rng(3)
+    rf, ec = rng.standard_normal(box.padded_shape), rng.standard_normal(cbox.padded_shape)
+    uf = rng.standard_normal(box.padded_shape)
+    # the coarse halo past the grid's end is the Dirichlet zero
+    for a, (s, n, m) in enumerate(zip(cbox.start, cbox.shape, cbox.global_shape)):
+        if s + n == m:
+            ec[tuple(-1 if b == a else slice(None) for b in range(box.dim))] = 0
+    ref_r = twin.restrict(np.zeros(cbox.shape), rf)
+    ref_p = twin.prolong_add(uf.copy(), ec)
+    got_r = fast.restrict(cp.zeros(cbox.shape, dtype), cp.asarray(rf, dtype))
+    got_p = fast.prolong_add(cp.asarray(uf, dtype), cp.asarray(ec, dtype))
+    tol = 1e-14 if dtype == "float64" else 1e-6
+    assert np.allclose(backend.to_host(got_r), ref_r, rtol=tol, atol=tol)
+    assert np.allclose(backend.to_host(got_p), ref_p, rtol=tol, atol=tol)
+
+
+@pytest.fixture(params=[4, 8], ids=lambda r: f"pair_rows{r}")
+def pair_rows(request):
+    """relax_pair's tile height (fused.PAIR_ROWS), in both precisions, restored after."""
+    saved = dict(fused.PAIR_ROWS)
+    for dtype in saved:
+        fused.set_rows(dtype, pair_rows=request.param)
+    yield request.param
+    for dtype, r in saved.items():
+        fused.set_rows(dtype, pair_rows=r)
+
+
+# tiles cut short along x and y, plane chunks of 8 with a short last one, a grid smaller than a tile
+@pytest.mark.parametrize("shape", [(31, 30, 29), (9, 70, 130), (3, 5, 7)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("sweeps,zero,reverse", [(1, True, False), (2, True, True), (3, True, False),
+                                                 (1, False, True), (2, False, False), (3, False, True)])
+def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_rows):
+    """relax_pair (both colours a pass, u and scratch in turn) gives the twin's sweeps, and
+    leaves scratch's halo zero."""
+    from pcplugins.core import smoothers
+    cp = backend.cupy
+    box, w = grid.Box(shape), [-1.0, -4.0, -0.5]
+    rng = np.random.default_rng(6)
+    u, f = np.pad(rng.standard_normal(shape), 1), rng.standard_normal(shape)
+    ref = smoothers.ColourGS(stencil.laplacian(box, w, np), "redblack", 1.3).smooth(
+        u.copy(), f, sweeps, reverse=reverse, zero_guess=zero)
+    scratch = cp.zeros(box.padded_shape, dtype)
+    sm = fused.RedBlack(fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w), 1.3, scratch=scratch)
+    assert "one fused kernel per sweep" in sm.describe()
+    got = sm.smooth(cp.asarray(u, dtype), cp.asarray(f, dtype), sweeps, reverse=reverse, zero_guess=zero)
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    assert np.allclose(backend.to_host(got), ref, rtol=tol, atol=tol)
+    halo = backend.to_host(scratch).copy()
+    halo[(slice(1, -1),) * 3] = 0
+    assert not halo.any()
+
+
+@pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63), (32, 30, 100),
+                                   (256, 100)])
+@pytest.mark.parametrize("cycle", ["v", "w"])
+def test_fused_cycle_matches_generic(shape, cycle, rows):
+    cp = backend.cupy
+    box = grid.Box(shape)
+    f = cp.asarray(np.random.default_rng(5).standard_normal(shape))
+    out = []
+    for fast in (True, False):
+        op = stencil.laplacian(box, [-1.0, -2.0, -1.0][:box.dim], cp)
+        mg = multigrid.Multigrid(op, multigrid.Options(cycle=cycle, fused=fast))
+        assert (mg.levels[0].fused is not None) == fast
+        # an even axis: coarse levels of stencil.AxisLaplacian, on the fused (TAIL) kernels too
+        assert all((lev.fused is not None) == fast for lev in mg.levels[:-1])
+        assert any(isinstance(lev.op, stencil.AxisLaplacian) for lev in mg.levels) == (
+            any(m % 2 == 0 for m in shape) or shape == (5, 33, 65))
+        u = cp.zeros(box.padded_shape)
+        for _ in range(3):
+            mg.cycle(f, u)
+        out.append(backend.to_host(grid.interior(u)))
+    assert np.linalg.norm(out[0] - out[1]) <= 1e-12 * np.linalg.norm(out[1])
+
+
+@pytest.mark.parametrize("shape,fast", [((65, 65, 65), True), ((33, 40, 47), False), ((255, 257), True)])
+@pytest.mark.parametrize("cycle,cycles", [("v", 1), ("v", 2), ("w", 1), ("f", 1), ("fmg", 2)])
+def test_coarse_levels_graph_replays_the_same_cycle(shape, fast, cycle, cycles):
+    """replay_coarse_levels: every visit of the coarse levels (V, W, F, FMG) as one captured
+    graph gives the eager cycle's result exactly (the same kernels)."""
+    cp = backend.cupy
+    box = grid.Box(shape)
+    f = cp.asarray(np.random.default_rng(8).standard_normal(shape))
+    out, starts = [], []
+    for replay in (False, True):
+        op = stencil.laplacian(box, [-1.0, -2.0, -1.0][:box.dim], cp)
+        mg = multigrid.Multigrid(op, multigrid.Options(cycle=cycle, cycles=cycles, fused=fast, pre=2, post=2))
+        starts.append(mg.replay_coarse_levels(max_unknowns=3000) if replay else None)
+        for _ in range(3):
+            u = mg.cycle(f)
+        if replay:
+            assert mg._coarse_graphs and all(g.graphs for g in mg._coarse_graphs.values()), "not captured"
+        out.append(backend.to_host(u).copy())
+    assert starts[1] is not None and 0 < starts[1] < len(mg.levels) - 1
+    assert np.array_equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("shape", [(9, 10, 11), (12, 13)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_elimination_matches_twin(shape, dtype, rows):
+    """x and y are PETSc's (double); f is in the cycle's precision."""
+    cp = backend.cupy
+    box = grid.Box(shape)
+    w = [-1.0, -2.0, -3.0][:box.dim]
+    c = 0.3
+    x = np.random.default_rng(6).standard_normal(box.padded_shape)
+    y_ref = x * c
+    grid.interior(y_ref)[...] = 0
+    f_ref = stencil.laplacian(box, w, np).residual(np.zeros(shape), grid.interior(x), y_ref)
+    y = cp.full(box.padded_shape, 5.0)
+    lap = fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w)
+    f = lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x), y, c)
+    y = backend.to_host(y)
+    assert np.all(grid.interior(y) == 5.0)            # the inside is the cycle's to write
+    grid.interior(y)[...] = 0
+    assert np.allclose(y, y_ref, rtol=1e-15, atol=0)
+    tol = 1e-14 if dtype == "float64" else 1e-6       # f rounded once to float32
+    assert f.dtype == np.dtype(dtype)
+    assert np.allclose(backend.to_host(f), f_ref, rtol=tol, atol=tol)
+    with pytest.raises(TypeError, match="float64"):
+        lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x, np.float32), y, c)
+    # the counterpart: the cycle's padded result into y inside the layer, the layer left alone
+    u = np.random.default_rng(7).standard_normal(box.padded_shape)
+    y = cp.asarray(x)
+    lap.copy_inside(y, cp.asarray(u, dtype))
+    expect = x.copy()
+    grid.interior(expect)[...] = grid.interior(u.astype(dtype))
+    assert np.array_equal(backend.to_host(y), expect)
+    with pytest.raises(TypeError, match="copy_inside"):
+        lap.copy_inside(y, cp.asarray(u, np.float32 if dtype == "float64" else np.float64))
+
+
+@pytest.mark.parametrize("shape,variable", [((31, 31, 31), False), ((63, 63), True)])
+def test_hybrid_cycle_same_iterates_for_every_split(shape, variable):
+    """Feng et al. Algorithm 3: the finest L levels on the GPU, the rest on the host."""
+    cp = backend.cupy
+    box = grid.Box(shape)
+    dim = len(shape)
+    f = np.random.default_rng(7).standard_normal(shape)
+    if variable:
+        offs = stencil.star_offsets(dim)
+        k = np.exp(np.random.default_rng(2).uniform(-2, 2, shape))
+        coefs = [(-k if any(o) else 2 * dim * k + 0.1) * stencil.inside_mask(box, o, np) for o in offs]
+    outs = []
+    for L in (None, 0, 1, 2, 3, 9):
+        xp = np if L == 0 else cp
+        op = (stencil.StencilOperator(box, offs, [xp.asarray(c) for c in coefs], xp) if variable
+              else stencil.laplacian(box, [-1.0] * dim, xp))
+        mg = multigrid.Multigrid(op, multigrid.Options(gpu_levels=L, cycle="w"))
+        if L not in (None, 0, 9):
+            assert mg.host_levels == len(mg.levels) - L
+        u = xp.zeros(box.padded_shape)
+        for _ in range(3):
+            mg.cycle(xp.asarray(f), u)
+        outs.append(backend.to_host(grid.interior(u)))
+    for o in outs[1:]:
+        assert np.linalg.norm(o - outs[0]) <= 1e-12 * np.linalg.norm(outs[0])
+
+
+@pytest.mark.parametrize("shape", [(63, 63), (15, 31, 15), (31, 7)])
+def test_homg_cupy_matches_numpy(shape):
+    """NumPy, the CuPy expressions and the fused kernel (fused.homg_iterate), float64 to
+    rounding, and the fused kernel in float32."""
+    from pcplugins.core import homg
+    f = np.random.default_rng(8).standard_normal(shape)
+    w = [-1.0, -2.0, -1.5][:len(shape)]
+    outs = []
+    for xp, dtype, kernel in ((np, np.float64, False), (backend.cupy, np.float64, False),
+                              (backend.cupy, np.float64, True), (backend.cupy, np.float32, True)):
+        op = stencil.laplacian(grid.Box(shape), w, xp, dtype)
+        solver = homg.HOMG(op, w, 8, fused_kernel=kernel)
+        assert solver.fused == kernel
+        u = solver.cycle(xp.asarray(f, dtype))
+        u = solver.cycle(xp.asarray(f, dtype))     # a second cycle starts from zero again
+        outs.append(backend.to_host(u))
+    ref = np.linalg.norm(outs[0])
+    for out, tol in zip(outs[1:], (1e-12, 1e-12, 1e-5)):
+        assert np.linalg.norm(out - outs[0]) <= tol * ref
+
+
+@pytest.mark.parametrize("shape", [(63, 63), (31, 31, 31)])
+def test_fmg_cupy_matches_numpy(shape):
+    f = np.random.default_rng(9).standard_normal(shape)
+    outs = []
+    for xp in (np, backend.cupy):
+        op = stencil.laplacian(grid.Box(shape), [-1.0] * len(shape), xp)
+        mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=2, post=2))
+        outs.append(backend.to_host(grid.interior(mg.cycle(xp.asarray(f)))))
+    assert np.linalg.norm(outs[0] - outs[1]) <= 1e-12 * np.linalg.norm(outs[0])
+
+
+@pytest.mark.parametrize("shape", [(9, 17), (5, 9, 7)])
+def test_fused_cubic_upsample_matches_twin(shape):
+    cp = backend.cupy
+    c = np.random.default_rng(10).standard_normal(shape)
+    fine_shape = tuple(2 * k - 1 for k in shape)
+    ref = transfer.cubic_upsample(c, np)
+    got = fused.cubic_upsample(cp.zeros(fine_shape), cp.asarray(c))
+    assert np.allclose(backend.to_host(got), ref, rtol=1e-14, atol=1e-14)
+
+
+# -- pcplugins.AMG -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+@pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
+def test_amg_cupy_matches_numpy(method, smoother):
+    from pcplugins.core import kcycle, sparse
+
+    import meshes
+    cp = backend.cupy
+    p, t = meshes.mesh("quasi", 48)
+    A, xy = meshes.p1_poisson(p, t)
+    f = np.random.default_rng(4).random(A.shape[0])
+    out = {}
+    for xp in (np, cp):
+        Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
+        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(aggregation=method, smoother=smoother, coarse_size=400),
+                                  xp.asarray(xy))
+        out[xp] = ([lev.n for lev in mg.levels], [backend.to_host(lev.agg) for lev in mg.levels[:-1]],
+                   backend.to_host(mg.cycle(xp.asarray(f))))
+    assert out[np][0] == out[cp][0]
+    for a, b in zip(out[np][1], out[cp][1]):
+        assert np.array_equal(a, b)
+    assert np.allclose(out[np][2], out[cp][2], rtol=1e-10, atol=1e-12 * np.abs(out[np][2]).max())
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
+                                       (np.complex64, 1e-5)])
+def test_csr_row_kernels_match_twins(dtype, tol):
+    """sparse.spmv / residual / relax_rows: the row kernels (CSR and ELL storage, compiled per value
+    type) against the SciPy expressions, with an improper colouring (same-colour neighbours) where
+    the update order would matter, and the kernel (not cuSPARSE) is what ran."""
+    import scipy.sparse
+
+    from pcplugins.core import sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(5)
+    A = scipy.sparse.random(300, 300, density=0.03, random_state=6, format="csr") + scipy.sparse.identity(300)
+    A = A.tocsr()
+    u, f = rng.random(300), rng.random(300)
+    if np.dtype(dtype).kind == "c":
+        A = A + 0.5j * scipy.sparse.random(300, 300, density=0.03, random_state=7, format="csr")
+        u = u + 1j * rng.random(300)
+    u, f = u.astype(dtype), f.astype(dtype)
+    rows = np.arange(0, 300, 3).astype(np.int32)          # neighbours of each other: improper
+    scale = rng.random(rows.size).astype(dtype)
+    out = {}
+    for xp in (np, cp):
+        for ell in (False, True):
+            Ax = sparse.storage(sparse.csr(A.indptr, A.indices, A.data, 300, xp, dtype), xp, ell)
+            Ar = Ax[xp.asarray(rows)]
+            uu = xp.asarray(u)
+            assert xp is np or sparse._kernel_types(Ax, uu)
+            res = [sparse.spmv(Ax, uu, xp), sparse.residual(Ax, xp.asarray(f), uu, xp),
+                   sparse.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
+            out[xp, ell] = [backend.to_host(a) for a in res]
+    for key in [(np, True), (cp, False), (cp, True)]:
+        for a, b in zip(out[np, False], out[key]):
+            assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol), key
+
+
+@pytest.mark.parametrize("boundary", ["absorbing", "dirichlet"])
+def test_helmholtz_operator_built_on_the_device(boundary):
+    from pcplugins.core import helmholtz
+    cp = backend.cupy
+    k = np.linspace(5.0, 9.0, 19 * 19).reshape(19, 19)
+    ref = helmholtz.operator(19, k, (1.0, 0.6), boundary)
+    got = helmholtz.operator(19, cp.asarray(k), (1.0, 0.6), boundary, cp).get()
+    assert (got.indptr == ref.indptr).all() and (got.indices == ref.indices).all()
+    assert np.allclose(got.data, ref.data, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
+@pytest.mark.parametrize("dim,n,prolongation", [(2, 33, "bilinear"), (2, 33, "dezeeuw"), (3, 17, "bilinear")])
+def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n, prolongation):
+    """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
+    NumPy, with either coarsest-grid solve, in 2D (bilinear and de Zeeuw's prolongation) and 3D."""
+    from pcplugins.core import helmholtz, slmg
+    cp = backend.cupy
+    k = 0.625 * (n - 1)
+    M = helmholtz.operator(n, k, shift=(1.0, 0.6), dim=dim)
+    z = np.random.default_rng(2).standard_normal(n ** dim) + 1j
+    kw = dict(coarse_solve=coarse_solve, dim=dim, prolongation=prolongation)
+    ref = slmg.ShiftedLaplaceMG(M, n, np, k, **kw).cycle(z)
+    got = slmg.ShiftedLaplaceMG(M, n, cp, k, **kw).cycle(cp.asarray(z))
+    # the polynomial's roots come from Arnoldi on each device's own Galerkin matrix, equal only to
+    # rounding, and harmonic Ritz values amplify that: the two polynomials differ slightly
+    tol = 1e-10 if coarse_solve == "direct" else 1e-6
+    err = np.abs(cp.asnumpy(got) - ref).max() / np.abs(ref).max()
+    assert err <= tol, err
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 100003, 3000000])
+def test_device_dot_matches_numpy(n, dtype):
+    """sparse.dot's two-stage device reduction (per-block partial sums, then their sum) against
+    NumPy, on sizes around the block size and beyond the 1024 blocks of the first stage."""
+    from pcplugins.core import sparse
+    rng = np.random.default_rng(n)
+    a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    got = sparse.dot(backend.cupy.asarray(a), backend.cupy.asarray(b), backend.cupy)
+    assert got.shape == () and got.dtype == dtype
+    ref = np.dot(a.astype(np.float64), b.astype(np.float64))
+    scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    assert abs(float(got) - ref) <= (1e-12 if dtype == np.float64 else 1e-5) * scale
+
+
+def test_any_all_through_device_wide_reductions():
+    """backend.any_true / all_true (maxima and minima of the bytes, no CUB block reduction to
+    compile per size) against NumPy's any() / all(), empty and strided masks included."""
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 7, 1000, 3001, 100003):
+        for p in (0.0, 1e-4, 0.5, 1.0):
+            m = rng.random(n) < p
+            d = backend.cupy.asarray(m)
+            for host, dev in ((m, d), (m[::3], d[::3])):
+                assert backend.any_true(dev) == bool(host.any()), (n, p)
+                assert backend.all_true(dev) == bool(host.all()), (n, p)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_all_finite_kernel_matches_numpy(dtype):
+    """kernels.all_finite's one-kernel reduction (captured in the PC's graph) against NumPy."""
+    cp = backend.cupy
+    rng = np.random.default_rng(4)
+    for n in (1, 7, 1000, 100003):
+        for bad in (None, np.nan, np.inf, -np.inf):
+            a = rng.standard_normal(n).astype(dtype)
+            if bad is not None:
+                a[rng.integers(n)] = bad
+            d = cp.asarray(a)
+            for host, dev in ((a, d), (a[::3], d[::3])):
+                want = bool(np.isfinite(host).all())
+                out = cp.asarray(not want)              # the kernel must overwrite it
+                kernels.all_finite(dev, out)
+                assert bool(out) == want, (n, bad)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (33, 17, 9)])
+@pytest.mark.parametrize("kind", ["star", "box"])
+@pytest.mark.parametrize("index", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
+    """core.csrstencil's kernels (offsets present, then the scatter) against its twin, on a
+    matrix with the stored zeros of DMCreateMatrix; and the wide and NaN reports."""
+    from test_csrstencil import random_stencil_matrix
+
+    from pcplugins.core import csrstencil
+    cp = backend.cupy
+    offsets = stencil.star_offsets(len(shape)) if kind == "star" else stencil.box_offsets(len(shape))
+    _, A = random_stencil_matrix(shape, offsets, seed=5)
+    arrays = [cp.asarray(A.indptr.astype(index)), cp.asarray(A.indices.astype(index)), cp.asarray(A.data)]
+    assert csrstencil.kernels_apply(*arrays)
+    got = csrstencil.stencil_of_csr(*arrays, shape, dtype)
+    ref = csrstencil.stencil_of_csr_twin(A.indptr, A.indices, A.data, shape, dtype)
+    assert got.offsets == ref.offsets and not got.wide and not got.nonfinite
+    for g, r in zip(got.coefs, ref.coefs):
+        assert g.dtype == np.dtype(dtype) and np.array_equal(backend.to_host(g), r)
+    bad = A.data.copy()
+    bad[A.indptr[3] + 1] = np.inf
+    assert csrstencil.stencil_of_csr(arrays[0], arrays[1], cp.asarray(bad), shape, dtype).nonfinite
+    far = A.tolil()
+    far[0, A.shape[1] - 1] = 1.0
+    far = far.tocsr()
+    assert csrstencil.stencil_of_csr(cp.asarray(far.indptr.astype(index)), cp.asarray(far.indices.astype(index)),
+                                     cp.asarray(far.data), shape, dtype).wide

@@ -1,0 +1,277 @@
+"""The PCs on PETSc's CUDA vectors and matrices against the same solves on the host (skipped where
+CuPy, a GPU or a CUDA PETSc is missing)."""
+import numpy as np
+import pytest
+
+from conftest import amg_solve, gpu, petsc_options, petsc_solve, real_scalars
+
+pytestmark = gpu
+
+def _petsc_solve(n, extra, jump=1.0):
+    """The solution, the PC's Python context and the KSP (keep it while reading the context:
+    destroying the KSP resets its PC)."""
+    from petsc4py import PETSc
+
+    from problems import poisson_system
+    with petsc_options(extra):      # -mat_type must be set before the matrix is created
+        da, A, b = poisson_system(n, 3, "petsc", jump=jump)
+        ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=6,
+                             norm_type=PETSc.KSP.NormType.NONE)
+    return x.getArray().copy(), ksp.getPC().getPythonContext(), ksp
+
+
+@real_scalars
+@pytest.mark.parametrize("variant", [{"mat_type": "aijcusparse"}, {"mat_type": "aijcusparse", "pc_gmg_graph": "0"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_fused": "0"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_gpu_levels": "2"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", "pc_gmg_pre": "2",
+                                      "pc_gmg_post": "2", "pc_gmg_multiplicative_cycles": "2"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", "pc_gmg_graph": "0",
+                                      "pc_gmg_multiplicative_cycles": "3"},
+                                     {"mat_type": "aijcusparse", "pc_gmg_graph": "0", "pc_gmg_graph_coarse": "0"},
+                                     {"pc_gmg_device": "gpu"}])
+def test_petsc_cuda_vectors_match_host(variant):
+    jump = 0.0 if variant.get("pc_gmg_operator") == "laplacian" else 1.0   # declared: kappa = 1
+    device_only = ("pc_gmg_graph", "pc_gmg_graph_coarse", "pc_gmg_fused", "pc_gmg_device", "pc_gmg_gpu_levels")
+    same = {k: v for k, v in variant.items() if k.startswith("pc_gmg_") and k not in device_only}
+    host, hctx, hksp = _petsc_solve(33, same, jump)
+    dev, dctx, dksp = _petsc_solve(33, variant, jump)
+    assert hctx.device == "cpu" and dctx.device == "gpu"
+    if variant.get("pc_gmg_graph") == "0":       # the coarse levels' graph unless turned off too
+        replayed = "replayed as one graph" in dctx.graph_note
+        assert replayed == (variant.get("pc_gmg_graph_coarse") != "0"), dctx.graph_note
+    assert np.linalg.norm(host - dev) <= 1e-10 * np.linalg.norm(host)
+
+
+@real_scalars
+@pytest.mark.parametrize("smoother", [{}, {"pc_gmg_operator": "laplacian"}, {"pc_gmg_smoother": "adi"}])
+def test_single_precision_cycle_cuda_matches_host(smoother):
+    host, _, _ = _petsc_solve(33, dict(smoother, pc_gmg_precision="single"), 0.0)
+    dev, ctx, ksp = _petsc_solve(33, dict(smoother, pc_gmg_precision="single", mat_type="aijcusparse"), 0.0)
+    assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
+    assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
+
+
+@real_scalars
+@pytest.mark.parametrize("extra", [{}, {"pc_gmg_precision": "single"}, {"pc_gmg_fused": "0"},
+                                   {"pc_gmg_graph": "0"}])
+def test_nan_on_cuda_vectors_sets_failed_reason(extra):
+    """The finiteness check runs inside the cycle (and its CUDA graph); its flag, read at the
+    next application, sets the PC's failed reason. (PCApply directly: CG would see the NaN in
+    its own dot products first.)"""
+    from petsc4py import PETSc
+
+    from problems import poisson_system
+    with petsc_options({"mat_type": "aijcusparse", "pc_gmg_operator": "laplacian", **extra}):
+        da, A, b = poisson_system(17, 3, "petsc")
+        ksp, _ = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=2)
+    pc, y, bad = ksp.getPC(), b.duplicate(), b.copy()
+    ctx = pc.getPythonContext()
+    assert ctx.device == "gpu" and ctx.graph_note.startswith("on") == ("pc_gmg_graph" not in extra)
+    bad.setValue(100, np.nan)
+    bad.assemble()
+    pc.apply(b, y)
+    pc.apply(b, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.NOERROR
+    pc.apply(bad, y)
+    pc.apply(b, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.SUBPC_ERROR
+
+
+@real_scalars
+@pytest.mark.parametrize("mixed", [{"pc_gmg_mixed_inner_cycles": "2"},
+                                   {"pc_gmg_mixed_inner_cycles": "2", "pc_gmg_operator": "laplacian"},
+                                   {"pc_gmg_mixed_inner_digits": "6"}])
+def test_mixed_defect_correction_cuda_matches_host(mixed):
+    """Defect correction on the GPU (float64 residual on the device, float32 cycles; captured as a
+    graph when the cycle count is fixed) against the host."""
+    host, _, _ = _petsc_solve(33, mixed, 0.0)
+    dev, ctx, ksp = _petsc_solve(33, dict(mixed, mat_type="aijcusparse"), 0.0)
+    assert ctx.device == "gpu" and ctx.mg.levels[0].u.dtype == np.float32
+    assert ctx.graph_note.startswith("on") == ("pc_gmg_mixed_inner_cycles" in mixed)
+    # the digits test reads a norm between cycles: the coarse levels alone are a graph
+    assert ("replayed as one graph" in ctx.graph_note) == ("pc_gmg_mixed_inner_digits" in mixed)
+    assert np.linalg.norm(host - dev) <= 1e-5 * np.linalg.norm(host)
+
+
+@real_scalars
+@pytest.mark.parametrize("precision,tol", [("double", 1e-12), ("single", 1e-5)])
+def test_fft_poisson_cuda_matches_host(precision, tol):
+    from problems import poisson_system
+    out = []
+    for extra in ({}, {"mat_type": "aijcusparse"}):
+        with petsc_options(dict(extra, pc_fft_precision=precision)):
+            da, A, b = poisson_system(33, 3, "petsc")
+            # the second application replays the captured graph when capture works
+            ksp, x = petsc_solve(da, A, b, None, "preonly", pc="pcplugins.FFTPoisson", solves=2)
+        out.append((x.getArray().copy(), ksp.getPC().getPythonContext()))
+    (host, hctx), (dev, dctx) = out
+    assert hctx.device == "cpu" and dctx.device == "gpu"
+    assert np.linalg.norm(host - dev) <= tol * np.linalg.norm(host)
+
+
+@real_scalars
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+def test_amg_petsc_cuda_matches_host(method):
+    """aijcusparse + CUDA Vecs: the matrix is read on the device, setup and cycle run on CuPy,
+    and the iteration count equals the host run's."""
+    import meshes
+    A, xy = meshes.p1_poisson(*meshes.mesh("disk", 24))
+    its = {}
+    for mat_type in ("aij", "aijcusparse"):
+        it, res, ksp = amg_solve(A, xy, {"pc_amg_aggregation": method, "pc_amg_coarse_size": 100},
+                                 rtol=1e-8, mat_type=mat_type)
+        ctx = ksp.getPC().getPythonContext()
+        its[mat_type] = (it, ctx.device, ctx.matrix_source, ksp.getSolution().getType())
+    assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
+    assert "cuda" in its["aijcusparse"][3] and "device" in its["aijcusparse"][2]
+    assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
+
+
+@real_scalars
+def test_amg_cycle_is_captured_as_a_graph():
+    """The cycle is captured (on the first application: no eager run first) and PCReset frees the
+    graphs at once: they refer back to the PC's context, a cycle only the garbage collector breaks."""
+    import gc
+    import weakref
+
+    import meshes
+    A, xy = meshes.p1_poisson(*meshes.mesh("uniform", 48))
+    it, res, ksp = amg_solve(A, xy, rtol=1e-8, mat_type="aijcusparse")
+    ctx = ksp.getPC().getPythonContext()
+    text = "\n".join(ctx.describe())
+    assert "CUDA graph on" in text, text
+    assert res < 1e-8 and it <= 14
+    assert not ctx._graphs.failed
+    graphs = weakref.ref(ctx._graphs)
+    gc.disable()
+    try:
+        ksp.getPC().reset()
+        assert graphs() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("krylov", ["bcgs", "idrs"])
+@pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
+def test_shifted_laplace_petsc_cuda_matches_host(coarse_solve, krylov):
+    """aijcusparse + CUDA Vecs: the PC reads and writes PETSc's device memory (DLPack with a real
+    PETSc, the raw device pointer with complex scalars), replays its cycle as a CUDA graph and gives
+    the host run's result and iteration count, under Bi-CGSTAB and pcplugins.IDRS (run with both
+    builds: PCPLUGINS_SCALAR=complex .gpu/setup.sh)."""
+    from problems import helmholtz_system
+    N, k = 32, 20.0
+    options = {"pc_sl_k": k, "ksp_pc_side": "right", "pc_sl_coarse": coarse_solve}
+    if krylov == "idrs":
+        options.update(ksp_python_type="pcplugins.IDRS", ksp_idrs_s=4)
+    out = {}
+    for mat_type in ("aij", "aijcusparse"):
+        with petsc_options({"mat_type": mat_type}):
+            da, A, b = helmholtz_system(N, k)
+        ksp, x = petsc_solve(da, A, b, options, ksp_type="python" if krylov == "idrs" else krylov,
+                             pc="pcplugins.ShiftedLaplace", rtol=1e-6)
+        assert ksp.getConvergedReason() > 0, (mat_type, ksp.getConvergedReason())
+        pc, y = ksp.getPC(), b.duplicate()
+        pc.apply(b, y)
+        out[mat_type] = (ksp.getIterationNumber(), pc.getPythonContext().device, b.getType(),
+                         y.getArray().copy(), x.getArray().copy())
+        text = "\n".join(pc.getPythonContext().describe())
+        from petsc4py import PETSc
+        y_host = PETSc.Vec().createSeq(b.getSize(), comm=PETSc.COMM_SELF)   # a KSP may mix Vec kinds
+        pc.apply(b, y_host)
+        assert np.allclose(y_host.getArray(), out[mat_type][3], rtol=1e-12, atol=0)
+    assert "CUDA graph on" in text, text
+    assert out["aij"][1] == "cpu" and out["aijcusparse"][1] == "gpu" and "cuda" in out["aijcusparse"][2]
+    assert out["aij"][0] == out["aijcusparse"][0]
+    for i in (3, 4):
+        ref = out["aij"][i]
+        assert np.allclose(out["aijcusparse"][i], ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dim,N", [(2, 32), (3, 16)])
+def test_shifted_laplace_stencil_levels_on_cuda_vecs(dim, N):
+    """-pc_sl_hierarchy stencil (the levels MPI runs use) on CUDA Vecs: multigrid.py's CuPy kernels
+    on complex arrays give the host run's application and Bi-CGSTAB count (both builds)."""
+    from problems import helmholtz_system
+    k = 0.625 * N
+    out = {}
+    for mat_type in ("aij", "aijcusparse"):
+        with petsc_options({"mat_type": mat_type}):
+            da, A, b = helmholtz_system(N, k, dim=dim)
+        ksp, x = petsc_solve(da, A, b, {"pc_sl_k": k, "ksp_pc_side": "right", "pc_sl_hierarchy": "stencil"},
+                             ksp_type="bcgs", pc="pcplugins.ShiftedLaplace", rtol=1e-6)
+        pc, y = ksp.getPC(), b.duplicate()
+        pc.apply(b, y)
+        out[mat_type] = (ksp.getIterationNumber(), pc.getPythonContext().device, y.getArray().copy())
+    assert out["aij"][1] == "cpu" and out["aijcusparse"][1] == "gpu"
+    assert abs(out["aij"][0] - out["aijcusparse"][0]) <= 1
+    ref = out["aij"][2]
+    assert np.allclose(out["aijcusparse"][2], ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
+
+@gpu
+@real_scalars
+@pytest.mark.parametrize("pc,extra", [
+    ("pcplugins.GMG", {}), ("pcplugins.GMG", {"pc_gmg_graph": "0"}),
+    ("pcplugins.GMG", {"pc_gmg_operator": "laplacian", "pc_gmg_precision": "single", "pc_gmg_pre": "2",
+                       "pc_gmg_post": "2", "pc_gmg_multiplicative_cycles": "5", "pc_gmg_graph": "0"}),
+    ("pcplugins.AMG", {}), ("pcplugins.FFTPoisson", {})])
+def test_destroy_returns_gpu_memory_without_the_collector(pc, extra):
+    """Create, solve, destroy four times with Python's cyclic collector off: the GPU memory in use
+    after each round stays that of the first (the graphs' and the hierarchy's reference cycles are
+    broken by PCDestroy; before, each round left the hierarchy for the collector)."""
+    import gc
+
+    import cupy
+    from petsc4py import PETSc
+
+    from problems import poisson_system
+    gc.collect()
+    gc.disable()
+    try:
+        used = []
+        for _ in range(4):
+            with petsc_options(dict({"mat_type": "aijcusparse"}, **extra)):
+                da, A, b = poisson_system(65, 3, "petsc", jump=0.0)
+                ksp, x = petsc_solve(da, A, b, None, "cg", pc=pc, max_it=3, norm_type=PETSc.KSP.NormType.NONE)
+            assert ksp.getPC().getPythonContext().device == "gpu"
+            for obj in (ksp, x, b, A, da):
+                obj.destroy()
+            del ksp, x, b, A, da
+            cupy.cuda.Device().synchronize()
+            # the default pool's cached free blocks are no leak (and vary with fragmentation):
+            # given back first, so what stays in use is what is still referenced
+            cupy.get_default_memory_pool().free_all_blocks()
+            free, total = cupy.cuda.runtime.memGetInfo()
+            used.append(total - free)
+    finally:
+        gc.enable()
+    assert max(used[1:]) - used[1] < 2 ** 20, [u / 2 ** 20 for u in used]
+
+
+@gpu
+@real_scalars
+@pytest.mark.parametrize("dim,n", [(2, 65), (3, 33)])
+def test_neumann_on_the_gpu_matches_the_host(dim, n):
+    """The Neumann hierarchy (boundary nodes kept as coarse points) on CUDA vectors, with the fused
+    linear transfers, gives the host's iterates."""
+    from petsc4py import PETSc
+
+    from problems import neumann_system
+    out = {}
+    for mat_type in ("aij", "aijcusparse"):
+        with petsc_options({"mat_type": mat_type}):
+            da, A, b = neumann_system(n, dim, "vertex")
+        if mat_type == "aijcusparse":
+            da.setVecType("cuda")
+            A = A.convert("aijcusparse")
+            A.setNullSpace(PETSc.NullSpace().create(constant=True))
+            bc = A.createVecLeft()
+            bc.setArray(b.getArray())
+            b = bc
+        ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=5, norm_type=PETSc.KSP.NormType.NONE)
+        ctx = ksp.getPC().getPythonContext()
+        assert ctx.mg.levels[0].box.keep_ends and ctx.device == ("gpu" if mat_type == "aijcusparse" else "cpu")
+        out[mat_type] = x.getArray().copy()
+    assert np.linalg.norm(out["aij"] - out["aijcusparse"]) <= 1e-10 * np.linalg.norm(out["aij"])

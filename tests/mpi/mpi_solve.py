@@ -1,0 +1,48 @@
+"""Run under mpiexec by test_mpi.py: solve one model problem and save (on rank 0) the solution in
+natural ordering, the iteration count and the converged reason.
+
+    mpiexec -n P python tests/mpi/mpi_solve.py OUT.npz n|NXxNYxNZ dim convention jump [PETSc options]
+
+Poisson (poisson_system) with CG and pcplugins.GMG, or with ``convention`` helmholtz MP1 on
+(n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned Bi-CGSTAB and
+pcplugins.ShiftedLaplace.
+"""
+import os
+import sys
+
+import petsc4py
+
+out, n, dim, convention, jump = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+n = tuple(int(m) for m in n.split("x")) if "x" in n else int(n)      # "33x33x7": points along x, y, z
+petsc4py.init([sys.argv[0]] + sys.argv[6:])
+import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from conftest import amg_galerkin_error, petsc_solve  # noqa: E402  (tests/conftest.py; adds examples/ to the path)
+from problems import helmholtz_system, natural_array, poisson_system  # noqa: E402
+
+# pcplugins.GMG / ShiftedLaplace unless the options choose the PC (bjacobi with pcplugins.AMG blocks)
+mg = "-pc_type" not in sys.argv
+if convention == "helmholtz":
+    da, A, b = helmholtz_system(n, jump, dim=dim)
+    ksp, x = petsc_solve(da, A, b, {"pc_sl_k": jump, "ksp_pc_side": "right"}, "bcgs",
+                         pc="pcplugins.ShiftedLaplace", rtol=1e-6, max_it=200)
+else:
+    da, A, b = poisson_system(n, dim, convention, jump=jump)
+    ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
+u = natural_array(da, x)
+levels = replicated = axis_levels = 0
+galerkin_error = -1.0
+pc = ksp.getPC()
+if mg:
+    ctx = pc.getPythonContext()
+    levels, replicated = len(ctx.mg.levels), sum(getattr(lev, "replicated", False) for lev in ctx.mg.levels)
+    # coarse levels of an even axis (stencil.AxisLaplacian)
+    axis_levels = sum(hasattr(lev.op, "tail") for lev in getattr(ctx.mg, "levels", []))
+elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
+    galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
+    levels = len(pc.getPythonContext().mg.levels)
+if PETSc.COMM_WORLD.getRank() == 0:
+    numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
+                levels=levels, replicated=replicated, galerkin_error=galerkin_error, axis_levels=axis_levels)

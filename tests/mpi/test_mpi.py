@@ -1,0 +1,330 @@
+"""pcplugins.GMG and pcplugins.ShiftedLaplace under mpiexec with 1-4 ranks (tests/mpi/mpi_solve.py):
+the iterates do not depend on the number of ranks (global colours, nested partitions, a ghost
+update after each colour, the coarse levels gathered onto every rank once some rank would own no
+points). pcplugins.AMG runs with its hierarchy distributed by rows, and as the block solver of
+PETSc's bjacobi."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, gpu, pcplugins_env
+
+HERE = os.path.dirname(__file__)
+MPIEXEC = shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+
+
+def mpiexec(P, script, args, timeout=300):
+    """``script`` (a path from tests/mpi/) under mpiexec on P ranks, pcplugins importable."""
+    cmd = [MPIEXEC, "-n", str(P), sys.executable, os.path.join(HERE, script), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=pcplugins_env())
+
+
+def run(tmp_path, P, problem, options):
+    out = str(tmp_path / f"out{P}.npz")
+    res = mpiexec(P, "mpi_solve.py", [out, *map(str, problem), *options])
+    assert res.returncode == 0, res.stdout + res.stderr
+    with np.load(out) as saved:          # read now: the next run writes the same file
+        return dict(saved)
+
+
+# -pc_gmg_gather_size 0 keeps every level that can be divided distributed (more ghost updates to
+# test); the default gathers these small grids right below the finest level.
+NOGATHER = ["-pc_gmg_gather_size", "0"]
+CASES = [((17, 3, "petsc", 0.0), NOGATHER),
+         ((20, 3, "interior", 2.0), NOGATHER + ["-pc_gmg_smoother", "multicolor"]),
+         ((45, 2, "interior", 3.0), NOGATHER + ["-pc_gmg_cycle", "w"]),
+         ((33, 2, "petsc", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"]),
+         ((19, 3, "interior", 1.0), ["-pc_gmg_smoother", "chebyshev"]),
+         # even axes: coarse levels of stencil.AxisLaplacian, its last cell on the last rank
+         ((34, 3, "petsc", 0.0), NOGATHER),
+         (("40x26", 2, "interior", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"])]
+
+
+@pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_fixed_iterations_equal_serial(tmp_path, problem, options):
+    fixed = options + ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
+    ref = run(tmp_path, 1, problem, fixed)
+    for P in (2, 3, 4):
+        got = run(tmp_path, P, problem, fixed)
+        assert got["levels"] == ref["levels"] and got["replicated"] >= 1
+        assert got["axis_levels"] == ref["axis_levels"] and (ref["axis_levels"] > 0) == (problem[0] in (34, "40x26"))
+        if options[:2] == NOGATHER:
+            assert got["replicated"] < got["levels"] - 1     # some coarse level stays distributed
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+
+
+# the same on the GPU (CUDA Vecs, aijcusparse): the ghost layers go device to device through CUDA
+# IPC, or through pinned host buffers; every rank on GPU 0, as on a one-GPU machine
+GPU = ["-mat_type", "aijcusparse"]
+GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6],
+             ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"]),
+             # the layers through pinned host buffers instead of CUDA IPC (auto's choice here)
+             (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "host"]),
+             (CASES[1][0], CASES[1][1] + ["-pc_gmg_ghost_transport", "host"])]
+
+
+@gpu
+@pytest.mark.parametrize("problem,options", GPU_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gpu_fixed_iterations_equal_serial(tmp_path, problem, options):
+    """Four CG iterations on 2 and 3 ranks sharing the GPU give the one-rank GPU solution to 1e-10
+    (1e-5 with float32 cycles, whose rounding depends on the blocks), and the host's to 1e-8."""
+    fixed = options + ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
+    host = run(tmp_path, 1, problem, fixed)
+    ref = run(tmp_path, 1, problem, fixed + GPU)
+    tol = 1e-5 if "single" in options else 1e-10
+    assert np.linalg.norm(ref["u"] - host["u"]) <= max(tol, 1e-8) * np.linalg.norm(host["u"])
+    for P in (2, 3):
+        got = run(tmp_path, P, problem, fixed + GPU)
+        assert got["levels"] == ref["levels"] and got["replicated"] >= 1
+        assert np.linalg.norm(got["u"] - ref["u"]) <= tol * np.linalg.norm(ref["u"])
+
+
+def test_converged_counts_match_serial(tmp_path):
+    problem = (33, 3, "petsc", 4.0)
+    its = [int(run(tmp_path, P, problem, [])["its"]) for P in (1, 2, 3, 4)]
+    assert all(abs(k - its[0]) <= 1 for k in its), its
+    assert its[0] < 60
+
+
+# pcplugins.ShiftedLaplace, MP1 on (n + 1)^dim points with k = 0.625 n (tests/mpi/mpi_solve.py).
+# -pc_sl_hierarchy stencil on one rank: the levels MPI runs use (the default there), which give the
+# default CSR levels' preconditioner to rounding (test_shifted_laplace.py).
+STENCIL = ["-pc_sl_hierarchy", "stencil"]
+SL_CASES = [(32, 2, "helmholtz", 20.0), (16, 3, "helmholtz", 10.0)]
+
+
+@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d")
+def test_shifted_laplace_fixed_iterations_equal_serial(tmp_path, problem):
+    """Four Bi-CGSTAB iterations on 2-4 ranks give the serial solution to 1e-10 (measured 1e-15),
+    with the finer two of three levels distributed (-pc_sl_gather_size 0): global colours and a
+    ghost update after each colour. ``make test`` runs this in the complex build as well."""
+    fixed = STENCIL + ["-pc_sl_gather_size", "0", "-ksp_max_it", "4"]
+    ref = run(tmp_path, 1, problem, fixed)
+    for P in (2, 3, 4):
+        got = run(tmp_path, P, problem, fixed)
+        assert got["levels"] == ref["levels"] == 3 and got["replicated"] == 1 and got["its"] == 4
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+
+
+def test_shifted_laplace_under_idrs_equal_serial(tmp_path):
+    """pcplugins.IDRS (IDR(4)) around ShiftedLaplace: three iterations on 2 and 3 ranks give the
+    serial solution to 1e-10 (measured 4e-14): its shadow vectors are a hash of the natural grid
+    index, not of the rank."""
+    fixed = STENCIL + ["-ksp_type", "python", "-ksp_python_type", "pcplugins.IDRS", "-ksp_idrs_s", "4",
+                       "-ksp_max_it", "3"]
+    problem = SL_CASES[0]
+    ref = run(tmp_path, 1, problem, fixed)
+    for P in (2, 3):
+        got = run(tmp_path, P, problem, fixed)
+        assert got["its"] == ref["its"] == 3
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+
+
+def test_shifted_laplace_converged_counts_match_serial(tmp_path):
+    """Bi-CGSTAB to 1e-6 on 33^2 (an odd grid: the ranks own unequal parts): the default levels on
+    2-4 ranks need the serial count within one (measured 18 on every count of ranks)."""
+    problem = SL_CASES[0]
+    its = [int(run(tmp_path, 1, problem, STENCIL)["its"])] + [int(run(tmp_path, P, problem, [])["its"])
+                                                              for P in (2, 3, 4)]
+    assert all(abs(k - its[0]) <= 1 for k in its), its
+    assert its[0] < 30
+
+
+@gpu
+@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d")
+def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
+    """ShiftedLaplace's complex levels on the GPU under MPI: four Bi-CGSTAB iterations on 2 and 3
+    ranks give the one-rank GPU solution to 1e-10."""
+    fixed = STENCIL + ["-pc_sl_gather_size", "0", "-ksp_max_it", "4"] + GPU
+    ref = run(tmp_path, 1, problem, fixed)
+    for P, transport in ((2, "auto"), (3, "auto"), (2, "host")):
+        got = run(tmp_path, P, problem, fixed + ["-pc_sl_ghost_transport", transport])
+        assert got["its"] == 4
+        assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+
+
+AMG = ["-ksp_type", "fcg", "-ksp_fcg_mmax", "1", "-pc_type", "python", "-pc_python_type", "pcplugins.AMG"]
+# -pc_amg_gather_size 0 keeps every level distributed; 500 gathers from the second level on
+AMG_CASES = [((45, 2, "interior", 3.0), ["-pc_amg_aggregation", "auxgrid", "-pc_amg_coarse_size", "10",
+                                         "-pc_amg_gather_size", "0"]),
+             ((45, 2, "interior", 3.0), ["-pc_amg_aggregation", "pairwise", "-pc_amg_coarse_size", "10",
+                                         "-pc_amg_gather_size", "0"]),
+             ((15, 3, "interior", 2.0), ["-pc_amg_smoother", "l1jacobi", "-pc_amg_cycle", "w",
+                                         "-pc_amg_gather_size", "0"]),
+             ((45, 2, "interior", 3.0), ["-pc_amg_coarse_size", "10", "-pc_amg_gather_size", "500"]),
+             ((45, 2, "interior", 3.0), ["-pc_amg_smoother", "chebyshev", "-pc_amg_coarse_size", "10",
+                                         "-pc_amg_gather_size", "0"])]
+
+
+@pytest.mark.parametrize("problem,options", AMG_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_distributed_amg(tmp_path, problem, options):
+    """The distributed hierarchy (aggregates within a rank, hybrid smoothers, global inner products,
+    the coarsest level gathered) on 1-4 ranks, fcg(1) to rtol 1e-8 (the DMDA's index grid gives the
+    auxgrid case its coordinates): every coarse matrix equals P^T A P formed from the gathered finer
+    matrix and aggregates, the solution matches a direct solve, and the iteration count grows by at
+    most two over the one-rank count. Measured: 18, 18, 18, 18 (auxgrid), 13, 13, 13, 13 (pairwise),
+    21, 19, 21, 19 (3D, l1-Jacobi, W-cycle), 18, 18, 18, 18 with the levels from the second on
+    gathered onto every rank (-pc_amg_gather_size 500), 17, 17, 17, 17 with Chebyshev (the global
+    polynomial, an exchange per product)."""
+    exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
+    its = []
+    for P in (1, 2, 3, 4):
+        got = run(tmp_path, P, problem, AMG + options)
+        assert int(got["reason"]) > 0 and got["levels"] >= (2 if "500" in options else 3), (P, got["levels"])
+        assert 0 <= float(got["galerkin_error"]) < 1e-12, (P, got["galerkin_error"])
+        assert np.linalg.norm(got["u"] - exact) <= 1e-6 * np.linalg.norm(exact), P
+        its.append(int(got["its"]))
+    assert max(its) <= its[0] + 2 and its[0] <= 25, its
+
+
+@pytest.mark.parametrize("case,message", [("negative", "needs a positive diagonal; row 39"),
+                                          ("nan", "NaN or Inf")])
+def test_distributed_amg_bad_matrix_stops_every_rank(case, message):
+    """A fault in one rank's rows (tests/mpi/mpi_amg_cases.py): every rank raises the error naming it,
+    none hangs waiting for the others."""
+    res = mpiexec(3, "mpi_amg_cases.py", [case], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count(message) >= 3, out
+
+
+def test_distributed_amg_set_up_again_frees_its_communicators():
+    """tests/mpi/mpi_amg_cases.py resetup on 3 ranks: each new operator builds a new hierarchy and
+    frees the old one's neighbourhood communicators (the count stays at the levels' number), and
+    PCReset frees them all."""
+    res = mpiexec(3, "mpi_amg_cases.py", ["resetup"], timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    counts = {line.split(", ")[-1] for line in lines if line.startswith("solve")}
+    assert len(counts) == 1 and counts != {"0 communicators"}, lines
+    assert all("reason 2" in line for line in lines if line.startswith("solve")), lines
+    assert lines[-1] == "after reset: 0 communicators", lines
+
+
+@pytest.mark.parametrize("gather", ["0", "65536"])
+def test_amg_example_in_parallel(gather):
+    """examples/amg_solve.py (P1 elements on a quasi-uniform Delaunay mesh, coefficient jump 10^3,
+    fcg(1) + pcplugins.AMG to a true residual of 1e-8) on 1 and 2 ranks, with every level
+    distributed (gather size 0) and, by default, the 9801 unknowns gathered whole onto every rank
+    (the serial aux-grid AMG with the gathered coordinates): measured 19 iterations each."""
+    its = []
+    for P in (1, 2):
+        res = mpiexec(P, os.path.join(ROOT, "examples", "amg_solve.py"),
+                      ["-n", "100", "-jump", "3", "-pc_amg_gather_size", gather])
+        assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
+        assert float(res.stdout.split("residual ")[1].split(",")[0]) <= 1e-8, res.stdout
+        its.append(int(res.stdout.split(" iterations")[0].split()[-1]))
+    assert its[0] <= 22 and abs(its[1] - its[0]) <= 2, its
+
+
+def test_amg_as_bjacobi_blocks_bounded(tmp_path):
+    """fcg(1) + bjacobi (one block per rank, each block pcplugins.AMG, pairwise aggregation: the
+    blocks have no coordinates) against the same with exact (LU) blocks, on 65^2 to rtol 1e-8.
+    Measured: AMG blocks 13, 42, 50, 41 iterations on 1-4 ranks, LU blocks 1, 32, 42, 35: the growth
+    is block Jacobi's, the AMG adds about ten iterations."""
+    opts = ["-ksp_type", "fcg", "-ksp_fcg_mmax", "1", "-pc_type", "bjacobi", "-sub_ksp_type", "preonly"]
+    amg = opts + ["-sub_pc_type", "python", "-sub_pc_python_type", "pcplugins.AMG"]
+    lu = opts + ["-sub_pc_type", "lu"]
+    problem = (65, 2, "interior", 0.0)
+    for P in (1, 2, 3, 4):
+        got, exact = run(tmp_path, P, problem, amg), run(tmp_path, P, problem, lu)
+        assert int(got["reason"]) > 0 and int(got["its"]) <= max(16, int(exact["its"]) + 12), (P, got["its"])
+        assert np.linalg.norm(got["u"] - exact["u"]) <= 1e-6 * np.linalg.norm(exact["u"])
+
+
+def test_shifted_laplace_example_in_parallel(tmp_path):
+    """examples/helmholtz_solve.py under mpiexec: the same iterations and the same PNG (the real
+    part of the solution, gathered to rank 0) on 1 rank with the stencil levels MPI runs (the default
+    there is the CSR levels with de Zeeuw's prolongation) and on 2 ranks."""
+    out = {}
+    for P in (1, 2):
+        png = tmp_path / f"mp1_{P}.png"
+        res = mpiexec(P, os.path.join(ROOT, "examples", "helmholtz_solve.py"),
+                      ["-N", "32", "-png", str(png)] + STENCIL * (P == 1))
+        assert res.returncode == 0 and "reason 2" in res.stdout, res.stdout + res.stderr
+        out[P] = (res.stdout.split("iterations")[0], png.read_bytes())
+    assert out[1] == out[2]
+
+
+@pytest.mark.parametrize("case,message", [
+    ("coords_rank0", "vertex coordinates were found on some ranks only"),
+    ("coords_length", "the coordinates Vec has"),
+    ("coords_nan", "the coordinates contain NaN or Inf"),
+    ("wavenumber_length", "the Vec \"wavenumber\" composed on the PC has 288 entries, expected 289"),
+    ("wavenumber_rank0", "pcplugins.ShiftedLaplace needs the wavenumber")])
+def test_bad_input_on_one_rank_stops_every_rank(case, message):
+    """An input wrong on one rank only (tests/mpi/mpi_bad_input.py): every rank raises the error with
+    the failing rank's message, within the timeout (a hang fails the test)."""
+    P = 2
+    res = mpiexec(P, "mpi_bad_input.py", [case], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count(message) >= P, out
+    assert "solved" not in out
+
+
+def test_rank_with_one_boundary_layer(tmp_path):
+    """A 33 x 33 x 7 DMDA split 2, 2, 2, 1 along z over 4 ranks: with interior unknowns only (every
+    rank's rows see different stencil offsets; all must build the same stencil) the iterates are
+    the serial ones; with the tutorial convention the last rank owns only the identity rows of the
+    boundary layer, and every rank stops with the message that says so (no hang)."""
+    split = ["-da_processors_x", "1", "-da_processors_y", "1", "-da_processors_z", "4"]
+    fixed = ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
+    ref = run(tmp_path, 1, ("33x33x7", 3, "interior", 0.0), fixed)
+    got = run(tmp_path, 4, ("33x33x7", 3, "interior", 0.0), fixed + split)
+    assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
+    res = mpiexec(4, "mpi_solve.py", [str(tmp_path / "x.npz"), "33x33x7", "3", "petsc", "0", *split], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count("rank 3 of 4 owns only boundary points") >= 4, out
+
+
+@pytest.mark.parametrize("n,options", [(3, []), (9, []), (33, ["-pc_gmg_levels", "1"])])
+def test_poisson_example_small_grids_rank_independent(n, options):
+    """examples/poisson.py on 2D grids too small to coarsen much (3^2: one unknown on the second
+    rank's row, the hang of an earlier version; 9^2) and with one level forced: the coarsest solve is
+    of the whole problem on every rank, so 2 ranks take the iterations of 1."""
+    its = []
+    for P in (1, 2):
+        res = mpiexec(P, os.path.join(ROOT, "examples", "poisson.py"),
+                      ["-n", str(n), "-dim", "2", "-ksp_rtol", "1e-8", *options], timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        its.append(res.stdout)
+    count = [int(s.split(" iterations")[0].split()[-1]) for s in its]
+    assert count[0] == count[1] and count[0] <= 2, its
+
+
+def test_homg_under_mpi_names_the_rank_count():
+    res = mpiexec(2, os.path.join(ROOT, "examples", "poisson.py"),
+                  ["-n", "17", "-dim", "2", "-ksp_type", "richardson", "-pc_gmg_cycle", "homg"], timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and out.count("-pc_gmg_cycle homg runs on one MPI rank, this PC has 2") >= 2, out
+
+
+BLAS_PROBE = """
+import os, sys
+from pcplugins.petsc import blas
+cores = len(os.sched_getaffinity(0))
+libs = blas._openblas_libraries()
+assert libs, "no OpenBLAS found among the mapped libraries"
+assert blas.share_cores(1) == {}
+changed = blas.share_cores(cores)
+assert changed and all(after == 1 < before for before, after in changed.values()), changed
+assert all(int(get()) == 1 for _, get, _ in libs)
+print("ok", changed)
+"""
+
+
+def test_blas_threads_shared_among_ranks():
+    """With as many ranks on the node as cores, every OpenBLAS loaded (NumPy's at least) drops to
+    one thread; with one rank nothing changes. In a fresh process started with a thread per core."""
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: nothing to share")
+    cores = len(os.sched_getaffinity(0))
+    env = pcplugins_env(OPENBLAS_NUM_THREADS=str(cores))
+    res = subprocess.run([sys.executable, "-c", "import numpy, scipy.linalg\n" + BLAS_PROBE], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr

@@ -1,0 +1,483 @@
+"""pcplugins.GMG under PETSc KSP: against direct solves, PETSc's PCMG, option strings and bad input."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg
+from petsc4py import PETSc
+
+import pcplugins
+
+from conftest import ROOT, petsc_solve, true_relative_residual
+from problems import neumann_system, poisson_csr, poisson_system
+
+
+def solve(da, A, b, options, ksp_type="cg", rtol=1e-10, prefix=None):
+    return petsc_solve(da, A, b, options, ksp_type, prefix=prefix or "", rtol=rtol, max_it=500)
+
+
+GMG = {"pc_type": "python", "pc_python_type": "pcplugins.GMG"}
+
+
+@pytest.mark.parametrize("dim,n,convention", [(2, 31, "interior"), (2, 33, "petsc"), (3, 15, "interior"),
+                                              (3, 17, "petsc"), (3, 12, "interior")])
+def test_cg_gmg_matches_direct_solve(dim, n, convention):
+    da, A, b = poisson_system(n, dim, convention, rhs="random")
+    ksp, x = solve(da, A, b, GMG)
+    assert ksp.getConvergedReason() > 0
+    assert ksp.getIterationNumber() <= 14
+    _, indptr, cols, vals = poisson_csr(n, dim, convention)
+    S = sp.csr_matrix((vals, cols, indptr))
+    ref = scipy.sparse.linalg.spsolve(S.tocsc(), b.getArray())
+    assert np.linalg.norm(x.getArray() - ref) <= 1e-7 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev", "line_x", "adi"])
+@pytest.mark.parametrize("cycle", ["v", "w", "f"])
+def test_every_smoother_and_cycle_under_cg(smoother, cycle):
+    da, A, b = poisson_system(17, 2, "petsc", jump=2.0)
+    ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_smoother=smoother, pc_gmg_cycle=cycle))
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() < 40
+
+
+def pcmg_iterations(da, A, b, levels):
+    ksp, _ = solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both"},
+                   rtol=1e-8)
+    assert ksp.getConvergedReason() > 0
+    return ksp.getIterationNumber()
+
+
+def mixed_system(n):
+    """-Laplace u = f on an n x n DMDA: zero flux through the faces across x (the boundary nodes
+    are unknowns, graph-Laplacian rows), Dirichlet values eliminated across y (the first and last
+    rows of unknowns keep the eliminated neighbour's coupling on their diagonal)."""
+    da = PETSc.DMDA().create([n, n], stencil_width=1)
+    A = da.createMat()
+    row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
+    (xs, xe), (ys, ye) = da.getRanges()
+    for j in range(ys, ye):
+        for i in range(xs, xe):
+            row.index, diag = (i, j), 0.0
+            for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                if 0 <= i + di < n and 0 <= j + dj < n:
+                    col.index = (i + di, j + dj)
+                    A.setValueStencil(row, col, -1.0)
+                    diag += 1.0
+                elif dj:                      # a Dirichlet neighbour across y, eliminated
+                    diag += 1.0
+            A.setValueStencil(row, row, diag)
+    A.assemble()
+    b = A.createVecLeft()
+    b.setArray(np.random.default_rng(0).standard_normal(b.getLocalSize()))
+    return da, A, b
+
+
+def test_mixed_boundary_conditions_per_axis():
+    """Neumann across x, Dirichlet across y: the ends stay coarse points along x only, and CG
+    iterations stay flat under refinement (measured 8, 8; 8 at 257^2; with zero halos on every face
+    17, 33)."""
+    its = []
+    for n in (33, 129):
+        da, A, b = mixed_system(n)
+        ksp, x = solve(da, A, b, dict(GMG, ksp_norm_type="unpreconditioned"), rtol=1e-8)
+        assert ksp.getConvergedReason() > 0
+        ctx = ksp.getPC().getPythonContext()
+        assert ctx.mg.levels[0].box.keep_ends == (False, True)          # array axes (y, x)
+        assert "across axes x" in " ".join(ctx.describe())
+        its.append(ksp.getIterationNumber())
+    assert its[-1] <= its[0] + 1 and max(its) <= 10, its
+
+
+@pytest.mark.parametrize("centring", ["vertex", "cell"])
+@pytest.mark.parametrize("dim,sizes", [(2, (33, 129)), (3, (17, 33))])
+def test_neumann_iterations_bounded_under_refinement(dim, sizes, centring):
+    """Pure Neumann problems: the boundary nodes are unknowns whose rows sum to zero, so they stay
+    coarse points on every level and interpolation keeps the constants. CG iterations stay flat
+    under refinement (measured 8, 8 in 2D and 10, 10 in 3D, both centrings; PETSc PCMG with
+    Galerkin levels and an SVD coarse solve: 6 and 7); before, the zero halos made them grow (75 and
+    33 at these sizes' larger ends, 110 on ksp ex50 at -da_refine 6). The true residual decides."""
+    its = []
+    for n in sizes:
+        da, A, b = neumann_system(n, dim, centring)
+        ksp, x = solve(da, A, b, dict(GMG, ksp_norm_type="unpreconditioned"), rtol=1e-8)
+        assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1.01e-8
+        its.append(ksp.getIterationNumber())
+        assert ksp.getPC().getPythonContext().mg.levels[0].box.keep_ends
+    assert its[-1] <= its[0] + 1 and max(its) <= (8 if dim == 2 else 10) + 1, its
+
+
+@pytest.mark.parametrize("dim,n,levels", [(2, 65, 5), (3, 33, 4)])
+def test_jumps_of_1e4_no_more_iterations_than_pcmg_galerkin(dim, n, levels):
+    """Same smoothing work as PCMG's default (2 Chebyshev steps down and up): V(2,2) red-black."""
+    da, A, b = poisson_system(n, dim, "petsc", jump=4.0)
+    ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_pre=2, pc_gmg_post=2), rtol=1e-8)
+    ours = ksp.getIterationNumber()
+    assert ksp.getConvergedReason() > 0
+    assert "stored stencil" in " ".join(ksp.getPC().getPythonContext().describe())
+    da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
+    assert ours <= pcmg_iterations(da, A, b, levels)
+
+
+@pytest.mark.parametrize("ksp_type", ["cg", "bcgs", "gmres"])
+def test_option_string_in_subprocess(ksp_type):
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "poisson.py"), "-n", "17", "-dim", "3",
+           "-ksp_type", ksp_type, "-pc_type", "python", "-pc_python_type", "pcplugins.GMG",
+           "-pc_gmg_smoother", "multicolor", "-ksp_rtol", "1e-8", "-ksp_view", "-ksp_converged_reason"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "pcplugins.GMG: geometric multigrid on the DMDA grid 17x17x17" in out.stdout
+    assert "8-colour Gauss-Seidel" in out.stdout
+    assert "CONVERGED" in out.stdout
+    resid = float(out.stdout.split("true relative residual ")[1].split(",")[0])
+    assert resid < 1e-7
+
+
+def test_help_lists_options_and_log_view_shows_events():
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "poisson.py"), "-n", "33", "-dim", "2",
+           "-help", "-log_view"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    for name in ("-pc_gmg_levels", "-pc_gmg_cycle <v>", "-pc_gmg_smoother <redblack>", "-pc_gmg_device <auto>"):
+        assert name in out.stdout
+    for ev in ("GMGSetUp", "GMGApply", "GMGSmooth", "GMGRestrict", "GMGProlong", "GMGCoarse"):
+        assert ev in out.stdout
+
+
+def test_prefixed_pcs_differ():
+    da, A, b = poisson_system(17, 2, "interior")
+    k1, _ = solve(da, A, b, dict(GMG, pc_gmg_cycle="w"), prefix="a_")
+    k2, _ = solve(da, A, b, dict(GMG, pc_gmg_smoother="jacobi"), prefix="b_")
+    d1 = " ".join(k1.getPC().getPythonContext().describe())
+    d2 = " ".join(k2.getPC().getPythonContext().describe())
+    assert "W-cycle" in d1 and "red-black" in d1
+    assert "V-cycle" in d2 and "Jacobi" in d2
+
+
+def test_new_operator_values_trigger_setup_and_reuse_is_honoured():
+    da, A, b = poisson_system(17, 2, "interior")
+    ksp, x = solve(da, A, b, GMG)
+    ctx = ksp.getPC().getPythonContext()
+    first = ctx.mg
+    A.scale(2.0)
+    ksp.setOperators(A)
+    x2 = b.duplicate()
+    ksp.solve(b, x2)
+    assert ctx.mg is not first
+    assert np.allclose(x2.getArray(), 0.5 * x.getArray(), rtol=1e-8, atol=1e-12)
+    assert ksp.getIterationNumber() <= 12
+    second = ctx.mg
+    A.scale(2.0)
+    ksp.setOperators(A)
+    ksp.getPC().setReusePreconditioner(True)
+    ksp.solve(b, x2)   # the hierarchy of 2A preconditions 4A: same iterates up to scaling
+    assert ctx.mg is second
+    assert np.allclose(x2.getArray(), 0.25 * x.getArray(), rtol=1e-6, atol=1e-10)
+    assert "boundary" in " ".join(ksp.getPC().getPythonContext().describe())
+
+
+def test_declared_laplacian_matches_detected():
+    da, A, b = poisson_system(33, 3, "petsc")
+    k1, x1 = solve(da, A, b, dict(GMG, ksp_max_it=4, ksp_norm_type="none"))
+    k2, x2 = solve(da, A, b, dict(GMG, pc_gmg_operator="laplacian", ksp_max_it=4, ksp_norm_type="none"))
+    assert "declared" in " ".join(k2.getPC().getPythonContext().describe())
+    assert np.allclose(x1.getArray(), x2.getArray(), rtol=1e-12, atol=1e-14)
+
+
+def test_matrix_free_shell_with_declared_laplacian():
+    n = 15
+    da, A, b = poisson_system(n, 2, "interior")
+
+    class Shell:
+        def mult(self, mat, x, y):
+            A.mult(x, y)
+    S = PETSc.Mat().createPython(A.getSizes(), Shell())
+    S.setUp()
+    ksp = PETSc.KSP().create()
+    ksp.setDM(da)
+    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(S)
+    ksp.setType("cg")
+    pc = ksp.getPC()
+    pc.setType("python")
+    ctx = pcplugins.GMG()
+    pc.setPythonContext(ctx)
+    PETSc.Options()["pc_gmg_operator"] = "laplacian"
+    ksp.setTolerances(rtol=1e-10)
+    ksp.setFromOptions()
+    x = b.duplicate()
+    ksp.solve(b, x)
+    PETSc.Options().delValue("pc_gmg_operator")
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 12
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+def setup_error(da, A, options=None, ksp_type="cg"):
+    opts = PETSc.Options()
+    options = dict(GMG, **(options or {}))
+    for k, v in options.items():
+        opts[k] = v
+    ksp = PETSc.KSP().create()
+    if da is not None:
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(A)
+    try:
+        with pytest.raises(PETSc.Error) as err:
+            ksp.setFromOptions()
+            ksp.setUp()
+    finally:
+        for k in options:
+            opts.delValue(k)
+    cause = err.value.__cause__ or err.value.__context__
+    return str(cause)
+
+
+def test_error_no_dm():
+    _, A, _ = poisson_system(9, 2)
+    assert "needs a DMDA" in setup_error(None, A)
+
+
+def test_error_dm_not_dmda():
+    _, A, _ = poisson_system(9, 2)
+    plex = PETSc.DMPlex().createBoxMesh([2, 2], simplex=False)
+    assert "type 'plex'" in setup_error(plex, A)
+
+
+def test_error_dof():
+    _, A, _ = poisson_system(9, 2)
+    da = PETSc.DMDA().create([9, 9], dof=2, stencil_width=1)
+    assert "dof 2" in setup_error(da, A)
+
+
+def test_error_mis_sized_operator():
+    da, _, _ = poisson_system(9, 2)
+    _, A, _ = poisson_system(7, 2)
+    assert "49 rows but the DMDA grid 9x9 has 81 points" in setup_error(da, A)
+
+
+def test_error_unknown_option_value():
+    da, A, _ = poisson_system(9, 2)
+    msg = setup_error(da, A, {"pc_gmg_smoother": "ilu"})
+    assert "-pc_gmg_smoother" in msg and "ilu" in msg and "redblack" in msg
+
+
+def test_error_wide_stencil():
+    da, A, _ = poisson_system(9, 2)
+    B = A.duplicate(copy=True)
+    B.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
+    B.setValue(0, 40, -0.1)
+    B.assemble()
+    assert "stencils of width 1" in setup_error(da, B)
+
+
+def test_error_negative_diagonal():
+    da, A, _ = poisson_system(9, 2)
+    A.setValue(40, 40, -1.0)
+    A.assemble()
+    assert "positive diagonal" in setup_error(da, A)
+
+
+@pytest.mark.skipif(pcplugins.backend.gpu_available(), reason="this machine has a GPU")
+def test_error_gpu_without_gpu():
+    da, A, _ = poisson_system(9, 2)
+    msg = setup_error(da, A, {"pc_gmg_device": "gpu"})
+    assert "-pc_gmg_device gpu" in msg and ("CuPy" in msg)
+
+
+def test_nan_in_rhs_stops_the_ksp():
+    da, A, b = poisson_system(9, 2)
+    b.setValue(3, np.nan)
+    b.assemble()
+    ksp, _ = solve(da, A, b, GMG)
+    assert ksp.getConvergedReason() < 0
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")    # inf - inf in the cycle
+@pytest.mark.parametrize("extra", [{}, {"pc_gmg_operator": "laplacian", "pc_gmg_precision": "single"}])
+def test_nan_reaching_the_pc_sets_its_failed_reason(extra):
+    """PCApply directly (a KSP would see the NaN in its own dot products first): on the host the
+    flag is read at once."""
+    da, A, b = poisson_system(9, 3, "petsc")
+    ksp, _ = solve(da, A, b, dict(GMG, **extra))
+    pc, y, bad = ksp.getPC(), b.duplicate(), b.copy()
+    pc.apply(b, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.NOERROR
+    bad.setValue(20, np.inf)
+    bad.assemble()
+    pc.apply(bad, y)
+    assert pc.getFailedReason() == PETSc.PC.FailedReason.SUBPC_ERROR
+
+
+@pytest.mark.parametrize("dim,n,convention,jump", [(2, 65, "interior", 0.0), (3, 33, "petsc", 0.0),
+                                                   (3, 17, "petsc", 4.0)])
+def test_single_precision_cycle_inside_double_cg(dim, n, convention, jump):
+    """-pc_gmg_precision single: float32 hierarchy and cycle, float64 CG; the same iteration
+    count within one, and the double-precision accuracy of the Krylov solution."""
+    da, A, b = poisson_system(n, dim, convention, jump=jump)
+    its, xs = [], []
+    for prec in ("double", "single"):
+        ksp, x = solve(da, A, b, dict(GMG, pc_gmg_precision=prec), rtol=1e-10)
+        assert ksp.getConvergedReason() > 0
+        its.append(ksp.getIterationNumber())
+        xs.append(x.getArray().copy())
+        ctx = ksp.getPC().getPythonContext()
+        assert ctx.mg.levels[0].u.dtype == (np.float32 if prec == "single" else np.float64)
+    assert abs(its[0] - its[1]) <= 1
+    assert np.linalg.norm(xs[0] - xs[1]) <= 1e-8 * np.linalg.norm(xs[0])
+
+
+def test_fmg_as_solver_and_preconditioner():
+    """-pc_gmg_cycle fmg: one cycle under preonly is already a good solve (the algebraic error is
+    of the size of the discretization error, tests/core/test_multigrid.py); under GMRES few iterations."""
+    da, A, b = poisson_system(65, 2, "petsc", rhs="sine")
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_cycle="fmg", pc_gmg_pre=1, pc_gmg_post=2), ksp_type="preonly")
+    assert true_relative_residual(A, b, x) < 0.01          # measured 1e-3
+    ksp, _ = solve(da, A, b, dict(GMG, pc_gmg_cycle="fmg"), ksp_type="gmres", rtol=1e-10)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 8
+
+
+def test_gmg_as_the_coarse_solver_of_pcmg():
+    """Inside a PETSc composite PC: PCMG hands its coarse DMDA (and a Galerkin 27-point coarse
+    operator) to pcplugins.GMG, options under the sub-PC's prefix."""
+    da, A, b = poisson_system(33, 3, "petsc")
+    da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
+    ksp, _ = solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": 2, "pc_mg_galerkin": "both",
+                              "mg_coarse_ksp_type": "preonly", "mg_coarse_pc_type": "python",
+                              "mg_coarse_pc_python_type": "pcplugins.GMG", "mg_coarse_pc_gmg_cycle": "w"},
+                   rtol=1e-8)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 10
+    coarse = ksp.getPC().getMGCoarseSolve().getPC()
+    ctx = coarse.getPythonContext()
+    assert ctx.mg.options.cycle == "w" and "17x17x17" in ctx.describe()[0]
+
+
+@pytest.mark.parametrize("dim,n", [(2, 129), (3, 33)])
+def test_homg_restarted_by_richardson(dim, n):
+    """Restarting HOMG's MFMG cycle on the residual equation is PETSc's Richardson iteration."""
+    da, A, b = poisson_system(n, dim, "petsc")
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_cycle="homg"), ksp_type="richardson", rtol=1e-8)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 14
+    assert "HOMG" in " ".join(ksp.getPC().getPythonContext().describe())
+    with pytest.raises(PETSc.Error):           # needs 2^k + 1 points per axis
+        da, A, b = poisson_system(30, 2, "petsc")
+        solve(da, A, b, dict(GMG, pc_gmg_cycle="homg"), ksp_type="richardson")
+
+
+def test_mixed_precision_defect_correction():
+    """Richardson (float64 residual and update, PETSc) around a float32 cycle is the mixed-precision
+    defect correction of Goddeke and Strzodka: it reaches a residual far below float32's precision
+    in the same number of iterations as the double cycle (measured 21 and 21)."""
+    da, A, b = poisson_system(65, 2, "petsc", jump=2.0)
+    res = {}
+    for prec in ("double", "single"):
+        ksp, x = solve(da, A, b, dict(GMG, pc_gmg_precision=prec, pc_gmg_smoother="adi"),
+                       ksp_type="richardson", rtol=1e-11)
+        res[prec] = (ksp.getIterationNumber(), true_relative_residual(A, b, x))
+    assert res["single"][1] < 1e-10 and abs(res["single"][0] - res["double"][0]) <= 1
+
+
+@pytest.mark.parametrize("dim,n,jump", [(2, 65, 2.0), (3, 17, 0.0)])
+def test_mixed_inner_digits_reaches_double_accuracy(dim, n, jump):
+    """-pc_gmg_mixed_inner_digits: the PC itself runs the defect correction (float64 residual and
+    update, float32 cycles) until the residual fell by that many digits, so preonly solves to double
+    accuracy: the solution equals the double-precision CG solution to 1e-8 (the paper's Table 2: the
+    same l2 error as double), in as many float32 cycles as Richardson needs double cycles (+-1).
+    (A stationary iteration: on 17^3 with jump 2 the V-cycle alone stalls, double or single.)"""
+    da, A, b = poisson_system(n, dim, "petsc", jump=jump)
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_mixed_inner_digits=10), ksp_type="preonly")
+    ctx = ksp.getPC().getPythonContext()
+    _, ref = solve(da, A, b, dict(GMG), rtol=1e-13)
+    kr, _ = solve(da, A, b, dict(GMG), ksp_type="richardson", rtol=1e-10)
+    assert true_relative_residual(A, b, x) < 1e-10 * 1.5
+    assert (x - ref).norm() <= 1e-8 * ref.norm()
+    assert abs(ctx.inner_cycles[-1] - kr.getIterationNumber()) <= 1
+    assert "mixed defect correction" in "\n".join(ctx.describe())
+
+
+def test_mixed_inner_cycles_inside_cg():
+    """-pc_gmg_mixed_inner_cycles 2: two float32 cycles with a float64 residual between them per
+    application, a fixed linear operator, so plain CG keeps working (and needs fewer iterations)."""
+    da, A, b = poisson_system(33, 3, "interior", jump=1.0)
+    k1, _ = solve(da, A, b, dict(GMG), rtol=1e-10)
+    k2, _ = solve(da, A, b, dict(GMG, pc_gmg_mixed_inner_cycles=2), rtol=1e-10)
+    assert k2.getConvergedReason() > 0 and k2.getIterationNumber() < k1.getIterationNumber()
+
+
+def test_multiplicative_cycles_trade_cg_iterations_for_cycles():
+    """-pc_gmg_multiplicative_cycles 2 with V(2,2), as in the benchmark's fastest row: a symmetric
+    operator, so CG converges, in fewer iterations (10 -> 4 at 257^3), and -ksp_view says so."""
+    da, A, b = poisson_system(33, 3, "petsc")
+    true_norm = dict(rtol=1e-8, max_it=100, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+    k1, _ = petsc_solve(da, A, b, dict(GMG, pc_gmg_operator="laplacian"), **true_norm)
+    opts = dict(GMG, pc_gmg_operator="laplacian", pc_gmg_pre=2, pc_gmg_post=2, pc_gmg_multiplicative_cycles=2)
+    k2, x = petsc_solve(da, A, b, opts, **true_norm)
+    assert k2.getConvergedReason() > 0 and k2.getIterationNumber() <= k1.getIterationNumber() - 3
+    assert true_relative_residual(A, b, x) <= 1e-8
+    assert any("2 V-cycles" in line for line in k2.getPC().getPythonContext().describe())
+    msg = setup_error(da, A, dict(GMG, pc_gmg_multiplicative_cycles=0))
+    assert "-pc_gmg_multiplicative_cycles" in msg
+    homg = dict(GMG, pc_gmg_operator="laplacian", pc_gmg_cycle="homg", pc_gmg_multiplicative_cycles=2)
+    msg = setup_error(da, A, homg)
+    assert "-pc_gmg_multiplicative_cycles" in msg and "HOMG" in msg
+
+
+def test_mixed_inner_digits_not_reached_is_a_pc_failure():
+    """On 17^3 with kappa jumps the V-cycle alone stalls: 50 float32 cycles do not gain 10 digits,
+    and preonly reports a failure (KSP_DIVERGED_PC_FAILED, -11) instead of an inaccurate answer."""
+    da, A, b = poisson_system(17, 3, "petsc", jump=2.0)
+    ksp, x = solve(da, A, b, dict(GMG, pc_gmg_mixed_inner_digits=10), ksp_type="preonly")
+    assert ksp.getConvergedReason() == -11
+    assert "short of the digits" in "\n".join(ksp.getPC().getPythonContext().describe())
+
+
+def two_field_system(n, coupling):
+    """A DMDA with dof 2: field c is (1 + c) times the 5-point Laplacian, the fields coupled by
+    ``coupling`` at each point."""
+    da = PETSc.DMDA().create([n, n], dof=2, stencil_width=1)
+    da.setUp()
+    A = da.createMat()
+    (xs, xe), (ys, ye) = da.getRanges()
+    row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
+    for j in range(ys, ye):
+        for i in range(xs, xe):
+            for c in range(2):
+                row.index, row.field = (i, j), c
+                A.setValueStencil(row, row, 4.0 * (1 + c))
+                for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                    if 0 <= i + di < n and 0 <= j + dj < n:
+                        col.index, col.field = (i + di, j + dj), c
+                        A.setValueStencil(row, col, -1.0 * (1 + c))
+                col.index, col.field = (i, j), 1 - c
+                A.setValueStencil(row, col, coupling)
+    A.assemble()
+    b = da.createGlobalVec()
+    b.setRandom()
+    return da, A, b
+
+
+def test_gmg_as_fieldsplit_block_solver():
+    """PCFIELDSPLIT on a DMDA with dof 2 hands each split a dof-1 DMDA, so pcplugins.GMG runs on
+    each block: fgmres needs as many iterations as with exact (LU) blocks (25 here, where the
+    coupling limits block-diagonal preconditioning; 25 on 2 ranks too, run by hand)."""
+    da, A, b = two_field_system(33, 0.1)
+    split = {"pc_type": "fieldsplit", "pc_fieldsplit_type": "additive",
+             "fieldsplit_0_ksp_type": "preonly", "fieldsplit_1_ksp_type": "preonly"}
+    its = {}
+    for sub in ("gmg", "lu"):
+        opts = dict(split)
+        for f in ("0", "1"):
+            if sub == "gmg":
+                opts.update({f"fieldsplit_{f}_pc_type": "python", f"fieldsplit_{f}_pc_python_type": "pcplugins.GMG"})
+            else:
+                opts[f"fieldsplit_{f}_pc_type"] = "lu"
+        ksp, x = solve(da, A, b, opts, ksp_type="fgmres", rtol=1e-8)
+        assert ksp.getConvergedReason() > 0
+        its[sub] = ksp.getIterationNumber()
+        if sub == "gmg":
+            sub_ksps = ksp.getPC().getFieldSplitSubKSP()
+            assert all("pcplugins.GMG" in "\n".join(k.getPC().getPythonContext().describe()) for k in sub_ksps)
+    assert its["gmg"] <= its["lu"] + 1, its
