@@ -6,6 +6,7 @@ CUDA graph. It depends on nothing else in pcplugins and never touches PETSc (vie
 are petsc/vec.py's).
 """
 import contextlib
+import math
 
 import numpy
 
@@ -66,6 +67,19 @@ def synchronize(xp):
     """Wait for queued device work (a no-op on the host)."""
     if is_gpu(xp):
         cupy.cuda.get_current_stream().synchronize()
+
+
+def zeros_carved(xp, dtype, shapes, align=64):
+    """Zeroed C-contiguous arrays of the given shapes, views of one allocation (one cudaMalloc,
+    not one per array: allocations are much of a GPU setup's host time), each starting a multiple
+    of ``align`` entries in."""
+    sizes = [-(-math.prod(s) // align) * align for s in shapes]
+    buf = xp.zeros(sum(sizes), dtype)
+    out, start = [], 0
+    for s, n in zip(shapes, sizes):
+        out.append(buf[start:start + math.prod(s)].reshape(s))
+        start += n
+    return out
 
 
 def any_true(mask):

@@ -4,6 +4,6 @@ Grids and stencil operators (grid, stencil), smoothers (smoothers, lines, tridia
 (transfer), coarse solves (coarse), the hierarchies and their cycles (multigrid: geometric;
 kcycle, aggregation, sparse, distributed: aggregation AMG; slmg, helmholtz: shifted Laplace;
 homg; fft), and the CUDA kernels with their NumPy twins (fused, kernels). Ghost updates and global
-sums come through a communicator object (multigrid.Comm, distributed.SerialComm), so everything
+sums come through a communicator object (comm.Comm), so everything
 here is tested without PETSc.
 """

@@ -9,7 +9,7 @@ for CSR hierarchies of complex matrices, a fixed GMRES polynomial on the device.
 import numpy
 
 from .. import backend
-from . import grid, kernels, sparse
+from . import grid, kernels, sparse, stencil
 
 DENSE_LIMIT = 4096
 HOST_INVERSE = 512      # dense inverses up to this order are formed on the host
@@ -155,6 +155,53 @@ class CSRPolynomialSolve:
     def describe(self):
         return (f"GMRES polynomial of degree {self.degree} (harmonic Ritz roots, Leja order), "
                 f"{self.A.shape[0]} unknowns")
+
+
+class GatheredStencilSolve:
+    """The coarsest level's solve where that level is still distributed (a one-level hierarchy
+    under MPI: a grid too small to coarsen, or -pc_gmg_levels 1). The coarsest solve must be of the
+    whole problem whatever the rank count, or each rank would solve its own part alone: the
+    operator's coefficients are gathered onto every rank once, each right-hand side at every
+    visit, and every rank solves the whole grid (``make(op)``) and keeps its own part."""
+
+    def __init__(self, op, comm, level, make):
+        box, whole, xp = op.box, op.box.whole(), op.xp
+        coefs = op.coefs if op.constant else [comm.gather(level, c, box, xp.zeros(whole.shape, op.dtype))
+                                              for c in op.coefs]
+        self.inner = make(stencil.StencilOperator(whole, op.offsets, coefs, xp, op.dtype))
+        self.comm, self.level, self.box = comm, level, box
+        self.f = xp.zeros(whole.shape, op.dtype)
+        self.u = xp.zeros(whole.padded_shape, op.dtype)
+        self.own = tuple(slice(s, s + n) for s, n in zip(box.start, box.shape))
+
+    def solve(self, u, f):
+        self.comm.gather(self.level, f, self.box, self.f)
+        self.inner.solve(self.u, self.f)
+        grid.interior(u)[...] = grid.interior(self.u)[self.own]
+        return u
+
+    def describe(self):
+        return self.inner.describe() + ", the whole level gathered onto every rank"
+
+
+class GatheredRowsSolve:
+    """The last level of a distributed hierarchy, gathered: its whole matrix on every rank, where
+    ``make(matrix)`` builds what solves it (by default a direct solve; kcycle.py passes a serial
+    hierarchy that continues the coarsening); each visit gathers the right-hand side (one
+    allgather) and keeps this rank's rows of the result."""
+
+    def __init__(self, A, xp, make=None):
+        self.A, self.xp = A, xp
+        self.inner = (make or (lambda M: CSRDirectSolve(M, xp)))(A.gathered())
+        self.inv = None                   # no CUDA graph around it: the gather waits for the host
+        self.lo, self.hi = int(A.starts[A.comm.rank]), int(A.starts[A.comm.rank + 1])
+
+    def solve(self, f):
+        full = numpy.concatenate(self.A.comm.allgather(backend.to_host(f)))
+        return self.inner.solve(backend.to_namespace(full, self.xp))[self.lo:self.hi].copy()
+
+    def describe(self):
+        return self.inner.describe() + f", gathered onto each of {self.A.comm.size} ranks"
 
 
 def _poly_step(y, p, ap, c):

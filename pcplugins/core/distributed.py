@@ -5,11 +5,8 @@ square block of the columns it owns (``own``) and the block of the columns other
 (``ghost``, one column per entry of ``ghosts``, their sorted global indices). The values of
 those columns come through ``halo(x)``, an exchange the communicator builds.
 
-The communicator ``comm`` is petsc/mpi.py's (mpi4py; ``SerialComm`` on one rank): ``size``,
-``rank``, ``allsum``, ``allmin``, ``allmax`` and ``allgather`` of host values, and
-``halo(ghosts, starts, xp)``, which returns a callable giving the values of the global unknowns
-``ghosts`` from every rank's owned values (``starts``: the first global row of each rank, and
-the total). Every rank must make the same sequence of these calls.
+The communicator ``comm`` (comm.Comm's protocol) is petsc/mpi.py's CSRComm under MPI: its
+reductions and ``halo(ghosts, starts, xp)``, the exchange of the ghost columns' values.
 
 Aggregates never cross ranks, so the piecewise-constant prolongation is local and the Galerkin
 product P^T A P needs one exchange at setup: the coarse index of each ghost column's aggregate.
@@ -17,22 +14,7 @@ product P^T A P needs one exchange at setup: the coarse index of each ghost colu
 import numpy
 
 from .. import backend
-from . import coarse, sparse
-
-
-class SerialComm:
-    size, rank = 1, 0
-
-    def allsum(self, x):
-        return x
-
-    allmin = allmax = allsum
-
-    def allgather(self, x):
-        return [x]
-
-    def halo(self, ghosts, starts, xp):
-        return lambda x: x[:0]              # one rank owns every column
+from . import sparse
 
 
 def starts_of(n, comm):
@@ -125,23 +107,3 @@ def _csr(data, rows, cols, shape, xp):
     A.sum_duplicates()
     A.sort_indices()
     return A
-
-
-class GatheredSolve:
-    """The last level of a distributed hierarchy, gathered: its whole matrix on every rank, where
-    ``make(matrix)`` builds what solves it (by default a direct solve; kcycle.py passes a serial
-    hierarchy that continues the coarsening); each visit gathers the right-hand side (one
-    allgather) and keeps this rank's rows of the result."""
-
-    def __init__(self, A, xp, make=None):
-        self.A, self.xp = A, xp
-        self.inner = (make or (lambda M: coarse.CSRDirectSolve(M, xp)))(A.gathered())
-        self.inv = None                   # no CUDA graph around it: the gather waits for the host
-        self.lo, self.hi = int(A.starts[A.comm.rank]), int(A.starts[A.comm.rank + 1])
-
-    def solve(self, f):
-        full = numpy.concatenate(self.A.comm.allgather(backend.to_host(f)))
-        return self.inner.solve(backend.to_namespace(full, self.xp))[self.lo:self.hi].copy()
-
-    def describe(self):
-        return self.inner.describe() + f", gathered onto each of {self.A.comm.size} ranks"

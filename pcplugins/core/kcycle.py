@@ -24,7 +24,8 @@ import time
 import numpy
 
 from .. import backend
-from . import aggregation, coarse, distributed, smoothers, sparse
+from . import aggregation, coarse, cycle, distributed, smoothers, sparse
+from .comm import Comm
 
 # Pairwise levels: Jones-Plassmann gives 15-38 colours, each a kernel per sweep. Folded into 8 (the
 # l1 diagonal absorbs the couplings within a colour) the iteration counts stayed the same and a 3D
@@ -63,41 +64,28 @@ class _Clock:
         return self.t - t
 
 
-class Level:
-    """A level: ``A`` the CSR matrix of this rank's own rows and columns, ``rows`` the
-    distributed.Rows it belongs to on several ranks (None on one); ``ell``: the cycle's products
-    use ELL storage (``M``) instead of A (AggregationMG._ell decides; never on distributed levels)."""
-
-    def __init__(self, A, agg, nc, colours, opts, xp, ell=False):
-        self.rows = A if isinstance(A, distributed.Rows) else None
-        self.A, self.agg = (A.own if self.rows else A), agg
-        self.n = self.A.shape[0]
-        self.M = sparse.storage(self.A, xp, ell and agg is not None)   # the coarsest: a direct solve
-        self.smoother = None
-        if agg is not None:
-            A, M = self.A, self.M
-            self.R = sparse.members(agg, nc, xp)
-            extra = self.rows.ghost_l1() if self.rows else None
-            if opts.smoother == "gs":
-                if colours is None:
-                    colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
-                self.smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra, M=M)
-            elif opts.smoother == "l1jacobi":
-                self.smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra, M=M)
-            else:                          # a global polynomial: no hybrid form needed
-                self.smoother = smoothers.CSRChebyshev(A, xp, rows=self.rows, M=M)
-            if self.rows and opts.smoother != "chebyshev":
-                self.smoother = smoothers.CSRHybrid(self.smoother, self.rows)
-
-    @property
-    def storage(self):
-        return f"ELL (width {self.M.width})" if isinstance(self.M, sparse.ELL) else "CSR"
-
-    def spmv(self, x, xp):
-        return self.rows.spmv(x) if self.rows else sparse.spmv(self.M, x, xp)
-
-    def residual(self, f, x, xp):
-        return self.rows.residual(f, x) if self.rows else sparse.residual(self.M, f, x, xp)
+def _level(A, agg, nc, colours, opts, xp, ell=False):
+    """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
+    on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve), the smoother
+    of ``opts``; ``ell``: the cycle's products use ELL storage (AggregationMG._ell decides; never on
+    distributed levels)."""
+    rows = A if isinstance(A, distributed.Rows) else None
+    A = A.own if rows else A
+    M = sparse.storage(A, xp, ell and agg is not None)
+    if agg is None:
+        return cycle.CSRLevel(A, xp, M, rows=rows)
+    extra = rows.ghost_l1() if rows else None
+    if opts.smoother == "gs":
+        if colours is None:
+            colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
+        smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra, M=M)
+    elif opts.smoother == "l1jacobi":
+        smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra, M=M)
+    else:                          # a global polynomial: no hybrid form needed
+        smoother = smoothers.CSRChebyshev(A, xp, rows=rows, M=M)
+    if rows and opts.smoother != "chebyshev":
+        smoother = smoothers.CSRHybrid(smoother, rows)
+    return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp), agg=agg, smoother=smoother, rows=rows)
 
 
 class AggregationMG:
@@ -107,7 +95,7 @@ class AggregationMG:
 
     def __init__(self, A, xp, opts=None, coords=None, comm=None):
         self.xp, self.opts = xp, dataclasses.replace(opts or Options())
-        self.comm = comm = comm or distributed.SerialComm()
+        self.comm = comm = comm or Comm()
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
         if o.coarse_size is None:
@@ -152,13 +140,13 @@ class AggregationMG:
                                  "raise -pc_amg_max_levels")
             self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
-        self.levels = [Level(M, agg, nc, col, o, xp, e)
+        self.levels = [_level(M, agg, nc, col, o, xp, e)
                        for M, agg, nc, col, e in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell)]
         self.timings["smoothers"] = clock()
         if not parallel:
             self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
         elif mats[-1].shape[0] <= o.coarse_size:
-            self.coarse = distributed.GatheredSolve(mats[-1], xp)
+            self.coarse = coarse.GatheredRowsSolve(mats[-1], xp)
         else:
             whole = len(mats) == 1            # a small problem, gathered whole: the serial AMG, coordinates too
             xyz = None
@@ -166,7 +154,8 @@ class AggregationMG:
                 xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(coords))))
             rest = dataclasses.replace(o, aggregation=self.method if whole else "pairwise",
                                        max_levels=max(2, o.max_levels - len(mats) + 1))
-            self.coarse = distributed.GatheredSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz))
+            self.coarse = coarse.GatheredRowsSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz))
+        self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its)
         self.timings["coarse"] = clock()
 
     def _ell(self, k, M, coords):
@@ -192,66 +181,17 @@ class AggregationMG:
         rep = getattr(self.coarse, "inner", None)
         if isinstance(rep, _Replicated):
             rep.free()
-        self.levels, self.coarse = [], None
+        self.levels, self.coarse, self._cycle = [], None, None
 
     # -- cycles ---------------------------------------------------------------------------------------
     def cycle(self, f):
-        """An approximation of A^-1 f (a new array)."""
-        return self._mg(0, f)
-
-    def _mg(self, k, f):
-        """B_k[f], Algorithm 2.2 (with a V- or W-cycle coarse correction for comparison)."""
-        if k == len(self.levels) - 1:
-            return self.coarse.solve(f)
-        xp, lev, o = self.xp, self.levels[k], self.opts
-        u = xp.zeros_like(f)
-        lev.smoother.smooth(u, f, o.pre, zero_guess=True)
-        rc = sparse.spmv(lev.R, lev.residual(f, u, xp), xp)
-        ec = self._correction(k + 1, rc)
-        sparse.prolong_add(u, ec, lev.agg)
-        lev.smoother.smooth(u, f, o.post, reverse=True)
-        return u
-
-    def _fcg(self, k, f, its):
-        """Algorithm 2.1: ``its`` steps of flexible CG on level k preconditioned by B_k.
-        The step lengths stay on the device (0-d arrays): no host synchronisation, so the whole
-        cycle can be captured as a CUDA graph. A direction with (p, p)_A = 0 (the coarse residual
-        already zero) gets step length 0."""
-        xp, lev = self.xp, self.levels[k]
-        u = xp.zeros_like(f)
-        r = f
-        ps, aps, paps = [], [], []
-        for i in range(its):
-            p = self._mg(k, r)
-            for pj, apj, papj in zip(ps, aps, paps):
-                sparse.axpy_ratio(p, self._dot(p, apj), papj, pj, xp)
-            ap = lev.spmv(p, xp)
-            pap = self._dot(p, ap)
-            alpha = sparse.step_length(self._dot(r, p), pap, xp)
-            sparse.axpy(u, alpha, p, xp)
-            if i + 1 < its:
-                r = sparse.xmay(r, alpha, ap, xp)
-                ps.append(p)
-                aps.append(ap)
-                paps.append(pap)
-        return u
+        """An approximation of A^-1 f (a new array): B_0 f, cycle.Cycle."""
+        return self._cycle(f)
 
     def correction(self, f):
         """What the cycle of a finer level gets from this hierarchy's finest level for the
         restricted residual f (_Replicated: the levels a distributed hierarchy gathered)."""
-        return self._correction(0, f)
-
-    def _correction(self, k, f):
-        """Level k's correction for the residual f restricted from the level above: the K-cycle's
-        flexible CG steps, one V-cycle or a W-cycle's two; the direct solve on the coarsest."""
-        o = self.opts
-        last = k == len(self.levels) - 1
-        if o.cycle == "k" and not last:
-            return self._fcg(k, f, o.kcycle_its)
-        e = self._mg(k, f)
-        if o.cycle == "w" and not last:
-            e += self._mg(k, self.levels[k].residual(f, e, self.xp))
-        return e
+        return self._cycle.correction(f)
 
     def _dot(self, a, b):
         """(a, b), a 0-d array; a global sum on several ranks (which waits for the host)."""
@@ -289,7 +229,7 @@ class AggregationMG:
 
 class _Replicated:
     """The levels of a distributed hierarchy from the first with at most ``gather_size`` unknowns:
-    that level's matrix is gathered onto every rank (distributed.GatheredSolve), where a serial
+    that level's matrix is gathered onto every rank (coarse.GatheredRowsSolve), where a serial
     hierarchy (pairwise aggregation) continues it and each rank runs the same coarse correction,
     captured as a CUDA graph on the GPU. Coarse levels cost a few exchanges each per visit, and
     the K-cycle visits level k 2^k times: one allgather replaces all of those below. ``whole``:

@@ -7,119 +7,17 @@ the stencil weights scale by 1/4 per coarsened axis, which is what R A P gives w
 on the non-uniform last cell an even axis leaves, stencil.AxisLaplacian) or Galerkin products
 R A P (any other operator), formed stencil-wise by probing.
 
-Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``; the
-serial ``Comm`` does nothing, petsc/mpi.py supplies DMDA ghost updates under MPI.
+Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``
+(comm.Comm: the serial one does nothing; petsc/mpi.py supplies DMDA ghost updates under MPI).
 """
 import contextlib
 import dataclasses
-import math
 
 import numpy
 
 from .. import backend
-from . import coarse, fused, grid, lines, smoothers, stencil, transfer
-
-
-class Comm:
-    """Serial communication: no ghosts to update, local sums are global.
-
-    Under MPI petsc/mpi.py supplies a subclass: ``distribute(level, box)`` says whether a level with
-    this rank's ``box`` stays distributed (every rank owns points of it), ``exchange`` updates
-    the ghost halo of a distributed level, ``gather`` assembles a replicated coarse level from
-    every rank's part, and ``free`` releases the exchanges' buffers.
-    """
-    size = 1
-
-    def distribute(self, level, box):
-        return True
-
-    def exchange(self, level, u):
-        return u
-
-    def allsum(self, x):
-        return x
-
-    def allmin(self, x):
-        return x
-
-    def gather(self, level, part, part_box, out):
-        out[...] = part
-        return out
-
-    def free(self):
-        """Release what the exchanges hold (collective under MPI: Multigrid.free calls it)."""
-
-
-class Moved:
-    """The transfer from the last device level to the first host level of the hybrid CPU-GPU
-    cycle (Feng, Shu, Xu, Zhang, Algorithm 3): restriction runs on the device and its result
-    is copied down, the coarse correction is copied up and prolongated on the device, so a cycle
-    moves one coarse right-hand side down and one coarse correction up."""
-
-    def __init__(self, inner, coarse_shape, xp, dtype):
-        self.inner, self.xp = inner, xp
-        self.kind = getattr(inner, "kind", None)
-        self.f_dev = xp.zeros(coarse_shape, dtype)
-        self.e_dev = xp.zeros(tuple(n + 2 for n in coarse_shape), dtype)
-
-    def restrict(self, coarse_out, fine_pad):
-        self.inner.restrict(self.f_dev, fine_pad)
-        coarse_out[...] = backend.to_host(self.f_dev)
-        return coarse_out
-
-    def prolong_add(self, fine_pad, coarse_pad):
-        self.e_dev[...] = backend.to_namespace(coarse_pad, self.xp)
-        return self.inner.prolong_add(fine_pad, self.e_dev)
-
-
-class Gathered:
-    """The transfer from the last distributed level to a replicated one (every rank holds the
-    whole coarse grid, as PCTELESCOPE gathers a coarse problem, here onto every rank so the
-    coarse solve needs no broadcast). Restriction computes this rank's part of the coarse grid
-    and gathers the parts; prolongation reads this rank's part, with its halo, of the replicated
-    coarse correction."""
-
-    def __init__(self, inner, part, comm, level, xp, dtype):
-        self.inner, self.part, self.comm, self.level = inner, part, comm, level
-        self.kind = getattr(inner, "kind", None)
-        self.f_part = xp.zeros(part.shape, dtype)
-        self.e_part = xp.zeros(part.padded_shape, dtype)
-        self._halo = tuple(slice(s, s + n + 2) for s, n in zip(part.start, part.shape))
-
-    def restrict(self, coarse_out, fine_pad):
-        self.inner.restrict(self.f_part, fine_pad)
-        return self.comm.gather(self.level, self.f_part, self.part, coarse_out)
-
-    def prolong_add(self, fine_pad, coarse_pad):
-        self.e_part[...] = coarse_pad[self._halo]
-        return self.inner.prolong_add(fine_pad, self.e_part)
-
-
-class GatheredSolve:
-    """The coarsest level's solve where that level is still distributed (a one-level hierarchy
-    under MPI: a grid too small to coarsen, or -pc_gmg_levels 1). The coarsest solve must be of the
-    whole problem whatever the rank count, or each rank would solve its own part alone: the
-    operator's coefficients are gathered onto every rank once, each right-hand side at every
-    visit, and every rank solves the whole grid (``make(op)``) and keeps its own part."""
-
-    def __init__(self, op, comm, level, make):
-        box, whole, xp = op.box, op.box.whole(), op.xp
-        coefs = op.coefs if op.constant else [comm.gather(level, c, box, xp.zeros(whole.shape, op.dtype))
-                                              for c in op.coefs]
-        self.inner = make(stencil.StencilOperator(whole, op.offsets, coefs, xp, op.dtype))
-        self.comm, self.level, self.box = comm, level, box
-        self.f = xp.zeros(whole.shape, op.dtype)
-        self.u = xp.zeros(whole.padded_shape, op.dtype)
-        self.own = tuple(slice(s, s + n) for s, n in zip(box.start, box.shape))
-
-    def solve(self, u, f):
-        self.comm.gather(self.level, f, self.box, self.f)
-        self.inner.solve(self.u, self.f)
-        grid.interior(u)[...] = grid.interior(self.u)[self.own]
-        return u
-
-    def describe(self):
-        return self.inner.describe() + ", the whole level gathered onto every rank"
+from . import coarse, fused, grid, smoothers, stencil, transfer
+from .comm import Comm
 
 
 @dataclasses.dataclass
@@ -149,11 +47,10 @@ COARSE_GRAPH_SIZE = 2 ** 18   # replay_coarse_levels: from the first level of at
 class Level:
     def __init__(self, index, op):
         self.index, self.op, self.box = index, op, op.box
-        # u, r and f are views of one zeroed allocation (one cudaMalloc, not three: on the GPU
-        # the allocations were a third of the setup's host time); the finest level's right-hand
-        # side is the caller's array (Multigrid.cycle)
+        # u, r and f are views of one zeroed allocation; the finest level's right-hand side is
+        # the caller's array (Multigrid.cycle)
         shapes = [self.box.padded_shape] * 2 + ([self.box.shape] if index else [])
-        self.u, self.r, *f = _carve(op.xp.zeros(sum(_aligned(s) for s in shapes), op.dtype), shapes)
+        self.u, self.r, *f = backend.zeros_carved(op.xp, op.dtype, shapes)
         self.f = f[0] if f else None
         self.smoother = None
         self.transfer = None   # to the next coarser level
@@ -167,21 +64,6 @@ class Level:
             self.fused.residual(self.r, self.f, self.u)
         else:
             self.op.residual(grid.interior(self.r), self.f, self.u)
-
-
-def _aligned(shape, align=64):
-    """Entries of an array of ``shape`` rounded up so the next array starts 64 entries in."""
-    n = math.prod(shape)
-    return -(-n // align) * align
-
-
-def _carve(buf, shapes):
-    """C-contiguous views of ``buf`` (1-D) of the given shapes, one after another."""
-    out, start = [], 0
-    for s in shapes:
-        out.append(buf[start:start + math.prod(s)].reshape(s))
-        start += _aligned(s)
-    return out
 
 
 class Multigrid:
@@ -220,13 +102,13 @@ class Multigrid:
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
             if replicated:
                 if not fine.replicated:
-                    fine.transfer = Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
+                    fine.transfer = transfer.Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
                 cbox = cbox.whole()
                 if fine.replicated:
                     fine.transfer = self._transfer(fine, cbox, ax, omegas)
             cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp
             if cxp is not fine.op.xp:
-                fine.transfer = Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)
+                fine.transfer = transfer.Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)
             if weights is not None:
                 weights = [w / 4.0 if a else w for w, a in zip(weights, ax)]
                 if all(r == 1 for r in ratios):
@@ -257,7 +139,7 @@ class Multigrid:
         else:
             last.smoother = self._smoother(last)
         if make is not None and self.comm.size > 1 and not last.replicated:
-            last.coarse_solve = GatheredSolve(last.op, self.comm, last.index, make)
+            last.coarse_solve = coarse.GatheredStencilSolve(last.op, self.comm, last.index, make)
         elif make is not None:
             last.coarse_solve = make(last.op)
 
@@ -293,7 +175,7 @@ class Multigrid:
         zero = xp.zeros(fine.box.shape, self.dtype)
 
         ex_fine, ex_coarse = self._exchange(fine), (lambda u: u)
-        if not isinstance(T, Gathered) and not fine.replicated:
+        if not isinstance(T, transfer.Gathered) and not fine.replicated:
             ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
 
         def rap(e_pad):
@@ -316,40 +198,20 @@ class Multigrid:
                 lev.fused = fused.Laplacian(lev.op, w)
             outer, T = lev, lev.transfer            # the plain transfer inside Moved / Gathered
             attr = "transfer"
-            while isinstance(T, (Moved, Gathered)):
+            while isinstance(T, (transfer.Moved, transfer.Gathered)):
                 outer, attr, T = T, "inner", T.inner
             if T is not None and T.kind == "linear":
                 setattr(outer, attr, fused.LinearTransfer(T, self.dtype))
 
     def _smoother(self, lev):
         opt = self.options
-        if lev.fused is not None and opt.smoother == "redblack":
-            # both colours in one pass where no ghost update comes between them; r is free
-            # while the smoother runs (the residual is formed after it)
-            pair = lev.replicated or self.comm.size == 1
-            return fused.RedBlack(lev.fused, 1.0 if opt.omega is None else opt.omega,
-                                  scratch=lev.r if pair else None)
-        if opt.smoother in ("redblack", "multicolor"):
-            kind = opt.smoother
-            if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in lev.op.offsets):
-                kind = "multicolor"   # red-black is not a valid colouring of a box stencil
-            return smoothers.ColourGS(lev.op, kind, 1.0 if opt.omega is None else opt.omega)
-        if opt.smoother.startswith("line_") or opt.smoother == "adi":
-            d = lev.box.dim
-            if opt.smoother == "adi":
-                axes = tuple(range(d))[::-1]                     # x lines first
-            else:
-                axis = d - 1 - "xyz".index(opt.smoother[-1])     # array axis of the named direction
-                if axis < 0:
-                    raise ValueError(f"smoother {opt.smoother} needs a {d + 1}D grid")
-                axes = (axis,)
-            return lines.LineGS(lev.op, axes, 1.0 if opt.omega is None else opt.omega)
-        if opt.smoother == "jacobi":
-            return smoothers.Jacobi(lev.op, 2.0 / 3.0 if opt.omega is None else opt.omega)
         allsum = (lambda x: x) if lev.replicated else self.comm.allsum
-        lam = smoothers.estimate_lambda_max(lev.op, self._exchange(lev),
-                                            lambda a, b: allsum(float(lev.op.xp.vdot(a, b))))
-        return smoothers.Chebyshev(lev.op, lam)
+        # fused red-black takes both colours in one pass where no ghost update comes between
+        # them, with r as its scratch (the residual is formed after the smoother runs)
+        pair = lev.replicated or self.comm.size == 1
+        return smoothers.make(opt.smoother, lev.op, opt.omega, fused_level=lev.fused,
+                              scratch=lev.r if pair else None, exchange=self._exchange(lev),
+                              dot=lambda a, b: allsum(float(lev.op.xp.vdot(a, b))))
 
     # -- cycles ------------------------------------------------------------------------------------
     def cycle(self, f, u=None, kind=None):
@@ -500,13 +362,9 @@ class Multigrid:
 
     def memory_values(self):
         """Values stored by the hierarchy (work arrays and operator coefficients)."""
-        total = 0
-        for lev in self.levels:
-            total += lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
-            sm = lev.smoother
-            for name in ("r", "d"):
-                if sm is not None and hasattr(sm, name):
-                    total += getattr(sm, name).size
+        total = sum(lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
+                    + sum(getattr(lev.smoother, name).size for name in ("r", "d") if hasattr(lev.smoother, name))
+                    for lev in self.levels)
         cs = self.levels[-1].coarse_solve
         return total + (cs.inv.size if cs is not None and cs.inv is not None else 0)
 

@@ -38,6 +38,7 @@ import scipy.sparse
 
 from .. import backend
 from . import coarse, grid, multigrid, smoothers, sparse, transfer
+from .cycle import CSRLevel, Cycle
 
 
 def prolongation_1d(n, keep_boundary):
@@ -165,7 +166,8 @@ class ShiftedLaplaceMG:
         # shorter last cell, not a coarser spacing), as StencilMG counts it
         h = 1.0 / (n - 1) if keep_boundary else 1.0 / (n + 1)
         while True:
-            lev = _Level(A.astype(self.dtype), n)
+            lev = CSRLevel(A.astype(self.dtype), xp)
+            lev.points = n                      # per axis
             self.levels.append(lev)
             P1, nc = prolongation_1d(n, keep_boundary)
             h *= 2
@@ -186,6 +188,8 @@ class ShiftedLaplaceMG:
             self.coarse = coarse.CSRDirectSolve(A, xp, self.dtype)
         else:
             self.coarse = coarse.CSRPolynomialSolve(A, self.levels[-1].A, xp, degree)
+        # the paper's F-cycle visits the coarsest grid twice, as W does
+        self._cycle = Cycle(self.levels, self.coarse, cycle, pre, post, xp, revisit_coarsest=True)
 
     @property
     def on_device_only(self):
@@ -194,28 +198,10 @@ class ShiftedLaplaceMG:
 
     def cycle(self, f):
         """One cycle for M u = f from u = 0 (a new array, in the hierarchy's precision)."""
-        return self._cycle(0, f.astype(self.dtype, copy=False), self.cycle_kind)
-
-    def _cycle(self, k, f, kind):
-        if k == len(self.levels) - 1:
-            return self.coarse.solve(f)
-        xp = self.xp
-        lev = self.levels[k]
-        u = xp.zeros_like(f)
-        lev.smoother.smooth(u, f, self.pre, zero_guess=True)
-        rc = sparse.spmv(lev.R, sparse.residual(lev.A, f, u, xp), xp)
-        nxt = self.levels[k + 1].A
-        if kind == "v":
-            ec = self._cycle(k + 1, rc, "v")
-        else:                              # W: twice; F: an F-cycle, then a V-cycle, on the coarser level
-            ec = self._cycle(k + 1, rc, kind)
-            ec += self._cycle(k + 1, sparse.residual(nxt, rc, ec, xp), "w" if kind == "w" else "v")
-        u += sparse.spmv(lev.P, ec, xp)
-        lev.smoother.smooth(u, f, self.post, reverse=True)
-        return u
+        return self._cycle(f.astype(self.dtype, copy=False))
 
     def describe(self):
-        sizes = " -> ".join(f"{lev.n}^{self.dim}" for lev in self.levels)
+        sizes = " -> ".join(f"{lev.points}^{self.dim}" for lev in self.levels)
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
         return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), "
                 f"{_prolongation_name(self.prolongation)} prolongation, "
@@ -228,16 +214,10 @@ def _prolongation_name(kind):
     return "de Zeeuw's matrix-dependent" if kind == "dezeeuw" else "bilinear"
 
 
-class _Level:
-    def __init__(self, A, n):
-        self.A, self.n = A, n
-        self.P = self.R = self.smoother = None
-
-
 class StencilMG:
     """ShiftedLaplaceMG's interface (``cycle`` on flat arrays, ``describe``) over a
     multigrid.Multigrid on the stencil operator ``op`` of M (complex), distributed through
-    ``comm`` (multigrid.Comm). Coarsening stops as in ShiftedLaplaceMG, before k h > ``max_kh``
+    ``comm`` (comm.Comm). Coarsening stops as in ShiftedLaplaceMG, before k h > ``max_kh``
     (h doubles per level; ``h`` is the finest level's), and the coarsest solve is chosen the same
     way (``coarse_solve`` 'auto': the dense inverse up to AUTO_DIRECT unknowns, else the
     polynomial)."""

@@ -17,7 +17,7 @@ post-smoother reverses the pre-smoother, which keeps the V-cycle symmetric (CG n
 import numpy
 
 from .. import backend
-from . import grid, kernels, sparse
+from . import fused, grid, kernels, lines, sparse
 
 
 def _noop(u):
@@ -68,6 +68,34 @@ class Jacobi:
 
     def describe(self):
         return f"weighted Jacobi, omega {self.omega:g}"
+
+
+def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, dot=None):
+    """The smoother ``kind`` (multigrid.SMOOTHERS) of a stencil level ``op``: the one factory of
+    the geometric hierarchy. ``omega`` None: 1 for Gauss-Seidel and lines, 2/3 for Jacobi;
+    ``fused_level``: the level's fused.Laplacian where the fast path applies (red-black then runs
+    fused, ``scratch`` a padded work array that lets it sweep both colours in one pass);
+    ``exchange`` and ``dot`` (a global inner product) for Chebyshev's eigenvalue estimate."""
+    gs_omega = 1.0 if omega is None else omega
+    if fused_level is not None and kind == "redblack":
+        return fused.RedBlack(fused_level, gs_omega, scratch=scratch)
+    if kind in ("redblack", "multicolor"):
+        if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in op.offsets):
+            kind = "multicolor"   # red-black is not a valid colouring of a box stencil
+        return ColourGS(op, kind, gs_omega)
+    if kind.startswith("line_") or kind == "adi":
+        d = op.box.dim
+        if kind == "adi":
+            axes = tuple(range(d))[::-1]                     # x lines first
+        else:
+            axis = d - 1 - "xyz".index(kind[-1])             # array axis of the named direction
+            if axis < 0:
+                raise ValueError(f"smoother {kind} needs a {d + 1}D grid")
+            axes = (axis,)
+        return lines.LineGS(op, axes, gs_omega)
+    if kind == "jacobi":
+        return Jacobi(op, 2.0 / 3.0 if omega is None else omega)
+    return Chebyshev(op, estimate_lambda_max(op, exchange, dot))
 
 
 def estimate_lambda_max(op, exchange=_noop, dot=None, its=12):

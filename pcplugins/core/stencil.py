@@ -274,7 +274,7 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     ``coefs`` are arrays over the box; entries coupling outside the grid must already be zero.
     A coefficient counts as constant when it is the same (to ``tol``, relative) at every point
     whose neighbour exists; ``tol=None`` (and complex coefficients) keeps stored coefficients.
-    With ``comm`` (multigrid.Comm) the decisions are global, so every rank builds the same kind
+    With ``comm`` (comm.Comm) the decisions are global, so every rank builds the same kind
     of operator.
     """
     allmin = comm.allmin if comm is not None else (lambda x: x)

@@ -19,6 +19,7 @@ import itertools
 
 import numpy
 
+from .. import backend
 from . import grid, kernels
 
 
@@ -281,6 +282,51 @@ class MatrixDependent:
         own += sum(c * t[1 + o[0]:1 + o[0] + n0, 1 + o[1]:1 + o[1] + n1] for o, c in self.centre)
         grid.interior(fine_pad)[...] += own
         return fine_pad
+
+
+class Moved:
+    """The transfer from the last device level to the first host level of the hybrid CPU-GPU
+    cycle (Feng, Shu, Xu, Zhang, Algorithm 3): restriction runs on the device and its result
+    is copied down, the coarse correction is copied up and prolongated on the device, so a cycle
+    moves one coarse right-hand side down and one coarse correction up."""
+
+    def __init__(self, inner, coarse_shape, xp, dtype):
+        self.inner, self.xp = inner, xp
+        self.kind = getattr(inner, "kind", None)
+        self.f_dev = xp.zeros(coarse_shape, dtype)
+        self.e_dev = xp.zeros(tuple(n + 2 for n in coarse_shape), dtype)
+
+    def restrict(self, coarse_out, fine_pad):
+        self.inner.restrict(self.f_dev, fine_pad)
+        coarse_out[...] = backend.to_host(self.f_dev)
+        return coarse_out
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        self.e_dev[...] = backend.to_namespace(coarse_pad, self.xp)
+        return self.inner.prolong_add(fine_pad, self.e_dev)
+
+
+class Gathered:
+    """The transfer from the last distributed level to a replicated one (every rank holds the
+    whole coarse grid, as PCTELESCOPE gathers a coarse problem, here onto every rank so the
+    coarse solve needs no broadcast). Restriction computes this rank's part of the coarse grid
+    and gathers the parts; prolongation reads this rank's part, with its halo, of the replicated
+    coarse correction."""
+
+    def __init__(self, inner, part, comm, level, xp, dtype):
+        self.inner, self.part, self.comm, self.level = inner, part, comm, level
+        self.kind = getattr(inner, "kind", None)
+        self.f_part = xp.zeros(part.shape, dtype)
+        self.e_part = xp.zeros(part.padded_shape, dtype)
+        self._halo = tuple(slice(s, s + n + 2) for s, n in zip(part.start, part.shape))
+
+    def restrict(self, coarse_out, fine_pad):
+        self.inner.restrict(self.f_part, fine_pad)
+        return self.comm.gather(self.level, self.f_part, self.part, coarse_out)
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        self.e_part[...] = coarse_pad[self._halo]
+        return self.inner.prolong_add(fine_pad, self.e_part)
 
 
 def cubic_upsample(coarse_pad, xp):

@@ -14,7 +14,8 @@ The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_b
 import numpy
 
 from .. import backend
-from ..core import fused, grid, kernels, multigrid, stencil
+from ..core import fused, grid, kernels, stencil
+from ..core.comm import Comm
 from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
@@ -65,7 +66,7 @@ class DMDAPC(PythonPC):
                                      transport=v.get("ghost_transport", "auto"))
             self.comm.distribute(0, op.box)
         else:
-            self.comm = multigrid.Comm()
+            self.comm = Comm()
         self._inner = _inner_slices(box, op.box, self.layer)
         t = log.clock()
         self._op64 = None

@@ -7,7 +7,7 @@ import time
 import numpy
 
 from .. import backend
-from ..core import multigrid
+from ..core.comm import Comm
 from . import halo
 from .errors import PCPluginError, error
 
@@ -20,8 +20,8 @@ TRANSPORT_HELP = ("MPI on the GPU: how ghost layers travel between ranks: ipc (C
 
 class Collective:
     """The few collectives the PCs need, on the PC's communicator (mpi4py only in parallel,
-    so serial use needs no mpi4py), named as the core's communicators name them (multigrid.Comm,
-    distributed.SerialComm): allsum, allmin, allmax, allgather."""
+    so serial use needs no mpi4py), named as the core's communicator protocol names them
+    (comm.Comm): allsum, allmin, allmax, allgather."""
 
     def __init__(self, pc):
         self.size, self.rank = pc.getComm().getSize(), pc.getComm().getRank()
@@ -119,7 +119,7 @@ class _Halo:
         return backend.to_namespace(out, self.xp)
 
 
-class DMDAComm(multigrid.Comm):
+class DMDAComm(Comm):
     """Ghost updates and gathers for the multigrid levels of a distributed DMDA.
 
     Levels with at most ``gather_size`` points are gathered onto every rank as well: each
@@ -129,7 +129,7 @@ class DMDAComm(multigrid.Comm):
     A distributed level's ownership ranges nest in the finer level's: a rank owning fine points
     [s, e) along an axis owns coarse points [s // 2, e // 2) (grid.py), so every distributed
     level has the user's DMDA's process grid. A level stays distributed while every rank owns
-    points of it; below, the levels are replicated (``multigrid.Gathered``). ``exchange`` is a
+    points of it; below, the levels are replicated (``transfer.Gathered``). ``exchange`` is a
     halo.FaceExchange on the level's arrays; ``transport`` ('auto', 'ipc', 'host') how its
     layers travel on the GPU.
     """

@@ -99,3 +99,10 @@ def test_contract_catches_a_violation(tmp_path):
     probe.parent.mkdir(parents=True)
     probe.write_text("def f():\n    from ..petsc import mat\n    import petsc4py\n")
     assert {"pcplugins.petsc.mat", "petsc4py"} <= names(probe, tmp_path / "pcplugins")
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if "kernels" not in p.parts],
+                         ids=lambda p: str(p.relative_to(PKG)))
+def test_no_module_over_400_lines(path):
+    """A module a reader can hold in mind; the CUDA sources (kernels/*.cu) are not counted."""
+    assert len(path.read_text().splitlines()) <= 400

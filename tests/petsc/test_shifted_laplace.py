@@ -39,7 +39,7 @@ def test_multigrid_levels_and_galerkin_operators():
     n, k = 65, 40.0
     M = helmholtz.operator(n, k, shift=(1.0, 0.6))
     mg = slmg.ShiftedLaplaceMG(M, n, numpy, k)
-    assert [lev.n for lev in mg.levels] == [65, 33, 17]          # k h = 0.625, 1.25, 2.5
+    assert [lev.points for lev in mg.levels] == [65, 33, 17]          # k h = 0.625, 1.25, 2.5
     P1, nc = slmg.prolongation_1d(65, True)
     P = scipy.sparse.kron(P1, P1)
     assert nc == 33 and abs(mg.levels[1].A - P.T @ M @ P).max() < 1e-12
@@ -214,7 +214,7 @@ def test_three_dimensions():
     n, k = 17, 10.0
     M = helmholtz.operator(n, k, shift=(1.0, 0.6), dim=3)
     mg = slmg.ShiftedLaplaceMG(M, n, numpy, k, dim=3)
-    assert [lev.n for lev in mg.levels] == [17, 9, 5]
+    assert [lev.points for lev in mg.levels] == [17, 9, 5]
     rows = [numpy.diff(lev.A.indptr).max() for lev in mg.levels]
     assert rows == [7, 27, 27], rows                              # 7-point, then Galerkin 27-point
     assert "8-colour" in mg.describe()[0]
@@ -496,8 +496,8 @@ def test_even_point_counts_coarsen_as_far_as_their_odd_neighbour(N):
     n, k = N + 1, 0.625 * N
     mg = slmg.ShiftedLaplaceMG(helmholtz.operator(n, k, shift=(1.0, 0.6)), n, numpy, k)
     odd = slmg.ShiftedLaplaceMG(helmholtz.operator(n + 1, k, shift=(1.0, 0.6)), n + 1, numpy, k)
-    assert len(mg.levels) == len(odd.levels), ([lev.n for lev in mg.levels], [lev.n for lev in odd.levels])
-    direct = mg.levels[-1].n ** 2 <= slmg.AUTO_DIRECT
+    assert len(mg.levels) == len(odd.levels), ([lev.points for lev in mg.levels], [lev.points for lev in odd.levels])
+    direct = mg.levels[-1].points ** 2 <= slmg.AUTO_DIRECT
     assert isinstance(mg.coarse, coarse.CSRDirectSolve if direct else coarse.CSRPolynomialSolve)
 
 

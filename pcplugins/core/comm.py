@@ -1,0 +1,49 @@
+"""The one communicator protocol of the core: what a hierarchy asks of the ranks it runs on.
+
+The core never calls MPI. Every hierarchy takes a communicator object and calls only these
+methods; ``Comm`` is the serial one (one rank: nothing to exchange, local sums are global), and
+petsc/mpi.py supplies the MPI ones (``DMDAComm`` for the structured levels of GMG and
+ShiftedLaplace, ``CSRComm`` for AMG's distributed rows). Every rank must make the same sequence
+of the collective calls.
+
+- ``size``, ``rank``;
+- global reductions of host values: ``allsum``, ``allmin``, ``allmax``, ``allgather`` (a list, one
+  entry per rank);
+- structured levels (multigrid.Multigrid): ``distribute(level, box)`` whether a level with this
+  rank's ``box`` stays distributed (every rank owns points of it), ``exchange(level, u)`` the
+  ghost update of a distributed level's padded array, ``gather(level, part, part_box, out)`` a
+  replicated coarse level assembled from every rank's part;
+- rows (distributed.Rows): ``halo(ghosts, starts, xp)``, a callable giving the values of the global
+  unknowns ``ghosts`` from every rank's owned values (``starts``: each rank's first row and the
+  total);
+- ``free()``: release what the exchanges hold (collective under MPI).
+"""
+
+
+class Comm:
+    """One rank."""
+    size, rank = 1, 0
+
+    def allsum(self, x):
+        return x
+
+    allmin = allmax = allsum
+
+    def allgather(self, x):
+        return [x]
+
+    def distribute(self, level, box):
+        return True
+
+    def exchange(self, level, u):
+        return u
+
+    def gather(self, level, part, part_box, out):
+        out[...] = part
+        return out
+
+    def halo(self, ghosts, starts, xp):
+        return lambda x: x[:0]              # one rank owns every column
+
+    def free(self):
+        """Release what the exchanges hold (collective under MPI: Multigrid.free calls it)."""

@@ -1,0 +1,129 @@
+"""The cycle of the CSR hierarchies: V, W and F cycles, with the K-cycle as a coarse-correction
+strategy, over one level type (``CSRLevel``).
+
+Used by aggregation AMG (kcycle.AggregationMG: Wang, Hu, Cohen, Xu, "A parallel auxiliary grid
+algebraic multigrid method for graphic processing units", Algorithms 2.1 and 2.2; the K-cycle of
+Notay and Vassilevski) and by the shifted-Laplace multigrid on CSR levels (slmg.ShiftedLaplaceMG;
+Erlangga, Oosterlee and Vuik). Level 0 is the finest; the last level is solved by ``coarse``.
+
+B_k f (Algorithm 2.2): from u = 0, ``pre`` sweeps of the level's smoother, the restricted residual
+r = R (f - A u), the coarse correction C_{k+1} r added through P, ``post`` sweeps (in reverse
+order). The coarse correction of a residual r on level k:
+
+- V: B_k r;
+- W: e = B_k r, then e += B_k (r - A_k e);
+- F: as W, the second visit a V-cycle (the F passes on to the first visit);
+- K: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k (Algorithm 2.1);
+
+and on the coarsest level the coarse solve, visited again by W and F only with
+``revisit_coarsest`` (an inexact coarsest solve gains from the second visit).
+
+Each step makes new arrays; nothing waits for the host (the flexible CG's step lengths stay 0-d
+device arrays), so on the GPU a cycle is captured and replayed as a CUDA graph. The geometric
+hierarchy (multigrid.Multigrid) runs the same V/W/F recursion in place on its preallocated padded
+level arrays, which its ghost updates and fused kernels need.
+"""
+from . import sparse
+
+KINDS = ("v", "w", "f", "k")
+
+
+class CSRLevel:
+    """One level of a CSR hierarchy. ``A``: its matrix (this rank's rows on several ranks:
+    ``rows``, a distributed.Rows, then holds the ghost exchange); ``M``: the storage its products
+    use (A itself, or ELL); the transfers to the next level: ``R`` (CSR) and ``P`` (CSR) or ``agg``
+    (aggregates: P piecewise constant, never formed); ``smoother``. The coarsest level has no
+    transfers and no smoother."""
+
+    def __init__(self, A, xp, M=None, R=None, P=None, agg=None, smoother=None, rows=None):
+        self.A, self.xp, self.rows = A, xp, rows
+        self.M = A if M is None else M
+        self.R, self.P, self.agg, self.smoother = R, P, agg, smoother
+        self.n = A.shape[0]
+
+    @property
+    def storage(self):
+        return f"ELL (width {self.M.width})" if isinstance(self.M, sparse.ELL) else "CSR"
+
+    def spmv(self, x):
+        return self.rows.spmv(x) if self.rows else sparse.spmv(self.M, x, self.xp)
+
+    def residual(self, f, x):
+        return self.rows.residual(f, x) if self.rows else sparse.residual(self.M, f, x, self.xp)
+
+    def restrict(self, r):
+        return sparse.spmv(self.R, r, self.xp)
+
+    def prolong_add(self, u, e):
+        if self.agg is not None:
+            sparse.prolong_add(u, e, self.agg)
+        else:
+            u += sparse.spmv(self.P, e, self.xp)
+        return u
+
+
+class Cycle:
+    """B_0 and the coarse correction C_0 of ``levels`` (CSRLevel) with the coarsest solve
+    ``coarse`` (``solve(f)`` -> a new array). ``dot(a, b)``: the K-cycle's inner product, a 0-d
+    array (a global sum on several ranks)."""
+
+    def __init__(self, levels, coarse, kind, pre, post, xp, dot=None, kcycle_its=2, revisit_coarsest=False):
+        if kind not in KINDS:
+            raise ValueError(f"unknown cycle {kind!r} ({', '.join(KINDS)})")
+        self.levels, self.coarse, self.kind, self.pre, self.post, self.xp = levels, coarse, kind, pre, post, xp
+        self.dot = dot or (lambda a, b: sparse.dot(a, b, xp))
+        self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
+
+    def __call__(self, f):
+        """B_0 f: one cycle from u = 0 (a new array)."""
+        return self.apply(0, f, self.kind)
+
+    def correction(self, f):
+        """C_0 f: what the cycle of a finer level gets from this hierarchy's finest level for the
+        restricted residual f (the levels a distributed hierarchy gathered)."""
+        return self.coarse_correction(0, f, self.kind)
+
+    def apply(self, k, f, kind):
+        """B_k f (Algorithm 2.2)."""
+        if k == len(self.levels) - 1:
+            return self.coarse.solve(f)
+        lev = self.levels[k]
+        u = self.xp.zeros_like(f)
+        lev.smoother.smooth(u, f, self.pre, zero_guess=True)
+        e = self.coarse_correction(k + 1, lev.restrict(lev.residual(f, u)), kind)
+        lev.prolong_add(u, e)
+        lev.smoother.smooth(u, f, self.post, reverse=True)
+        return u
+
+    def coarse_correction(self, k, f, kind):
+        """C_k f for the residual f restricted from level k - 1."""
+        last = k == len(self.levels) - 1
+        if kind == "k" and not last:
+            return self.fcg(k, f)
+        e = self.apply(k, f, kind)
+        if kind in ("w", "f") and (not last or self.revisit_coarsest):
+            e += self.apply(k, self.levels[k].residual(f, e), "w" if kind == "w" else "v")
+        return e
+
+    def fcg(self, k, f):
+        """Algorithm 2.1: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k. The
+        step lengths stay on the device (0-d arrays); a direction with (p, p)_A = 0 (the coarse
+        residual already zero) gets step length 0."""
+        xp, lev = self.xp, self.levels[k]
+        u = xp.zeros_like(f)
+        r = f
+        ps, aps, paps = [], [], []
+        for i in range(self.kcycle_its):
+            p = self.apply(k, r, "k")
+            for pj, apj, papj in zip(ps, aps, paps):
+                sparse.axpy_ratio(p, self.dot(p, apj), papj, pj, xp)
+            ap = lev.spmv(p)
+            pap = self.dot(p, ap)
+            alpha = sparse.step_length(self.dot(r, p), pap, xp)
+            sparse.axpy(u, alpha, p, xp)
+            if i + 1 < self.kcycle_its:
+                r = sparse.xmay(r, alpha, ap, xp)
+                ps.append(p)
+                aps.append(ap)
+                paps.append(pap)
+        return u
