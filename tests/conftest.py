@@ -149,3 +149,27 @@ def amg_galerkin_error(mg):
         D = (P.T @ A @ P - Ac).tocsr()
         worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
     return worst
+
+
+def random_stencil_matrix(shape, offsets, seed=0, zeros=True):
+    """A StencilOperator with random coefficients on ``offsets`` and its CSR, with explicit zeros
+    stored for every other box offset (as DMCreateMatrix preallocates). NumPy and SciPy only."""
+    import numpy
+    import scipy.sparse
+
+    from pcplugins.core import grid, stencil
+    rng = numpy.random.default_rng(seed)
+    box = grid.Box(shape)
+    coefs = [rng.uniform(1, 2, shape) * stencil.inside_mask(box, o, numpy) * (10 if not any(o) else -1)
+             for o in offsets]
+    op = stencil.StencilOperator(box, offsets, coefs, numpy)
+    A = op.to_scipy().tocoo()
+    if zeros:
+        pattern = stencil.StencilOperator(box, stencil.box_offsets(box.dim),
+                                          [numpy.ones(shape)] * 3 ** box.dim, numpy).to_scipy().tocoo()
+        rows, cols = numpy.concatenate([A.row, pattern.row]), numpy.concatenate([A.col, pattern.col])
+        A = scipy.sparse.coo_matrix((numpy.concatenate([A.data, numpy.zeros(pattern.nnz)]), (rows, cols)),
+                                    shape=A.shape).tocsr()        # duplicates summed, zeros kept
+        A.sort_indices()
+        assert A.nnz == pattern.nnz           # the zeros are stored
+    return op, A.tocsr()

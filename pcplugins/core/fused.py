@@ -20,7 +20,7 @@ The red-black kernel runs one thread per point of the colour (two per x-pair), s
 the array once; it, the residual and the boundary elimination take ROWS rows a thread (more
 loads in flight: float32 needs it to reach the bandwidth), the prolongation a 2 x 2 block of
 points. Colours and transfer phases come from global indices, exactly as in grid.py and
-transfer.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of
+transfer/linear.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of
 these kernels can be captured in a CUDA graph.
 """
 import functools

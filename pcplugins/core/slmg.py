@@ -7,7 +7,7 @@ matrices (complex):
   (absorbing boundary, n = 2^j + 1) coarse node J is fine node 2J; with interior unknowns only
   (Dirichlet, n = 2^j - 1) coarse J is fine 2J + 1;
 - prolongation P bilinear (trilinear in 3D), or in 2D with the boundary nodes as unknowns de Zeeuw's
-  matrix-dependent prolongation (``dezeeuw_prolongation``, the paper's); restriction R the
+  matrix-dependent prolongation (``transfer.dezeeuw_prolongation``, the paper's); restriction R the
   transpose of the bilinear one (full weighting up to a factor, which does not change the
   correction); Galerkin coarse matrices R M P (9-point; 27-point in 3D);
 - damped 4-colour (8-colour in 3D) Gauss-Seidel (omega 0.9, the paper's), colours by the parity of
@@ -34,87 +34,10 @@ stencils (by probing), colours in the same order and a direct coarsest solve (a 
 the same polynomial), so one application agrees with ShiftedLaplaceMG's to rounding.
 """
 import numpy
-import scipy.sparse
 
 from .. import backend
 from . import coarse, grid, multigrid, smoothers, sparse, transfer
 from .cycle import CSRLevel, Cycle
-
-
-def prolongation_1d(n, keep_boundary):
-    """The 1D linear interpolation from the coarse grid to n points, and the coarse size."""
-    if keep_boundary:
-        nc = (n + 1) // 2
-        fine_of = 2 * numpy.arange(nc)
-    else:
-        nc = (n - 1) // 2
-        fine_of = 2 * numpy.arange(nc) + 1
-    rows, cols, vals = [fine_of], [numpy.arange(nc)], [numpy.ones(nc)]
-    for s in (-1, 1):
-        f = fine_of + s
-        ok = (f >= 0) & (f < n)
-        rows.append(f[ok])
-        cols.append(numpy.arange(nc)[ok])
-        vals.append(numpy.full(int(ok.sum()), 0.5))
-    P = scipy.sparse.csr_matrix((numpy.concatenate(vals), (numpy.concatenate(rows), numpy.concatenate(cols))),
-                                shape=(n, nc))
-    return P, nc
-
-
-def dezeeuw_prolongation(A, n, xp=numpy):
-    """De Zeeuw's matrix-dependent prolongation on the grid of n x n points (the boundary nodes
-    unknowns, coarse node J at fine node 2J; for an even n the last column and row of nodes have a
-    coarse neighbour on one side only and take its value), from A's 9-point (or 5-point) stencils, in the
-    complex form of Erlangga, Oosterlee and Vuik: |.| is the modulus.
-
-    A fine node between two coarse nodes along x takes the weights d_w / (d_w + d_e) and
-    d_e / (d_w + d_e) from its west and east neighbours, with d_w = max(|a_nw + a_w + a_sw|,
-    |a_nw|, |a_sw|) the strength of its west column (along y: its north and south rows;
-    transfer.dezeeuw_weights, which the stencil levels' transfer.MatrixDependent uses too). A node in
-    the middle of a coarse cell makes its own row of A P vanish: its value is -(sum of its
-    neighbours' a_j e_j) / a_c, the neighbours' e_j being the coarse values and the interpolated
-    edge values. For the constant-coefficient Laplacian it is bilinear interpolation. A is a CSR
-    matrix of ``xp`` (SciPy or cupyx) with no duplicate entries; so is the result (n^2 x nc^2)."""
-    sp = sparse.module(xp)
-    N = n * n
-    nc = (n + 1) // 2
-    rows = sparse.rows_of(A, xp).astype(numpy.int64)
-    cols = A.indices.astype(numpy.int64)
-    dy, dx = cols // n - rows // n, cols % n - rows % n
-    near = (abs(dx) <= 1) & (abs(dy) <= 1)
-    S = xp.zeros((3, 3, N), dtype=A.dtype)          # S[dy + 1, dx + 1, row]
-    S[dy[near] + 1, dx[near] + 1, rows[near]] = A.data[near]
-    j, i = xp.divmod(xp.arange(N), n)
-    r, c, v = [], [], []
-
-    def add(p, jj, ii, w):                           # row p, coarse node at fine (jj, ii), weight w
-        r.append(p), c.append((jj // 2) * nc + ii // 2), v.append(w)
-
-    p = xp.nonzero((j % 2 == 0) & (i % 2 == 0))[0]   # coarse nodes: injection
-    add(p, j[p], i[p], xp.ones(p.shape[0], A.dtype))
-    p = xp.nonzero((j % 2 == 0) & (i % 2 == 1) & (i + 1 < n))[0]   # between west and east coarse nodes
-    w_w, w_e = transfer.dezeeuw_weights(*([S[a, side, p] for a in range(3)] for side in (0, 2)), xp)
-    add(p, j[p], i[p] - 1, w_w)
-    add(p, j[p], i[p] + 1, w_e)
-    p = xp.nonzero((j % 2 == 1) & (i % 2 == 0) & (j + 1 < n))[0]   # between south and north coarse nodes
-    w_s, w_n = transfer.dezeeuw_weights(*([S[side, a, p] for a in range(3)] for side in (0, 2)), xp)
-    add(p, j[p] - 1, i[p], w_s)
-    add(p, j[p] + 1, i[p], w_n)
-    # an even n leaves the last column (row) with no coarse node beyond it: those boundary nodes
-    # take their one coarse neighbour's value (the last cell is half a coarse cell)
-    p = xp.nonzero((j % 2 == 0) & (i == n - 1) & (i % 2 == 1))[0]
-    add(p, j[p], i[p] - 1, xp.ones(p.shape[0], A.dtype))
-    p = xp.nonzero((j == n - 1) & (j % 2 == 1) & (i % 2 == 0))[0]
-    add(p, j[p] - 1, i[p], xp.ones(p.shape[0], A.dtype))
-    P = sp.coo_matrix((xp.concatenate(v).astype(A.dtype), (xp.concatenate(r), xp.concatenate(c))),
-                      shape=(N, nc * nc)).tocsr()
-    # cell centres: (A P) vanishes on their rows; they couple only to non-centre nodes
-    centre = (j % 2 == 1) & (i % 2 == 1)
-    D = A.diagonal()
-    off = A - sp.diags(D)
-    scale = xp.where(centre, -1.0 / xp.where(centre, D, 1.0), 0.0).astype(A.dtype)
-    return (P + sp.diags(scale) @ (off @ P)).tocsr()
-
 
 AUTO_DIRECT = 2048    # 'auto' coarsest solve: the dense inverse up to this many unknowns
 
@@ -169,7 +92,7 @@ class ShiftedLaplaceMG:
             lev = CSRLevel(A.astype(self.dtype), xp)
             lev.points = n                      # per axis
             self.levels.append(lev)
-            P1, nc = prolongation_1d(n, keep_boundary)
+            P1, nc = transfer.prolongation_1d(n, keep_boundary)
             h *= 2
             if nc < 3 or kmax * h > max_kh:
                 break
@@ -179,7 +102,7 @@ class ShiftedLaplaceMG:
                 P = sp.kron(P, P1, format="csr")
             R = P.T.tocsr()                     # full weighting (up to a factor)
             if prolongation == "dezeeuw":
-                P = dezeeuw_prolongation(A, n, xp)
+                P = transfer.dezeeuw_prolongation(A, n, xp)
             Ac = (R @ A @ P).tocsr()            # Galerkin, in double, on the level's device
             lev.P, lev.R = P.astype(self.dtype), R.astype(self.dtype)
             lev.smoother = smoothers.CSRColourGS(lev.A, xp.asarray(_colours(n, dim, keep_boundary)), xp, omega)

@@ -146,6 +146,23 @@ def estimate_lambda_max(op, exchange=_noop, dot=None, its=12):
     return float(numpy.linalg.eigvalsh(T)[-1])
 
 
+def chebyshev_steps(a, b, sweeps):
+    """The Chebyshev iteration's coefficients on [a, b] (Saad, Iterative Methods, Algorithm 12.1,
+    preconditioned by D): for each sweep (c_d, c_r) with d <- c_d d + c_r D^-1 r and u <- u + d,
+    r the residual before the sweep; the first sweep has c_d = 0. Both Chebyshev smoothers (the
+    stencil levels' and the CSR levels') take their recurrence from here."""
+    if sweeps < 1:
+        return
+    theta, delta = (b + a) / 2, (b - a) / 2
+    sigma = theta / delta
+    rho = 1.0 / sigma
+    yield 0.0, 1.0 / theta
+    for _ in range(sweeps - 1):
+        rho_new = 1.0 / (2.0 * sigma - rho)
+        yield rho_new * rho, 2.0 * rho_new / delta
+        rho = rho_new
+
+
 class Chebyshev:
     def __init__(self, op, lambda_max, ratio=0.1, safety=1.1):
         self.op = op
@@ -158,23 +175,16 @@ class Chebyshev:
         if zero_guess:
             u[...] = 0
         op, r, d = self.op, self.r, self.d
-        theta, delta = (self.b + self.a) / 2, (self.b - self.a) / 2
-        sigma = theta / delta
-        rho = 1.0 / sigma
         ui = grid.interior(u)
-        op.residual(r, f, u)
-        d[...] = 0
-        kernels.relax(d, r, op.invdiag, 1.0 / theta, 0.0, [], [])      # d = D^-1 r / theta
-        for k in range(sweeps):
+        for k, (c_d, c_r) in enumerate(chebyshev_steps(self.a, self.b, sweeps)):
+            op.residual(r, f, u)
+            if k == 0:
+                d[...] = 0
+            else:
+                d *= c_d
+            kernels.relax(d, r, op.invdiag, c_r, 0.0, [], [])          # d += c_r D^-1 r
             ui += d
             exchange(u)
-            if k == sweeps - 1:
-                break
-            op.residual(r, f, u)
-            rho_new = 1.0 / (2.0 * sigma - rho)
-            d *= rho_new * rho
-            kernels.relax(d, r, op.invdiag, 2.0 * rho_new / delta, 0.0, [], [])
-            rho = rho_new
         return u
 
     def describe(self):
@@ -292,17 +302,11 @@ class CSRChebyshev:
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
             u[...] = 0
-        theta, delta = (self.b + self.a) / 2, (self.b - self.a) / 2
-        sigma = theta / delta
-        rho = 1.0 / sigma
-        d = self.invd * self._residual(f, u) / theta
-        for k in range(sweeps):
+        d = None
+        for c_d, c_r in chebyshev_steps(self.a, self.b, sweeps):
+            r = self._residual(f, u)
+            d = self.invd * r * c_r if d is None else c_d * d + c_r * self.invd * r
             u += d
-            if k == sweeps - 1:
-                break
-            rho_new = 1.0 / (2.0 * sigma - rho)
-            d = rho_new * rho * d + 2.0 * rho_new / delta * self.invd * self._residual(f, u)
-            rho = rho_new
         return u
 
     def describe(self):

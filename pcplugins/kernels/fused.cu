@@ -3,7 +3,7 @@
 // restriction, linear prolongation, the Dirichlet elimination of PETSc's boundary rows, the HOMG
 // iteration and cubic upsampling. Defines: T, DIM, ROWS, PAIR_X, PAIR_ROWS, HOMG_ROWS, TAIL.
 // Wrapper: pcplugins/core/fused.py; NumPy twins: core/stencil.py, core/smoothers.py,
-// core/transfer.py, core/homg.py (tests/gpu/test_kernels.py compares them).
+// core/transfer/linear.py, core/homg.py (tests/gpu/test_kernels.py compares them).
 
 // Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1 (or i1 / ROWS where a
 // thread takes ROWS rows), blockIdx.z = i0, so no index needs a division. A 2D level is a 3D one

@@ -2,29 +2,10 @@
 from (the GPU kernels against this twin: tests/gpu/test_kernels.py)."""
 import numpy as np
 import pytest
-import scipy.sparse
 
-from pcplugins.core import csrstencil, grid, stencil
+from pcplugins.core import csrstencil, stencil
 
-
-def random_stencil_matrix(shape, offsets, seed=0, zeros=True):
-    """A StencilOperator with random coefficients on ``offsets`` and its CSR, with explicit zeros
-    stored for every other box offset (as DMCreateMatrix preallocates)."""
-    rng = np.random.default_rng(seed)
-    box = grid.Box(shape)
-    coefs = [rng.uniform(1, 2, shape) * stencil.inside_mask(box, o, np) * (10 if not any(o) else -1)
-             for o in offsets]
-    op = stencil.StencilOperator(box, offsets, coefs, np)
-    A = op.to_scipy().tocoo()
-    if zeros:
-        pattern = stencil.StencilOperator(box, stencil.box_offsets(box.dim),
-                                          [np.ones(shape)] * 3 ** box.dim, np).to_scipy().tocoo()
-        A = scipy.sparse.coo_matrix((np.concatenate([A.data, np.zeros(pattern.nnz)]),
-                                     (np.concatenate([A.row, pattern.row]), np.concatenate([A.col, pattern.col]))),
-                                    shape=A.shape).tocsr()        # duplicates summed, zeros kept
-        A.sort_indices()
-        assert A.nnz == pattern.nnz           # the zeros are stored
-    return op, A.tocsr()
+from conftest import random_stencil_matrix
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (1, 9)])

@@ -6,7 +6,7 @@ import pytest
 from pcplugins import backend
 from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
 
-from conftest import gpu
+from conftest import gpu, random_stencil_matrix
 
 pytestmark = gpu
 
@@ -589,7 +589,6 @@ def test_all_finite_kernel_matches_numpy(dtype):
 def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
     """core.csrstencil's kernels (offsets present, then the scatter) against its twin, on a
     matrix with the stored zeros of DMCreateMatrix; and the wide and NaN reports."""
-    from test_csrstencil import random_stencil_matrix
 
     from pcplugins.core import csrstencil
     cp = backend.cupy

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins.core import coarse, helmholtz, slmg
+from pcplugins.core import coarse, helmholtz, slmg, transfer
 
 from conftest import ROOT, complex_scalars, gpu, pcplugins_env, petsc_options, petsc_solve, true_relative_residual
 
@@ -40,7 +40,7 @@ def test_multigrid_levels_and_galerkin_operators():
     M = helmholtz.operator(n, k, shift=(1.0, 0.6))
     mg = slmg.ShiftedLaplaceMG(M, n, numpy, k)
     assert [lev.points for lev in mg.levels] == [65, 33, 17]          # k h = 0.625, 1.25, 2.5
-    P1, nc = slmg.prolongation_1d(65, True)
+    P1, nc = transfer.prolongation_1d(65, True)
     P = scipy.sparse.kron(P1, P1)
     assert nc == 33 and abs(mg.levels[1].A - P.T @ M @ P).max() < 1e-12
     f = numpy.random.default_rng(0).standard_normal(n * n) + 0j
@@ -78,11 +78,11 @@ def test_dezeeuw_prolongation():
     Neumann rows); for the shifted Laplacian the weights of a node between two coarse nodes sum to
     one and A P vanishes on the rows of the cell centres; the same nonzeros as bilinear."""
     n = 17
-    P1, nc = slmg.prolongation_1d(n, True)
+    P1, nc = transfer.prolongation_1d(n, True)
     B = scipy.sparse.kron(P1, P1).tocsr()
-    assert abs(slmg.dezeeuw_prolongation(helmholtz.operator(n, 0.0), n) - B).max() < 1e-15
+    assert abs(transfer.dezeeuw_prolongation(helmholtz.operator(n, 0.0), n) - B).max() < 1e-15
     M = helmholtz.operator(n, 0.625 * (n - 1), shift=(1.0, 0.6))
-    P = slmg.dezeeuw_prolongation(M, n)
+    P = transfer.dezeeuw_prolongation(M, n)
     j, i = numpy.divmod(numpy.arange(n * n), n)
     edge = (j % 2) != (i % 2)
     assert numpy.allclose(numpy.asarray(P[edge].sum(axis=1)).ravel(), 1.0)
@@ -97,12 +97,12 @@ def test_dezeeuw_prolongation_even_points(n):
     have a coarse node on one side only and take its value; the cell-centre rule covers the rest,
     so P 1 = 1 for the Laplacian (pure Neumann rows), A P vanishes on the centres' rows, and every
     row interpolates (an earlier version indexed past the coarse grid)."""
-    P = slmg.dezeeuw_prolongation(helmholtz.operator(n, 0.0), n)
+    P = transfer.dezeeuw_prolongation(helmholtz.operator(n, 0.0), n)
     nc = n // 2
     assert P.shape == (n * n, nc * nc)
     assert numpy.allclose(P @ numpy.ones(nc * nc), 1.0)
     M = helmholtz.operator(n, 0.625 * (n - 1), shift=(1.0, 0.6))
-    P = slmg.dezeeuw_prolongation(M, n)
+    P = transfer.dezeeuw_prolongation(M, n)
     j, i = numpy.divmod(numpy.arange(n * n), n)
     centre = (j % 2 == 1) & (i % 2 == 1)
     assert abs((M @ P)[centre]).max() < 1e-12
@@ -279,7 +279,7 @@ def test_stencil_levels_are_the_same_preconditioner(dim, N, boundary, layers, co
     """-pc_sl_hierarchy stencil (multigrid.py's levels on the DMDA, the path MPI runs take) against
     the CSR levels: the same coarsening (the absorbing grid keeps its boundary nodes on every
     level), transfers (de Zeeuw's prolongation in 2D with the absorbing boundary, transfer.
-    MatrixDependent against slmg.dezeeuw_prolongation; else bilinear), Galerkin matrices, colour
+    MatrixDependent against transfer.dezeeuw_prolongation; else bilinear), Galerkin matrices, colour
     order and coarse solve, so one application agrees to rounding (measured 1e-15) and Bi-CGSTAB
     needs the same iterations (within one). ``layers``: a two-layer wavenumber field through
     pcplugins.set_wavenumber. ``coarse`` polynomial: the coarsest grid's GMRES polynomial, an

@@ -17,10 +17,8 @@ than the ghost update the cycle does before them.
 import functools
 import itertools
 
-import numpy
-
-from .. import backend
-from . import grid, kernels
+from ... import backend
+from .. import grid, kernels
 
 
 @functools.lru_cache(maxsize=None)
@@ -197,90 +195,6 @@ class Transfer:
             cs = [v for v, _ in terms]
             us = [grid.view(coarse_pad, lat, padded=True) for _, lat in terms]
             kernels.lincomb(out, cs, us, add=True)
-        return fine_pad
-
-
-def dezeeuw_weights(low, high, xp, where=None):
-    """De Zeeuw's weights of a fine node between two coarse nodes, from its stencil's two sides
-    (``low``, ``high``: each the three coefficients along that side, e.g. a_sw, a_w, a_nw): the
-    strength d = max(|a + b + c|, |a|, |c|) of each side (|.| the modulus, Erlangga, Oosterlee and
-    Vuik's complex form), weights d_low / (d_low + d_high) and d_high / (d_low + d_high).
-    ``where``: compute them only there (zero elsewhere)."""
-    def strength(side):
-        a, m, b = side
-        return xp.maximum(xp.maximum(abs(a + m + b), abs(a)), abs(b))
-
-    d_lo, d_hi = strength(low), strength(high)
-    if where is None:
-        return d_lo / (d_lo + d_hi), d_hi / (d_lo + d_hi)
-    total = xp.where(where, d_lo + d_hi, 1.0)
-    return xp.where(where, d_lo / total, 0), xp.where(where, d_hi / total, 0)
-
-
-class MatrixDependent:
-    """De Zeeuw's matrix-dependent prolongation from the fine level's stencil (2D, every axis
-    coarsened, grids that keep their ends: coarse point k on fine point 2k), the formula of
-    slmg.dezeeuw_prolongation, with the linear transfer's full-weighting restriction.
-
-    A prolongation builds P e in a padded work array: the coarse values injected (the halo too),
-    the edge points from their two coarse neighbours, then ``exchange`` (the fine level's ghost
-    update: a cell centre needs its neighbours' edge values, which other ranks may own), then the
-    cell centres from their stencil rows; the result is added to the fine array."""
-    kind = "dezeeuw"
-
-    def __init__(self, fine, coarse, coarsened, op, exchange):
-        if fine.dim != 2 or not all(fine.keep_ends) or not all(coarsened):
-            raise ValueError("de Zeeuw's prolongation is built for 2D grids that keep their ends, "
-                             "both axes coarsened")
-        self.linear = Transfer(fine, coarse, coarsened, "linear")
-        self.exchange = exchange
-        xp, dtype = op.xp, op.dtype
-        self.t = xp.zeros(fine.padded_shape, dtype)
-        # injection: the padded fine points with even global indices inside the grid, from the
-        # padded coarse array (coarse global g // 2 at padded index g // 2 - coarse start + 1)
-        self._inject = []
-        for a in range(2):
-            g = fine.start[a] - 1 + numpy.arange(fine.shape[a] + 2)
-            ok = (g % 2 == 0) & (g >= 0) & (g < fine.global_shape[a])
-            ok &= (g // 2 - coarse.start[a] + 1 >= 0) & (g // 2 - coarse.start[a] + 1 < coarse.shape[a] + 2)
-            p = numpy.nonzero(ok)[0].tolist()
-            c0 = int(g[p[0]] // 2 - coarse.start[a] + 1) if p else 0
-            self._inject.append((slice(p[0], p[-1] + 1, 2), slice(c0, c0 + len(p))) if p else None)
-        coef = {o: (xp.full(fine.shape, c, dtype) if numpy.isscalar(c) else c)
-                for o, c in zip(op.offsets, op.coefs)}
-        zero = xp.zeros(fine.shape, dtype)
-        get = lambda o: coef.get(o, zero)                          # noqa: E731
-        gy = (xp.arange(fine.shape[0]) + fine.start[0])[:, None]
-        gx = (xp.arange(fine.shape[1]) + fine.start[1])[None, :]
-        even_y, even_x = gy % 2 == 0, gx % 2 == 0
-
-        def pair(low, high, where):                  # the two weights on the points ``where``
-            return (w.astype(dtype) for w in dezeeuw_weights(low, high, xp, where))
-
-        x_edge, y_edge = even_y & ~even_x, ~even_y & even_x
-        self.w_w, self.w_e = pair([get((dy, -1)) for dy in (-1, 0, 1)], [get((dy, 1)) for dy in (-1, 0, 1)], x_edge)
-        self.w_s, self.w_n = pair([get((-1, dx)) for dx in (-1, 0, 1)], [get((1, dx)) for dx in (-1, 0, 1)], y_edge)
-        centre = ~even_y & ~even_x
-        diag = xp.where(centre, get((0, 0)), 1.0)
-        self.centre = [(o, xp.where(centre, -c / diag, 0).astype(dtype)) for o, c in coef.items() if o != (0, 0)]
-
-    def restrict(self, coarse_out, fine_pad):
-        return self.linear.restrict(coarse_out, fine_pad)
-
-    def prolong_add(self, fine_pad, coarse_pad):
-        t = self.t
-        t[...] = 0
-        if all(self._inject):
-            (fy, cy), (fx, cx) = self._inject
-            view = t[fy, fx]
-            view[...] = coarse_pad[cy, cx][:view.shape[0], :view.shape[1]]
-        own = grid.interior(t)
-        own += (self.w_w * t[1:-1, :-2] + self.w_e * t[1:-1, 2:]
-                + self.w_s * t[:-2, 1:-1] + self.w_n * t[2:, 1:-1])
-        self.exchange(t)
-        n0, n1 = own.shape
-        own += sum(c * t[1 + o[0]:1 + o[0] + n0, 1 + o[1]:1 + o[1] + n1] for o, c in self.centre)
-        grid.interior(fine_pad)[...] += own
         return fine_pad
 
 
