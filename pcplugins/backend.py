@@ -90,10 +90,8 @@ def any_true(mask):
 def any_flag(mask):
     """1 if any entry of a non-empty boolean array is true, else 0, as a 0-d array on its device
     (no host transfer): the maximum of its bytes. CuPy's any() is a CUB block reduction compiled
-    (with CUB's headers) per input-size class: on an H100 a first any() of 1000 and then of 3001
-    entries took 6 s each, and the first colouring of a new AMG level size 12.7 s. A maximum goes
-    to the device-wide CUB routines built with CuPy (a first max() of 1000 entries took 21 ms
-    there)."""
+    (with CUB's headers) anew for each input-size class, seconds each time a new AMG level size
+    appears; a maximum goes to the device-wide CUB routines CuPy ships compiled."""
     return mask.view(numpy.int8).max()
 
 
@@ -123,7 +121,7 @@ class CycleGraphs:
     captured once and replayed it is one launch. KSPs pass the same few work Vecs every iteration,
     so the graphs read and write PETSc's own memory with no extra copies. The first call per
     buffer pair captures, in relaxed mode so that kernels may compile and ``pool`` may grow while
-    capturing (a first eager run cost 25-40 ms of Python per setup of the 2048^2 AMG). A call
+    capturing (an eager first run would add a whole cycle's Python time to every setup). A call
     whose capture fails runs eagerly and the next one captures again; a second failure turns the
     graphs off. ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a
     private CuPy memory pool, or None for the default one): the captured graph keeps using the
@@ -189,7 +187,7 @@ class CycleGraphs:
     def _capture(self, x, out):
         # no synchronisation first: capturing executes nothing, and the graph is launched on the
         # current stream after the work queued there, so the GPU goes on with that work while
-        # the host captures (waiting cost a 2-application solve at 257^3 on an H200 about 0.4 ms)
+        # the host captures
         stream = _capture_stream()
         try:
             with stream, self._allocator():

@@ -183,8 +183,8 @@ def colour_graph(A, xp, max_colours=None):
     giving the next colour to the unknowns whose hashed priority beats all uncoloured neighbours.
     With ``max_colours``, where there are more than three times as many colours they fold back
     (colour mod max_colours): neighbours may then share a colour, which CSRColourGS's l1 diagonal
-    keeps convergent, but an improper colour costs it two kernels and a scatter instead of one
-    (on an H100, folding 2D levels of 17-18 colours into 8 made the cycle slower)."""
+    keeps convergent, but an improper colour costs it two kernels and a scatter instead of one,
+    so folding pays only where the colours are many."""
     n = A.shape[0]
     r = sparse.rows_of(A, xp)
     c = A.indices.astype(numpy.int32)

@@ -18,8 +18,7 @@ HOST_INVERSE = 512      # dense inverses up to this order are formed on the host
 def dense_inverse(A, xp):
     """The inverse of the dense matrix A (on the host or on ``xp``'s device), on ``xp``, in double:
     by LU, or the pseudo-inverse (on the host) where LU fails, for a singular (pure Neumann)
-    operator. An SVD costs 20 times as much (25 s against 1.1 s for 1089 complex unknowns on one
-    core)."""
+    operator (an SVD costs an order of magnitude more than LU)."""
     target = xp
     if A.shape[0] <= HOST_INVERSE and backend.array_module(A) is numpy:
         xp = numpy          # a small inverse is faster on the host than a device solver's round trips
@@ -97,8 +96,8 @@ class CSRDirectSolve:
         self.dtype = numpy.dtype(dtype or A.dtype)
         self.inv = self.lu = None
         if self.n <= DENSE_LIMIT:
-            # densified where A lives: a 4096^2 dense matrix built on the host and uploaded took
-            # most of a 2048^2 AMG setup
+            # densified where A lives: a dense matrix built on the host and uploaded would be most
+            # of a GPU AMG setup
             self.inv = dense_inverse(A.toarray(), xp).astype(self.dtype)
             self.out = xp.zeros(self.n, self.dtype)
         else:

@@ -28,6 +28,13 @@ from . import sparse
 KINDS = ("v", "w", "f", "k")
 
 
+def second_visit(kind):
+    """The kind of the second visit a cycle of ``kind`` makes to the next coarser level, the first
+    being of ``kind`` itself: W another W, F a V; V and K none. Both cycle drivers (Cycle here,
+    multigrid.Multigrid's in-place one) recurse by it."""
+    return {"w": "w", "f": "v"}.get(kind)
+
+
 class CSRLevel:
     """One level of a CSR hierarchy. ``A``: its matrix (this rank's rows on several ranks:
     ``rows``, a distributed.Rows, then holds the ghost exchange); ``M``: the storage its products
@@ -101,8 +108,9 @@ class Cycle:
         if kind == "k" and not last:
             return self.fcg(k, f)
         e = self.apply(k, f, kind)
-        if kind in ("w", "f") and (not last or self.revisit_coarsest):
-            e += self.apply(k, self.levels[k].residual(f, e), "w" if kind == "w" else "v")
+        again = second_visit(kind)
+        if again and (not last or self.revisit_coarsest):
+            e += self.apply(k, self.levels[k].residual(f, e), again)
         return e
 
     def fcg(self, k, f):

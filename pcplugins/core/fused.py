@@ -63,8 +63,8 @@ _ROW_KERNELS = ("relax_colour", "residual", "copy_inside", "eliminate")
 
 # relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block, marching along i0 through
 # enough planes for about PAIR_BLOCKS blocks, at least PAIR_MIN_PLANES (a block reads 4 planes
-# more than it writes). Measured at 255^3 on an H200 (.gpu/pair2.py): 8 rows, 512 blocks. The
-# kernel source takes PAIR_X and PAIR_ROWS from here (_module).
+# more than it writes); benchmarks/gmg_kernels.py measures the choices. The kernel source takes
+# PAIR_X and PAIR_ROWS from here (_module).
 PAIR_X = 64
 PAIR_ROWS = {"float64": 8, "float32": 8}
 PAIR_BLOCKS = 512

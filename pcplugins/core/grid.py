@@ -105,7 +105,10 @@ def shape_name(box):
     return "x".join(str(m) for m in reversed(box.global_shape))
 
 
-def hierarchy_boxes(fine, levels=None, coarse_size=256):
+COARSE_SIZE = 256     # the default coarsest grid: at most this many unknowns
+
+
+def hierarchy_boxes(fine, levels=None, coarse_size=COARSE_SIZE):
     """Boxes of all levels, finest first, and for each coarsening the coarsened axes."""
     boxes, axes_list = [fine], []
     while levels is None or len(boxes) < levels:

@@ -27,10 +27,9 @@ from .. import backend
 from . import aggregation, coarse, cycle, distributed, smoothers, sparse
 from .comm import Comm
 
-# Pairwise levels: Jones-Plassmann gives 15-38 colours, each a kernel per sweep. Folded into 8 (the
-# l1 diagonal absorbs the couplings within a colour) the iteration counts stayed the same and a 3D
-# cycle at 129^3 went from 31 to 12 ms on an H100; into 4 the K-cycle lost some h-independence
-# (11 -> 13 iterations from 31^2 to 63^2).
+# Pairwise levels: Jones-Plassmann gives tens of colours, each a kernel per sweep. Folded into 8
+# (the l1 diagonal absorbs the couplings within a colour) the iteration counts stay those of the
+# proper colouring at a fraction of the launches; into 4 the K-cycle loses some h-independence.
 MAX_COLOURS = 8
 # the largest coarsest level a stalled hierarchy may end in (its sparse LU)
 STALLED_LIMIT = 50000
@@ -48,7 +47,7 @@ class Options:
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
     gather_size: int = 65536       # several ranks: gather the first level this small onto every rank
-    graph: bool = False            # on the GPU, capture the gathered levels' cycle as a CUDA graph
+    graph: bool = True             # on the GPU, capture the gathered levels' cycle as a CUDA graph
     storage: str = "auto"          # auto (coarse on the GPU, csr on the host) | coarse | csr | ell
 
 
@@ -99,7 +98,8 @@ class AggregationMG:
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
         if o.coarse_size is None:
-            # 4096 cost 20 ms more setup (the dense inverse by LU) and saved 0.26 ms per cycle at 2048^2
+            # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
+            # than the cycle gains
             o.coarse_size = 2048 if backend.is_gpu(xp) else 400
         if o.cycle not in ("k", "v", "w"):
             raise ValueError(f"unknown cycle {o.cycle!r}")
@@ -162,8 +162,8 @@ class AggregationMG:
         """Level k's products in ELL storage? Every serial level with storage ``ell``; with
         ``coarse`` the aux grid's coarse levels whose rows have at most 3^dim entries (an aggregate
         is a cell coupled to its neighbour cells: 9 in 2D, 27 in 3D, unless long edges skip a
-        cell). ``auto`` is ``coarse`` on the GPU and CSR on the host, where SciPy's CSR product
-        beat the NumPy ELL product (a 1024^2 cycle: 100 ms against 160-180 ms)."""
+        cell). ``auto`` is ``coarse`` on the GPU and CSR on the host, where SciPy's compiled CSR
+        product is faster than NumPy's ELL expression."""
         o = self.opts
         storage = o.storage if o.storage != "auto" else "coarse" if backend.is_gpu(self.xp) else "csr"
         if isinstance(M, distributed.Rows) or storage == "csr":

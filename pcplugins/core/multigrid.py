@@ -18,12 +18,13 @@ import numpy
 from .. import backend
 from . import coarse, fused, grid, smoothers, stencil, transfer
 from .comm import Comm
+from .cycle import second_visit
 
 
 @dataclasses.dataclass
 class Options:
     levels: int = None            # None: by the coarsening rule (grid.py)
-    coarse_size: int = 256        # stop coarsening at this many unknowns
+    coarse_size: int = grid.COARSE_SIZE   # stop coarsening at this many unknowns
     cycle: str = "v"              # v, w, f
     cycles: int = 1               # cycles per call of cycle() (PETSc's -pc_mg_multiplicative_cycles)
     pre: int = 1
@@ -266,10 +267,9 @@ class Multigrid:
     def replay_coarse_levels(self, max_unknowns=COARSE_GRAPH_SIZE):
         """Replay each visit of the coarse levels, from the first level of at most
         ``max_unknowns`` unknowns down, as one CUDA graph (one per kind of visit) captured at its
-        first use on the levels' own arrays. For when the whole cycle is not captured: those
-        kernels are latency-bound, and the host's launches (about 5 us each) would set their
-        pace. On the GPU, one rank, every level on the device; returns the first level replayed,
-        or None."""
+        first use on the levels' own arrays. For when the whole cycle is not captured: those kernels
+        are latency-bound, and the host's launches would set their pace. On the GPU, one rank, every
+        level on the device; returns the first level replayed, or None."""
         if not backend.is_gpu(self.xp) or self.comm.size > 1 or self.host_levels:
             return None
         last = len(self.levels) - 1
@@ -315,16 +315,10 @@ class Multigrid:
             lev.transfer.restrict(nxt.f, lev.r)
         # the second visit of a W/F-cycle: on the coarsest level only when its solve is inexact
         inner = l + 1 < len(self.levels) - 1 or not self.exact_coarse
-        if kind == "v":
-            self._cycle(l + 1, "v", True)
-        elif kind == "w":
-            self._cycle(l + 1, "w", True)
-            if inner:
-                self._cycle(l + 1, "w", False)
-        else:
-            self._cycle(l + 1, "f", True)
-            if inner:
-                self._cycle(l + 1, "v", False)
+        self._cycle(l + 1, kind, True)
+        again = second_visit(kind)
+        if again and inner:
+            self._cycle(l + 1, again, False)
         with ev("prolong"):
             lev.transfer.prolong_add(lev.u, nxt.u)
             ex(lev.u)

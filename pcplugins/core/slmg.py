@@ -15,16 +15,14 @@ matrices (complex):
 - V, W or F cycles (the paper: one F-cycle), a dense inverse or a GMRES polynomial on the coarsest grid.
 
 Coarsening stops before a grid would have k h > ``max_kh`` (2.5): with bilinear prolongation a
-coarser grid spoils the correction (the F-cycle diverged on MP1 at N = 128 with a 17^2 coarsest
-grid, k h = 5, and converged at 0.26 per cycle with 65^2). The coarsest grid then grows with k
-(N/4 + 1 points per axis at k h = 0.625): a dense inverse up to 4096 unknowns, beyond that a fixed
-GMRES polynomial of degree 16 (coarse.CSRPolynomialSolve), which left the Bi-CGSTAB counts of the
-exact solve unchanged at N = 64, 128, 256 (degree 8 added up to two iterations) and keeps the cycle
-on the GPU; the paper instead coarsens further and smooths on its coarsest grid, which diverged
-here (damped Gauss-Seidel on M is not convergent at k h = 2.5, and coarser grids spoiled the
-correction with bilinear, collapsed-stencil and de Zeeuw's prolongation alike: with de Zeeuw's a
-fourth level made the F-cycle on M grow by 21 per cycle at N = 64 and Bi-CGSTAB need 25 and 107
-iterations at N = 64, 128, against 9 and 18 with three levels).
+coarser grid spoils the correction (the F-cycle diverges on MP1 once the coarsest grid reaches
+k h = 5). The coarsest grid then grows with k (N/4 + 1 points per axis at k h = 0.625): a dense
+inverse up to AUTO_DIRECT unknowns, beyond that a fixed GMRES polynomial of degree 16
+(coarse.CSRPolynomialSolve), which keeps the Bi-CGSTAB counts of the exact solve
+(tests/petsc/test_shifted_laplace.py) and keeps the cycle on the GPU. The paper instead coarsens
+further and smooths on its coarsest grid; that diverges here, because damped Gauss-Seidel on M is
+not convergent at k h = 2.5 and coarser grids spoil the correction with bilinear,
+collapsed-stencil and de Zeeuw's prolongation alike (docs/shiftedlaplace.md).
 
 ``StencilMG`` runs the same method on multigrid.py's stencil levels instead, so it runs on any
 number of ranks (the levels of a distributed DMDA, a ghost update after each colour, the small

@@ -197,9 +197,9 @@ def _kernel_types(A, *vectors):
 
 def dot(a, b, xp):
     """(a, b) of real vectors as a 0-d array of ``xp``, with no synchronisation. On the GPU two
-    kernels: per-block partial sums over the whole device, then their sum. (CuPy's ReductionKernel
-    gives a full reduction one thread block: a 1M-vector dot took 0.8 ms on an H100, and the
-    K-cycle's dots were most of its time.)"""
+    kernels: per-block partial sums over the whole device, then their sum (CuPy's ReductionKernel
+    gives a full reduction one thread block, which leaves the device mostly idle; the K-cycle
+    takes many dots per cycle)."""
     if not backend.is_gpu(xp):
         return xp.asarray(numpy.dot(a, b))
     n = a.size

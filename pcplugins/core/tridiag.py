@@ -25,10 +25,9 @@ reduction levels, the ones that touch every unknown, are replaced by the chunk e
 (sequential in each thread, so no synchronisation and no shared-memory traffic per level), and
 only the system of the separators, 1/S of the unknowns, is left to the parallel reduction. The
 odd stride keeps the threads' side-by-side walks over their chunks on distinct shared-memory
-banks (the role of the paper's even/odd layout). On an H200, with 8192 systems of 1025
-unknowns, it reads at 74% (double) and 65% (float) of the copy bandwidth, where the paper's scheme
-(one reduction level in registers, the rest in shared memory) read at 35% and 29%
-(benchmarks/tridiag.py).
+banks (the role of the paper's even/odd layout). benchmarks/tridiag.py measures its share of
+the copy bandwidth against the paper's scheme (one reduction level in registers, the rest in
+shared memory) and cuSPARSE.
 
 The system takes 4 n words of dynamic shared memory, above 48 KB (n > 1536 in double) through the
 opt-in limit; systems longer than that limit allows fall back to the Thomas algorithm. No
@@ -93,7 +92,7 @@ def _lines(a, n):
 
 
 def _threads(n, threads):
-    if threads is None:   # 96 threads at n = 1023 and 1025 beat 64, 128, 160 and 256 on an H200
+    if threads is None:   # about 11 unknowns a thread (benchmarks/tridiag.py compares the choices)
         threads = min(256, 32 * -(-(n + 1) // (11 * 32)))
     if threads % 32 or not 32 <= threads <= 256:
         raise ValueError(f"cyclic_reduction: threads={threads} is not a multiple of 32 from 32 to 256")

@@ -2,7 +2,7 @@
 // Gauss-Seidel (by colour, and relax_pair's two colours in one sweep), residual, full-weighting
 // restriction, linear prolongation, the Dirichlet elimination of PETSc's boundary rows, the HOMG
 // iteration and cubic upsampling. Defines: T, DIM, ROWS, PAIR_X, PAIR_ROWS, HOMG_ROWS, TAIL.
-// Wrapper: pcplugins/core/fused.py; NumPy twins: core/stencil.py, core/smoothers.py,
+// Wrapper: pcplugins/core/fused.py; NumPy twins: core/stencil.py, core/smoothers/,
 // core/transfer/linear.py, core/homg.py (tests/gpu/test_kernels.py compares them).
 
 // Launched on a 3D grid: x threads along the fastest axis, blockIdx.y = i1 (or i1 / ROWS where a
@@ -330,7 +330,7 @@ extern "C" __global__ void eliminate(double* __restrict__ y, T* __restrict__ f, 
 }
 
 // eliminate's counterpart: y = u inside (u the cycle's padded solution, y PETSc's, both over
-// the grid with its outer layer). A strided CuPy copy took twice as long.
+// the grid with its outer layer), in one pass where a strided CuPy copy makes two.
 extern "C" __global__ void copy_inside(double* __restrict__ y, const T* __restrict__ u, int n0, int n1, int n2)
 {
     int i0 = blockIdx.z, i2 = blockIdx.x * blockDim.x + threadIdx.x;
@@ -348,9 +348,8 @@ extern "C" __global__ void copy_inside(double* __restrict__ y, const T* __restri
 // Coarse point k sits on local fine point 2k + phase along a coarsened axis (c = 1), on k
 // along a kept one (c = 0); R = P^T / 2^c with linear P: weights 1/2 (o = 0) and 1/4 (o = +-1).
 // The loops have fixed bounds (a kept axis gives its neighbours weight 0, in the halo at worst),
-// so they unroll and the 27 loads issue together; with the trip counts read at run time the
-// restriction ran at 60% of the sweep's bandwidth. Weights are typed T: a double literal turns
-// float32 taps into double arithmetic (the float32 restriction was slower than the float64 one).
+// so they unroll and the 27 loads issue together, which trip counts read at run time prevent.
+// Weights are typed T: a double literal would turn float32 taps into double arithmetic.
 __device__ __forceinline__ T weight(int o, int c) { return c ? (o ? (T)0.25 : (T)0.5) : (o ? (T)0 : (T)1); }
 
 // With TAIL the fine point after the coarse point at local index LC_a, the grid's last, takes
@@ -511,9 +510,9 @@ __device__ __forceinline__ int homg_cell(int j, int l, T* w)
 
 // A block is HOMG_ROWS rows of x (one j0): the corners of their cells lie on at most 2 planes and
 // HOMG_ROWS / l + 2 rows of the level, at most 128 / l + 2 of them per row (l >= 2). They are
-// relaxed once each into shared memory, then every thread interpolates its points from there.
-// (Each point relaxing its own corners took 85 ms for an MFMG(32) cycle at 255^3; one row per
-// block, 60 ms: the blocks were too short to hide the latency of their two phases.)
+// relaxed once each into shared memory, then every thread interpolates its points from there:
+// each point relaxing its own corners repeats that work 2^dim times, and blocks of one row are
+// too short to hide the latency of their two phases.
 #define HOMG_CROWS (HOMG_ROWS / 2 + 2)
 #define HOMG_ROW 72
 extern "C" __global__ void homg_iterate(T* __restrict__ out, const T* __restrict__ u, const T* __restrict__ f,

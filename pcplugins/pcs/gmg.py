@@ -17,7 +17,7 @@ from .dmdapc import DMDAPC
 
 OPTIONS = [
     options.Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)", lo=1),
-    options.Option("pc_gmg_coarse_size", "int", 256, "Stop coarsening at this many unknowns", lo=1),
+    options.Option("pc_gmg_coarse_size", "int", grid.COARSE_SIZE, "Stop coarsening at this many unknowns", lo=1),
     options.Option("pc_gmg_cycle", "str", "v", "Multigrid cycle (homg: Becerra-Sagredo et al.'s MFMG cycle)",
            multigrid.CYCLES + ("homg",)),
     options.Option("pc_gmg_multiplicative_cycles", "int", 1,

@@ -16,8 +16,8 @@ def amg_coordinates(pc, n, xp):
     (None, why not). Sources in order: a Vec composed on the PC as "coordinates" (block size =
     dimension; pcplugins.set_coordinates does it, and C codes can PetscObjectCompose it), then the
     coordinates of a DMDA attached to the PC (its index grid when it has none). A Vec's values go
-    to ``xp`` straight from its array and are checked there (a host copy and check of 4M 2D
-    points took 22 ms of a 100 ms setup on the GPU)."""
+    to ``xp`` straight from its array and are checked there (a host copy and check of millions
+    of points would be a large part of a GPU setup)."""
     v = _composed_vec(pc, "coordinates")
     if v is not None:
         dim = v.getBlockSize()

@@ -1,4 +1,4 @@
-"""Line and ADI smoothers (lines.py) on anisotropic problems, and the batched Thomas solve (tridiag.py)."""
+"""Line and ADI smoothers (smoothers/lines.py) on anisotropic problems, and the batched Thomas solve (tridiag.py)."""
 import numpy as np
 import pytest
 import scipy.linalg

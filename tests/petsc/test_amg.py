@@ -258,6 +258,30 @@ def test_other_smoothers_converge(smoother):
     assert _fcg(A, numpy.ones(31 * 31), mg.cycle) <= 20
 
 
+def test_chebyshev_bound_is_the_lanczos_estimate():
+    """Both Chebyshev smoothers take lambda_max(D^-1 A) from the same Lanczos estimate, which is
+    close to the true value from below (a bound below it makes the polynomial amplify the top of
+    the spectrum)."""
+    A = lap2d(63)
+    lam = float(numpy.max(scipy.sparse.linalg.eigsh(scipy.sparse.diags(1.0 / A.diagonal()) @ A, k=1,
+                                                    which="LA", return_eigenvectors=False)))
+    est = smoothers.CSRChebyshev(A, numpy).b / 1.1
+    assert 0.95 * lam <= est <= lam * (1 + 1e-12), (est, lam)
+
+
+@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs"])
+def test_chebyshev_smoother_under_linear_ksps(ksp_type):
+    """The W-cycle with Chebyshev smoothing on a 2D grid Poisson problem converges under cg, gmres
+    and bcgs (with an underestimated lambda_max cg stopped on an indefinite preconditioner)."""
+    from conftest import petsc_solve, true_relative_residual
+    from problems import poisson_system
+    da, A, b = poisson_system(129, 2, "petsc")
+    ksp, x = petsc_solve(da, A, b, {"pc_amg_smoother": "chebyshev", "pc_amg_cycle": "w"}, ksp_type,
+                         pc="pcplugins.AMG", rtol=1e-8, max_it=60)
+    assert ksp.getConvergedReason() > 0, ksp.getConvergedReason()
+    assert true_relative_residual(A, b, x) <= 1e-6
+
+
 # -- through PETSc -------------------------------------------------------------------------------
 
 def fe(kind, n, jump=0):

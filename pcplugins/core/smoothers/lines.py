@@ -19,8 +19,8 @@ import itertools
 
 import numpy
 
-from .. import backend
-from . import grid, kernels, tridiag
+from ... import backend
+from .. import grid, kernels, tridiag
 
 
 class LineGS:

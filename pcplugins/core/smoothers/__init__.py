@@ -1,0 +1,50 @@
+"""Smoothers: one protocol, one factory for the stencil levels.
+
+Every smoother has ``smooth(u, f, sweeps, [exchange,] reverse=False, zero_guess=False)``, which
+improves ``u`` for ``A u = f`` in place, and ``describe()``. On stencil levels ``u`` is padded with
+its ghosts current on entry and ``exchange(u)`` refreshes them (a DMDA ghost update under MPI,
+nothing in serial), called after every colour so that the iterates do not depend on the number
+of ranks. ``reverse=True`` runs the colours in the opposite order (the post-smoother reverses
+the pre-smoother, which keeps the cycle symmetric for CG); ``zero_guess=True`` starts from u = 0
+whatever ``u`` holds.
+
+- ``stencil``: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev on stencil operators;
+- ``lines``: zebra line Gauss-Seidel and ADI (anisotropic problems);
+- ``csr``: the same methods on CSR levels, and their hybrid form across ranks;
+- fused.RedBlack: red-black Gauss-Seidel as fused CUDA kernels (the fast path).
+"""
+from .. import fused
+from .csr import CSRChebyshev, CSRColourGS, CSRHybrid, CSRL1Jacobi
+from .lines import LineGS
+from .stencil import Chebyshev, ColourGS, Jacobi, _noop, chebyshev_steps, estimate_lambda_max, lanczos_lambda_max
+
+__all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev", "ColourGS", "Jacobi",
+           "LineGS", "chebyshev_steps", "estimate_lambda_max", "lanczos_lambda_max", "make"]
+
+
+def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, dot=None):
+    """The smoother ``kind`` (multigrid.SMOOTHERS) of a stencil level ``op``: the one factory of
+    the geometric hierarchy. ``omega`` None: 1 for Gauss-Seidel and lines, 2/3 for Jacobi;
+    ``fused_level``: the level's fused.Laplacian where the fast path applies (red-black then runs
+    fused, ``scratch`` a padded work array that lets it sweep both colours in one pass);
+    ``exchange`` and ``dot`` (a global inner product) for Chebyshev's eigenvalue estimate."""
+    gs_omega = 1.0 if omega is None else omega
+    if fused_level is not None and kind == "redblack":
+        return fused.RedBlack(fused_level, gs_omega, scratch=scratch)
+    if kind in ("redblack", "multicolor"):
+        if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in op.offsets):
+            kind = "multicolor"   # red-black is not a valid colouring of a box stencil
+        return ColourGS(op, kind, gs_omega)
+    if kind.startswith("line_") or kind == "adi":
+        d = op.box.dim
+        if kind == "adi":
+            axes = tuple(range(d))[::-1]                     # x lines first
+        else:
+            axis = d - 1 - "xyz".index(kind[-1])             # array axis of the named direction
+            if axis < 0:
+                raise ValueError(f"smoother {kind} needs a {d + 1}D grid")
+            axes = (axis,)
+        return LineGS(op, axes, gs_omega)
+    if kind == "jacobi":
+        return Jacobi(op, 2.0 / 3.0 if omega is None else omega)
+    return Chebyshev(op, estimate_lambda_max(op, exchange, dot))

@@ -1,0 +1,120 @@
+"""Smoothers of CSR levels (aggregation AMG, the shifted Laplacian's CSR levels): multicolour
+Gauss-Seidel by row colours, l1-Jacobi, the hybrid form of either across ranks, and Chebyshev
+(its recurrence and bounds those of the stencil levels' Chebyshev: stencil.chebyshev_steps)."""
+import numpy
+
+from ... import backend
+from .. import sparse
+from .stencil import chebyshev_steps, lanczos_lambda_max, probe_vector
+
+
+class CSRColourGS:
+    """Gauss-Seidel by colours: the unknowns of one colour are updated together,
+    u_c += omega (f - A u)_c / D_c. D is the diagonal plus the absolute couplings to other unknowns
+    of the same colour (the l1 idea of Baker, Falgout, Kolev, Yang 2011): with a proper colouring
+    that is plain Gauss-Seidel; with the aux grid's aggregate colouring (vertices of one cell share
+    a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix.
+    ``extra``: more to add to D (CSRHybrid's couplings to other ranks)."""
+
+    def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None):
+        self.A, self.xp, self.omega = A, xp, omega
+        rows, cols = sparse.rows_of(A, xp), A.indices
+        same = (colours[rows] == colours[cols]) & (rows != cols)
+        D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
+        if extra is not None:
+            D = D + extra
+        self.ncolours = int(colours.max()) + 1
+        self.parts = []
+        for c in range(self.ncolours):
+            idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
+            if idx.size:
+                self.parts.append((idx, (A if M is None else M)[idx], (omega / D[idx]).astype(A.dtype)))
+        self.proper = not backend.any_true(same)
+
+    def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        parts = self.parts[::-1] if reverse else self.parts
+        for _ in range(sweeps):
+            for idx, Ac, invd in parts:
+                sparse.relax_rows(u, f, Ac, idx, invd, self.xp, independent=self.proper)
+        return u
+
+    def describe(self):
+        kind = "Gauss-Seidel" if self.proper else "l1 Gauss-Seidel (same-colour couplings in the diagonal)"
+        w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
+        return f"{self.ncolours}-colour {kind}{w}"
+
+
+class CSRL1Jacobi:
+    """u += (f - A u) / l1, with l1 the row sums of |a_ij|: convergent for any SPD matrix.
+    ``extra``: more to add to l1 (CSRHybrid's couplings to other ranks)."""
+
+    def __init__(self, A, xp, extra=None, M=None):
+        l1 = sparse.l1_norms(A, xp)
+        self.A, self.xp, self.inv = A if M is None else M, xp, 1.0 / (l1 if extra is None else l1 + extra)
+
+    def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        for _ in range(sweeps):
+            u += self.inv * sparse.residual(self.A, f, u, self.xp)
+        return u
+
+    def describe(self):
+        return "l1-Jacobi"
+
+
+class CSRHybrid:
+    """A CSR smoother of this rank's rows of a distributed matrix (distributed.Rows): the values
+    other ranks own are exchanged once per sweep and held fixed during it, so within a rank it is
+    ``inner`` (Gauss-Seidel or l1-Jacobi), across ranks Jacobi: the hybrid smoother of Baker,
+    Falgout, Kolev and Yang (2011). ``inner`` must be built with the row sums of |a_ij| over the
+    other ranks' columns in its diagonal (Rows.ghost_l1), their l1 smoothers, which stay
+    convergent for any SPD matrix whatever the number of ranks."""
+
+    def __init__(self, inner, A):
+        self.inner, self.A = inner, A
+
+    def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
+        for s in range(sweeps):
+            first = zero_guess and s == 0           # every rank starts from zero: no exchange
+            g = f if first else f - self.A.off_rank(u)
+            self.inner.smooth(u, g, 1, reverse=reverse, zero_guess=first)
+        return u
+
+    def describe(self):
+        return f"hybrid {self.inner.describe()} (Jacobi across ranks, one exchange per sweep)"
+
+
+class CSRChebyshev:
+    """Chebyshev polynomial in D^-1 A on [b/10, b], b = 1.1 lambda_max (as ``Chebyshev``, and
+    lambda_max as its: stencil.lanczos_lambda_max). ``rows``: the distributed.Rows A belongs to on
+    several ranks; the polynomial is then the global one (an exchange per product, global sums)."""
+
+    def __init__(self, A, xp, its=12, rows=None, M=None):
+        self.A, self.xp, self.rows = A if M is None else M, xp, rows
+        self.invd = 1.0 / A.diagonal()
+        first = int(rows.starts[rows.comm.rank]) if rows else 0
+        b = xp.asarray(probe_vector((first,), (A.shape[0],)), dtype=self.invd.dtype)
+        dot = (lambda x, y: float(xp.vdot(x, y).real)) if rows is None else \
+            (lambda x, y: float(rows.comm.allsum(float(xp.vdot(x, y).real))))
+        lam = lanczos_lambda_max(rows.spmv if rows else (lambda p: A @ p), self.invd, b, dot, its)
+        self.b = 1.1 * lam
+        self.a = 0.1 * self.b
+
+    def _residual(self, f, u):
+        return self.rows.residual(f, u) if self.rows else sparse.residual(self.A, f, u, self.xp)
+
+    def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        d = None
+        for c_d, c_r in chebyshev_steps(self.a, self.b, sweeps):
+            r = self._residual(f, u)
+            d = self.invd * r * c_r if d is None else c_d * d + c_r * self.invd * r
+            u += d
+        return u
+
+    def describe(self):
+        return f"Chebyshev on [{self.a:.3g}, {self.b:.3g}] (Jacobi-preconditioned)"

@@ -1,0 +1,181 @@
+"""Smoothers of stencil levels: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev (the
+protocol: the package's docstring).
+
+- Multicolour GS (Feng, Shu, Xu, Zhang, section 3): 'redblack' (2 colours, star stencils),
+  'multicolor' (4 colours in 2D, 8 in 3D: valid for box stencils too). ``omega`` != 1 gives SOR.
+- Weighted Jacobi: u += omega D^-1 (f - A u).
+- Chebyshev (Adams, Brezina, Hu, Tuminaro 2003): polynomial in D^-1 A on [a, b] with
+  b = 1.1 lambda_max and a = b / 10 (PETSc's defaults for multigrid smoothing); lambda_max the
+  largest Ritz value of a few Jacobi-preconditioned CG steps during setup (estimate_lambda_max).
+"""
+import numpy
+
+from .. import grid, kernels
+
+
+def _noop(u):
+    return u
+
+
+class ColourGS:
+    def __init__(self, op, kind="multicolor", omega=1.0):
+        self.op, self.omega, self.kind = op, omega, kind
+        self.colours = grid.colours(op.box, kind)
+        self._lat = [[(lat, op.diag_on(lat), op.invdiag_on(lat)) for lat in col] for col in self.colours]
+
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        cols = self._lat[::-1] if reverse else self._lat
+        op = self.op
+        for _ in range(sweeps):
+            for col in cols:
+                for lat, cd, invd in col:
+                    cs, us = op.terms(u, lat, skip_diag=True)
+                    kernels.relax(grid.view(u, lat, padded=True), grid.view(f, lat), invd,
+                                  self.omega, cd, cs, us)
+                exchange(u)
+        return u
+
+    def describe(self):
+        n = len(self.colours)
+        name = "red-black" if self.kind == "redblack" else f"{n}-colour"
+        w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
+        return f"{name} Gauss-Seidel{w}"
+
+
+class Jacobi:
+    def __init__(self, op, omega=2.0 / 3.0):
+        self.op, self.omega = op, omega
+        self.r = op.xp.zeros(op.box.shape, op.dtype)
+
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        ui = grid.interior(u)
+        for _ in range(sweeps):
+            self.op.residual(self.r, f, u)
+            kernels.relax(ui, self.r, self.op.invdiag, self.omega, 0.0, [], [])
+            exchange(u)
+        return u
+
+    def describe(self):
+        return f"weighted Jacobi, omega {self.omega:g}"
+
+
+def lanczos_lambda_max(apply, invdiag, b, dot, its=12):
+    """Largest eigenvalue of D^-1 A: the largest Ritz value of ``its`` Jacobi-preconditioned CG
+    steps on A x = b (the Lanczos tridiagonal from CG's coefficients). ``apply(p)``: A p;
+    ``dot``: the inner product (a global sum on several ranks, a host float). Both Chebyshev
+    smoothers take their bound from here."""
+    r = b.copy()
+    z = r * invdiag
+    p = z.copy()
+    rz = dot(r, z)
+    alphas, betas = [], []
+    for _ in range(its):
+        q = apply(p)
+        pq = dot(p, q)
+        if pq <= 0.0 or rz <= 0.0:
+            break
+        alpha = rz / pq
+        r -= alpha * q
+        z = r * invdiag
+        rz_new = dot(r, z)
+        beta = rz_new / rz
+        alphas.append(alpha)
+        betas.append(beta)
+        rz = rz_new
+        p = z + beta * p
+    k = len(alphas)
+    if k == 0:
+        return 1.0
+    T = numpy.zeros((k, k))
+    for j in range(k):
+        T[j, j] = 1.0 / alphas[j] + (betas[j - 1] / alphas[j - 1] if j > 0 else 0.0)
+        if j + 1 < k:
+            T[j, j + 1] = T[j + 1, j] = betas[j] ** 0.5 / alphas[j]
+    return float(numpy.linalg.eigvalsh(T)[-1])
+
+
+def probe_vector(starts, shape):
+    """A fixed pseudo-random vector of global indices (``starts``: the local box's first global
+    index per axis), so every rank count gives the same Lanczos estimate."""
+    g = 0.0
+    for a, (s, n) in enumerate(zip(starts, shape)):
+        sh = [1] * len(shape)
+        sh[a] = n
+        g = g + (numpy.arange(s, s + n, dtype=float) * (12.9898 + 65.233 * a)).reshape(sh)
+    b = numpy.sin(g) * 43758.5453
+    return numpy.broadcast_to(b - numpy.floor(b) - 0.5, shape)
+
+
+def estimate_lambda_max(op, exchange=_noop, dot=None, its=12):
+    """lanczos_lambda_max of a stencil level: A p through the padded work array and its ghost
+    update ``exchange``."""
+    xp, box = op.xp, op.box
+    dot = dot or (lambda a, b: float(xp.vdot(a, b)))
+    pad = xp.zeros(box.padded_shape, op.dtype)
+    zero = xp.zeros(box.shape, op.dtype)
+
+    def apply(p):
+        grid.interior(pad)[...] = p
+        exchange(pad)
+        q = xp.empty(box.shape, op.dtype)
+        op.residual(q, zero, pad)
+        q *= -1.0                       # q = A p
+        return q
+
+    b = xp.asarray(probe_vector(box.start, box.shape)).astype(op.dtype)
+    return lanczos_lambda_max(apply, op.invdiag, b, dot, its)
+
+
+def chebyshev_steps(a, b, sweeps):
+    """The Chebyshev iteration's coefficients on [a, b] (Saad, Iterative Methods, Algorithm 12.1,
+    preconditioned by D): for each sweep (c_d, c_r) with d <- c_d d + c_r D^-1 r and u <- u + d,
+    r the residual before the sweep; the first sweep has c_d = 0. Both Chebyshev smoothers (the
+    stencil levels' and the CSR levels') take their recurrence from here."""
+    if sweeps < 1:
+        return
+    theta, delta = (b + a) / 2, (b - a) / 2
+    sigma = theta / delta
+    rho = 1.0 / sigma
+    yield 0.0, 1.0 / theta
+    for _ in range(sweeps - 1):
+        rho_new = 1.0 / (2.0 * sigma - rho)
+        yield rho_new * rho, 2.0 * rho_new / delta
+        rho = rho_new
+
+
+class Chebyshev:
+    def __init__(self, op, lambda_max, ratio=0.1, safety=1.1):
+        self.op = op
+        self.b = safety * lambda_max
+        self.a = ratio * self.b
+        self.r = op.xp.zeros(op.box.shape, op.dtype)
+        self.d = op.xp.zeros(op.box.shape, op.dtype)
+
+    def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        op, r, d = self.op, self.r, self.d
+        ui = grid.interior(u)
+        for k, (c_d, c_r) in enumerate(chebyshev_steps(self.a, self.b, sweeps)):
+            op.residual(r, f, u)
+            if k == 0:
+                d[...] = 0
+            else:
+                d *= c_d
+            kernels.relax(d, r, op.invdiag, c_r, 0.0, [], [])          # d += c_r D^-1 r
+            ui += d
+            exchange(u)
+        return u
+
+    def describe(self):
+        return f"Chebyshev on [{self.a:.3g}, {self.b:.3g}] (Jacobi-preconditioned)"
+
+
+# -- on CSR matrices (pcplugins.AMG) -------------------------------------------------------------------
+# These work on 1-D arrays and a SciPy/cupyx CSR matrix A. ``M``: the same matrix as the sweeps
+# multiply by it (sparse.storage: ELL on the aux grid's coarse levels), A when not given; the
+# set-up analysis stays on the CSR matrix.
