@@ -73,17 +73,9 @@ def _level(A, agg, nc, colours, opts, xp, ell=False):
     M = sparse.storage(A, xp, ell and agg is not None)
     if agg is None:
         return cycle.CSRLevel(A, xp, M, rows=rows)
-    extra = rows.ghost_l1() if rows else None
-    if opts.smoother == "gs":
-        if colours is None:
-            colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
-        smoother = smoothers.CSRColourGS(A, colours, xp, extra=extra, M=M)
-    elif opts.smoother == "l1jacobi":
-        smoother = smoothers.CSRL1Jacobi(A, xp, extra=extra, M=M)
-    else:                          # a global polynomial: no hybrid form needed
-        smoother = smoothers.CSRChebyshev(A, xp, rows=rows, M=M)
-    if rows and opts.smoother != "chebyshev":
-        smoother = smoothers.CSRHybrid(smoother, rows)
+    if opts.smoother == "gs" and colours is None:
+        colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
+    smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
     return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp), agg=agg, smoother=smoother, rows=rows)
 
 

@@ -1,4 +1,5 @@
-"""Smoothers: one protocol, one factory for the stencil levels.
+"""Smoothers: one protocol, a factory for the stencil levels (``make``) and one for CSR levels
+(``make_csr``).
 
 Every smoother has ``smooth(u, f, sweeps, [exchange,] reverse=False, zero_guess=False)``, which
 improves ``u`` for ``A u = f`` in place, and ``describe()``. On stencil levels ``u`` is padded with
@@ -19,7 +20,23 @@ from .lines import LineGS
 from .stencil import Chebyshev, ColourGS, Jacobi, _noop, chebyshev_steps, estimate_lambda_max, lanczos_lambda_max
 
 __all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev", "ColourGS", "Jacobi",
-           "LineGS", "chebyshev_steps", "estimate_lambda_max", "lanczos_lambda_max", "make"]
+           "LineGS", "chebyshev_steps", "estimate_lambda_max", "lanczos_lambda_max", "make", "make_csr"]
+
+
+def make_csr(kind, A, xp, colours=None, rows=None, M=None):
+    """The smoother ``kind`` (gs, l1jacobi, chebyshev) of a CSR level ``A`` (this rank's own rows
+    and columns): ``colours`` the row colours of Gauss-Seidel, ``rows`` the distributed.Rows A
+    belongs to on several ranks (Gauss-Seidel and l1-Jacobi then sweep in their hybrid form, the
+    ghost couplings in the l1 diagonal; Chebyshev is the global polynomial), ``M`` the storage of
+    the products."""
+    extra = rows.ghost_l1() if rows else None
+    if kind == "gs":
+        smoother = CSRColourGS(A, colours, xp, extra=extra, M=M)
+    elif kind == "l1jacobi":
+        smoother = CSRL1Jacobi(A, xp, extra=extra, M=M)
+    else:
+        return CSRChebyshev(A, xp, rows=rows, M=M)
+    return CSRHybrid(smoother, rows) if rows else smoother
 
 
 def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, dot=None):
