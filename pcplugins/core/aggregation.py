@@ -122,7 +122,8 @@ def strength(A, xp):
 
 
 def pair_matching(A, xp, theta=0.25, rounds=4):
-    """One pairwise aggregation of A: returns (agg, nc)."""
+    """One pairwise aggregation of A: returns (agg, nc, sign), the signs of the prolongation's
+    entries (_pair_signs; None: all +1)."""
     n = A.shape[0]
     S = strength(A, xp)
     rows = sparse.rows_of(S, xp)
@@ -147,7 +148,26 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
     _, agg = xp.unique(rep, return_inverse=True)
     agg = agg.ravel().astype(numpy.int32)
-    return agg, int(agg.max()) + 1 if n else 0
+    return agg, int(agg.max()) + 1 if n else 0, _pair_signs(A, partner, rep, xp)
+
+
+def _pair_signs(A, partner, rep, xp):
+    """The signs of the prolongation's entries, +-1 per unknown (None when all are +1): the second
+    unknown of a pair whose coupling a_ij + a_ji is positive takes -1, so that P follows a
+    near-null vector that changes sign across positive couplings (for D A D with D = diag(+-1)
+    and A an M-matrix, the hierarchy of A up to the signs D)."""
+    n = A.shape[0]
+    rows, cols = sparse.rows_of(A, xp), A.indices
+    data = A.data.real if xp.iscomplexobj(A.data) else A.data
+    paired = partner >= 0
+    c = xp.zeros(n)
+    for mine, other in ((rows, cols), (cols, rows)):     # a_{i, partner(i)} and a_{partner(i), i}
+        hit = paired[mine] & (other == partner[mine])
+        c += xp.bincount(mine[hit], weights=data[hit], minlength=n)
+    flip = paired & (rep != xp.arange(n)) & (c > 0)
+    if not backend.any_true(flip):
+        return None
+    return xp.where(flip, -1.0, 1.0)
 
 
 def _row_max(values, A, xp):
@@ -157,25 +177,33 @@ def _row_max(values, A, xp):
 
 
 def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
-    """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs) like ``auxgrid``
-    (without colours) and the Galerkin matrices it formed on the way (Acs[k] for level k+1).
+    """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs, signs): ``auxgrid``'s
+    aggregates and sizes, the Galerkin matrices it formed on the way (Acs[k] for level k+1), and
+    the signs of each level's prolongation (None where all are +1: an M-matrix; _pair_signs).
     On several ranks (``comm``) A is the block of this rank's own rows and columns: each rank
-    matches its own unknowns, and the sizes compared are the global sums."""
+    matches its own unknowns, the sizes compared are the global sums, and the signs stay +1 (a
+    Galerkin product across ranks would need the ghost columns' signs)."""
     total = (lambda v: v) if comm is None else comm.allsum
-    aggs, sizes, Acs = [], [A.shape[0]], []
+    aggs, sizes, Acs, signs = [], [A.shape[0]], [], []
     while total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
-        agg, nc, Ak = None, sizes[-1], A
+        agg, sign, nc, Ak = None, None, sizes[-1], A
         for _ in range(passes):
-            a, nc = pair_matching(Ak, xp, theta)
+            a, nc, s = pair_matching(Ak, xp, theta)
+            if comm is not None:
+                s = None
+            # P = P_1 P_2: the sign of fine unknown i is s_1[i] s_2[a_1[i]]
+            if s is not None:
+                sign = s if agg is None else (s[agg] if sign is None else sign * s[agg])
             agg = a if agg is None else a[agg]
-            Ak = sparse.galerkin(Ak, a, nc, xp)
+            Ak = sparse.galerkin(Ak, a, nc, xp, s)
         if total(nc) > 0.9 * total(sizes[-1]):     # coarsening has stalled: stop here
             break
         aggs.append(agg)
         sizes.append(nc)
         Acs.append(Ak)
+        signs.append(sign)
         A = Ak
-    return aggs, sizes, Acs
+    return aggs, sizes, Acs, signs
 
 
 def colour_graph(A, xp, max_colours=None):

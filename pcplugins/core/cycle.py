@@ -39,13 +39,13 @@ class CSRLevel:
     """One level of a CSR hierarchy. ``A``: its matrix (this rank's rows on several ranks:
     ``rows``, a distributed.Rows, then holds the ghost exchange); ``M``: the storage its products
     use (A itself, or ELL); the transfers to the next level: ``R`` (CSR) and ``P`` (CSR) or ``agg``
-    (aggregates: P piecewise constant, never formed); ``smoother``. The coarsest level has no
-    transfers and no smoother."""
+    (aggregates: P piecewise constant, P[i, agg[i]] = 1 or ``sign[i]``, never formed);
+    ``smoother``. The coarsest level has no transfers and no smoother."""
 
-    def __init__(self, A, xp, M=None, R=None, P=None, agg=None, smoother=None, rows=None):
+    def __init__(self, A, xp, M=None, R=None, P=None, agg=None, smoother=None, rows=None, sign=None):
         self.A, self.xp, self.rows = A, xp, rows
         self.M = A if M is None else M
-        self.R, self.P, self.agg, self.smoother = R, P, agg, smoother
+        self.R, self.P, self.agg, self.sign, self.smoother = R, P, agg, sign, smoother
         self.n = A.shape[0]
 
     @property
@@ -63,7 +63,7 @@ class CSRLevel:
 
     def prolong_add(self, u, e):
         if self.agg is not None:
-            sparse.prolong_add(u, e, self.agg)
+            sparse.prolong_add(u, e, self.agg, self.sign)
         else:
             u += sparse.spmv(self.P, e, self.xp)
         return u

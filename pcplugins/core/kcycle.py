@@ -63,11 +63,11 @@ class _Clock:
         return self.t - t
 
 
-def _level(A, agg, nc, colours, opts, xp, ell=False):
+def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None):
     """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
-    on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve), the smoother
-    of ``opts``; ``ell``: the cycle's products use ELL storage (AggregationMG._ell decides; never on
-    distributed levels)."""
+    on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
+    of its prolongation (None: all +1), the smoother of ``opts``; ``ell``: the cycle's products
+    use ELL storage (AggregationMG._ell decides; never on distributed levels)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     M = sparse.storage(A, xp, ell and agg is not None)
@@ -76,7 +76,8 @@ def _level(A, agg, nc, colours, opts, xp, ell=False):
     if opts.smoother == "gs" and colours is None:
         colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
     smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
-    return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp), agg=agg, smoother=smoother, rows=rows)
+    return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp, sign), agg=agg, sign=sign, smoother=smoother,
+                          rows=rows)
 
 
 class AggregationMG:
@@ -108,12 +109,13 @@ class AggregationMG:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
             aggs, sizes, colours = aggregation.auxgrid(coords, xp, stop, o.max_levels,
                                                        comm if parallel else None)
+            signs = [None] * len(aggs)
             mats = [A]
             for agg, nc in zip(aggs, sizes[1:]):
                 mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp))
         else:
-            aggs, sizes, Acs = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
-                                                    o.theta, comm=comm if parallel else None)
+            aggs, sizes, Acs, signs = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
+                                                           o.theta, comm=comm if parallel else None)
             mats, colours = [A], [None] * len(sizes)
             for agg, nc, Ac in zip(aggs, sizes[1:], Acs):
                 mats.append(mats[-1].galerkin(agg, nc, Ac) if parallel else Ac)
@@ -132,8 +134,8 @@ class AggregationMG:
                                  "raise -pc_amg_max_levels")
             self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
-        self.levels = [_level(M, agg, nc, col, o, xp, e)
-                       for M, agg, nc, col, e in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell)]
+        self.levels = [_level(M, agg, nc, col, o, xp, e, s) for M, agg, nc, col, e, s
+                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None])]
         self.timings["smoothers"] = clock()
         if not parallel:
             self.coarse = coarse.CSRDirectSolve(mats[-1], xp)

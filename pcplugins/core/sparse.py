@@ -94,32 +94,39 @@ def l1_norms(A, xp):
     return xp.asarray(B.sum(axis=1)).ravel()
 
 
-def galerkin(A, agg, nc, xp):
-    """P^T A P for the piecewise-constant P of ``agg``: a_ij summed into (agg[i], agg[j])."""
-    rows = agg[rows_of(A, xp)]
+def galerkin(A, agg, nc, xp, sign=None):
+    """P^T A P for the piecewise-constant P of ``agg`` (P[i, agg[i]] = 1, or sign[i] = +-1 with
+    ``sign``): s_i a_ij s_j summed into (agg[i], agg[j])."""
+    r = rows_of(A, xp)
+    rows = agg[r]
     cols = agg[A.indices]
+    data = A.data if sign is None else A.data * (sign[r] * sign[A.indices])
     sp = module(xp)
-    C = sp.coo_matrix((A.data, (rows, cols)), shape=(nc, nc)).tocsr()
+    C = sp.coo_matrix((data, (rows, cols)), shape=(nc, nc)).tocsr()
     C.sum_duplicates()
     return C
 
 
-def members(agg, nc, xp):
-    """R = P^T as a CSR matrix of ones (row a lists the fine unknowns of aggregate a): restriction
-    is then the same row kernel as a matrix-vector product, summing in a fixed order."""
+def members(agg, nc, xp, sign=None):
+    """R = P^T as a CSR matrix of ones (or of ``sign``; row a lists the fine unknowns of aggregate
+    a): restriction is then the same row kernel as a matrix-vector product, summing in a fixed
+    order."""
     order = xp.argsort(agg, kind="stable") if not backend.is_gpu(xp) else xp.argsort(agg)
     counts = xp.bincount(agg, minlength=nc)
     indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
-    return module(xp).csr_matrix((xp.ones(agg.shape[0]), order.astype(numpy.int32), indptr),
-                                 shape=(nc, agg.shape[0]))
+    values = xp.ones(agg.shape[0]) if sign is None else sign[order]
+    return module(xp).csr_matrix((values, order.astype(numpy.int32), indptr), shape=(nc, agg.shape[0]))
 
 
-def prolong_add(u, e, agg):
-    """u += P e (one kernel on the GPU)."""
+def prolong_add(u, e, agg, sign=None):
+    """u += P e (one kernel on the GPU); P[i, agg[i]] = sign[i] with ``sign``, else 1."""
     if backend.array_module(u) is numpy:
-        u += e[agg]
+        u += e[agg] if sign is None else sign * e[agg]
         return u
-    elementwise("prolong", "raw T e, I agg", "T u", "u += e[agg]")(e, agg, u)
+    if sign is None:
+        elementwise("prolong", "raw T e, I agg", "T u", "u += e[agg]")(e, agg, u)
+    else:
+        elementwise("prolong_signed", "raw T e, I agg, S s", "T u", "u += s * e[agg]")(e, agg, sign, u)
     return u
 
 

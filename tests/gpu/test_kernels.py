@@ -470,6 +470,32 @@ def test_amg_cupy_matches_numpy(method, smoother):
     assert np.allclose(out[np][2], out[cp][2], rtol=1e-10, atol=1e-12 * np.abs(out[np][2]).max())
 
 
+@pytest.mark.parametrize("cycle", ["w", "k"])
+def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
+    """Positive couplings (D A D, D = diag(+-1)): the same signs, aggregates and cycle on the GPU."""
+    import scipy.sparse
+
+    from pcplugins.core import kcycle, sparse
+
+    import meshes
+    cp = backend.cupy
+    p, t = meshes.mesh("quasi", 48)
+    A, _ = meshes.p1_poisson(p, t)
+    d = np.where(np.random.default_rng(5).random(A.shape[0]) < 0.5, -1.0, 1.0)
+    B = (scipy.sparse.diags(d) @ A @ scipy.sparse.diags(d)).tocsr()
+    f = np.random.default_rng(4).random(A.shape[0])
+    out = {}
+    for xp in (np, cp):
+        Bx = sparse.csr(B.indptr, B.indices, B.data, B.shape[0], xp)
+        mg = kcycle.AggregationMG(Bx, xp, kcycle.Options(aggregation="pairwise", cycle=cycle, coarse_size=400))
+        out[xp] = ([None if lev.sign is None else backend.to_host(lev.sign) for lev in mg.levels[:-1]],
+                   backend.to_host(mg.cycle(xp.asarray(f))))
+    assert out[np][0][0] is not None
+    for a, b in zip(out[np][0], out[cp][0]):
+        assert (a is None and b is None) or np.array_equal(a, b)
+    assert np.allclose(out[np][1], out[cp][1], rtol=1e-10, atol=1e-12 * np.abs(out[np][1]).max())
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
                                        (np.complex64, 1e-5)])
 def test_csr_row_kernels_match_twins(dtype, tol):

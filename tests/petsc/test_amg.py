@@ -75,12 +75,14 @@ def test_auxgrid_skips_empty_cells():
 
 def test_pairwise_aggregates_pair_neighbours():
     A = lap1d(64)
-    agg, nc = aggregation.pair_matching(A, numpy)
+    agg, nc, sign = aggregation.pair_matching(A, numpy)
+    assert sign is None                 # an M-matrix: every entry of P is +1
     assert nc <= 36                     # locally dominant matching leaves a few singletons
     for a in range(nc):
         i = numpy.nonzero(agg == a)[0]
         assert len(i) == 1 or (len(i) == 2 and i[1] - i[0] == 1)
-    aggs, sizes, _ = aggregation.pairwise(lap2d(32), numpy, coarse_size=50, max_levels=10)
+    aggs, sizes, _, signs = aggregation.pairwise(lap2d(32), numpy, coarse_size=50, max_levels=10)
+    assert signs == [None] * len(aggs)
     for agg in aggs:
         assert numpy.bincount(agg).max() <= 4       # double pairwise: at most 4
     assert sizes[1] < sizes[0] / 3
@@ -549,19 +551,37 @@ def test_nonsymmetric_convection_diffusion_coarsens(dim, n, peclet):
     assert res < 1e-8 and it <= 40, (it, res)
 
 
-def test_positive_off_diagonals_coarsen():
-    """An SPD matrix whose couplings are partly positive (the P1 Laplacian as D A D, D = diag(+-1)
-    at random): strength is |a_ij|, so the hierarchy has the Laplacian's levels instead of one, and
-    CG converges to the true residual. The piecewise-constant prolongation cannot follow the sign
-    changes of the near-null vector D 1, so it takes more iterations (measured 88 against 18):
-    sign-aware aggregates are not built."""
+@pytest.mark.parametrize("cycle,ksp_type", [("w", "cg"), ("k", "fcg")])
+def test_positive_off_diagonals_follow_the_signs(cycle, ksp_type):
+    """An SPD matrix with positive couplings, the P1 Laplacian A as B = D A D (D = diag(+-1) at
+    random): its near-null vector D 1 changes sign across them, and the pairwise prolongation
+    takes those signs (P_B = D P_A), so B's hierarchy is A's up to the signs: the same levels and
+    the same iteration counts, to the true residual. (A piecewise-constant P of ones cannot follow
+    D 1: cg then needs several times A's count.)"""
     A, _ = fe("uniform", 64)
     sign = numpy.where(numpy.random.default_rng(1).random(A.shape[0]) < 0.5, -1.0, 1.0)
     B = (scipy.sparse.diags(sign) @ A @ scipy.sparse.diags(sign)).tocsr()
-    _, _, ksp_a = amg_solve(A, None, ksp_type="cg", cycle="w", rtol=1e-8)
-    it, res, ksp_b = amg_solve(B, None, ksp_type="cg", cycle="w", rtol=1e-8)
-    assert len(ksp_b.getPC().getPythonContext().mg.levels) == len(ksp_a.getPC().getPythonContext().mg.levels) >= 3
-    assert res < 1e-8 and it <= 120, it
+    it_a, _, ksp_a = amg_solve(A, None, ksp_type=ksp_type, cycle=cycle, rtol=1e-8)
+    it_b, res, ksp_b = amg_solve(B, None, ksp_type=ksp_type, cycle=cycle, rtol=1e-8,
+                                 rhs=sign * numpy.random.default_rng(3).random(A.shape[0]))
+    mg_a, mg_b = ksp_a.getPC().getPythonContext().mg, ksp_b.getPC().getPythonContext().mg
+    assert [lev.n for lev in mg_b.levels] == [lev.n for lev in mg_a.levels] and len(mg_a.levels) >= 3
+    assert mg_b.levels[0].sign is not None and mg_a.levels[0].sign is None
+    assert res < 1e-8 and abs(it_b - it_a) <= 1, (it_a, it_b)
+
+
+def test_signs_give_the_galerkin_product_of_the_signed_prolongation():
+    """P^T A P and R = P^T of the signed P agree with the explicit product."""
+    A, _ = fe("uniform", 20)
+    d = numpy.where(numpy.random.default_rng(2).random(A.shape[0]) < 0.5, -1.0, 1.0)
+    B = (scipy.sparse.diags(d) @ A @ scipy.sparse.diags(d)).tocsr()
+    agg, nc, s = aggregation.pair_matching(B, numpy)
+    assert s is not None
+    P = scipy.sparse.csr_matrix((s, (numpy.arange(len(agg)), agg)), shape=(len(agg), nc))
+    assert abs(sparse.galerkin(B, agg, nc, numpy, s) - P.T @ B @ P).max() < 1e-12
+    assert abs(sparse.members(agg, nc, numpy, s) - P.T).max() == 0
+    e = numpy.random.default_rng(4).random(nc)
+    assert numpy.allclose(sparse.prolong_add(numpy.zeros(len(agg)), e, agg, s), P @ e)
 
 
 def test_stalled_coarsening_is_said_or_refused(monkeypatch):
