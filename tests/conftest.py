@@ -139,13 +139,15 @@ def amg_galerkin_error(mg):
     comm = mg.comm
     worst = 0.0
     for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
+        sign = numpy.ones(fine.n) if fine.sign is None else backend.to_host(fine.sign)
         if fine.rows is None:                        # one rank: the serial hierarchy
             A, Ac, agg = fine.A, nxt.A, fine.agg
         else:
             A, Ac = fine.rows.gathered(), nxt.rows.gathered()
             agg = numpy.concatenate(comm.allgather(backend.to_host(fine.agg) + nxt.rows.starts[comm.rank]))
+            sign = numpy.concatenate(comm.allgather(sign))
         A, Ac, agg = sparse.to_host(A), sparse.to_host(Ac), backend.to_host(agg)
-        P = scipy.sparse.csr_matrix((numpy.ones(len(agg)), (numpy.arange(len(agg)), agg)))
+        P = scipy.sparse.csr_matrix((sign, (numpy.arange(len(agg)), agg)))
         D = (P.T @ A @ P - Ac).tocsr()
         worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
     return worst

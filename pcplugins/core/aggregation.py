@@ -181,16 +181,16 @@ def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
     aggregates and sizes, the Galerkin matrices it formed on the way (Acs[k] for level k+1), and
     the signs of each level's prolongation (None where all are +1: an M-matrix; _pair_signs).
     On several ranks (``comm``) A is the block of this rank's own rows and columns: each rank
-    matches its own unknowns, the sizes compared are the global sums, and the signs stay +1 (a
-    Galerkin product across ranks would need the ghost columns' signs)."""
+    matches its own unknowns, the sizes compared are the global sums, and a pass has signs on
+    every rank where it has them on one (distributed.Rows.galerkin exchanges them, collectively)."""
     total = (lambda v: v) if comm is None else comm.allsum
     aggs, sizes, Acs, signs = [], [A.shape[0]], [], []
     while total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
         agg, sign, nc, Ak = None, None, sizes[-1], A
         for _ in range(passes):
             a, nc, s = pair_matching(Ak, xp, theta)
-            if comm is not None:
-                s = None
+            if comm is not None and comm.allsum(int(s is not None)):
+                s = xp.ones(Ak.shape[0]) if s is None else s
             # P = P_1 P_2: the sign of fine unknown i is s_1[i] s_2[a_1[i]]
             if s is not None:
                 sign = s if agg is None else (s[agg] if sign is None else sign * s[agg])

@@ -70,19 +70,25 @@ class Rows:
         """f - A x."""
         return sparse.residual(self.own, f - self.off_rank(x), x, self.xp)
 
-    def galerkin(self, agg, nc, own_coarse=None):
-        """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them).
-        ``own_coarse``: its own block when already formed (aggregation.pairwise forms it)."""
+    def galerkin(self, agg, nc, own_coarse=None, sign=None):
+        """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them) and
+        the signs of P (``sign``, None: all +1; None on every rank or on none: the ghost columns'
+        signs come through a collective exchange). ``own_coarse``: its own block when already
+        formed (aggregation.pairwise forms it)."""
         xp, comm = self.xp, self.comm
         starts = starts_of(nc, comm)
-        own = own_coarse if own_coarse is not None else sparse.galerkin(self.own, agg, nc, xp)
+        own = own_coarse if own_coarse is not None else sparse.galerkin(self.own, agg, nc, xp, sign)
         # the global coarse index of every ghost column's aggregate, from its owner
         gagg = backend.to_host(self.halo(agg.astype(numpy.int64) + int(starts[comm.rank])))
         ghost = sparse.to_host(self.ghost).tocoo()
         cols_global = gagg[ghost.col]
         ghosts, cols = numpy.unique(cols_global, return_inverse=True)
         rows = backend.to_host(agg)[ghost.row]
-        G = _csr(ghost.data, rows, cols.ravel(), (nc, len(ghosts)), xp)
+        data = ghost.data
+        if sign is not None:
+            gsign = backend.to_host(self.halo(sign))
+            data = data * backend.to_host(sign)[ghost.row] * gsign[ghost.col]
+        G = _csr(data, rows, cols.ravel(), (nc, len(ghosts)), xp)
         return Rows(own, G, ghosts, starts, comm, xp)
 
     def gathered(self):

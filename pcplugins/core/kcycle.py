@@ -117,8 +117,8 @@ class AggregationMG:
             aggs, sizes, Acs, signs = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
                                                            o.theta, comm=comm if parallel else None)
             mats, colours = [A], [None] * len(sizes)
-            for agg, nc, Ac in zip(aggs, sizes[1:], Acs):
-                mats.append(mats[-1].galerkin(agg, nc, Ac) if parallel else Ac)
+            for agg, nc, Ac, sign in zip(aggs, sizes[1:], Acs, signs):
+                mats.append(mats[-1].galerkin(agg, nc, Ac, sign) if parallel else Ac)
         self.timings = {"coarsening": clock()}
         # a hierarchy that stopped coarsening above coarse_size ends in a direct solve of what is
         # left: said in describe(), and refused where that would be a sparse LU of a large matrix

@@ -253,6 +253,34 @@ def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother):
     assert max(k for k, _ in its) <= its[0][0] + 2 and its[0][0] <= 20, its
 
 
+def test_signed_hierarchy_on_thread_ranks():
+    """Positive couplings (D A D) on 1-3 thread ranks: the signs of the ghost columns come through
+    the exchange, every coarse matrix is P^T A P of the signed P, and the iterations are those of
+    A's hierarchy on the same ranks."""
+    from pcplugins.core import distributed
+    n = 31
+    A = (lap2d(n) + scipy.sparse.diags(numpy.where(numpy.arange(n * n) % n < n // 2, 0.0, 3.0))).tocsr()
+    d = numpy.where(numpy.random.default_rng(6).random(n * n) < 0.5, -1.0, 1.0)
+    B = (scipy.sparse.diags(d) @ A @ scipy.sparse.diags(d)).tocsr()
+    b = numpy.random.default_rng(0).random(n * n)
+
+    def run(M, rhs):
+        def solve(comm):
+            lo, hi = (comm.rank * n * n) // comm.size, ((comm.rank + 1) * n * n) // comm.size
+            part = M[lo:hi]
+            rows = distributed.Rows.from_csr(part.indptr, part.indices, part.data, comm, numpy)
+            mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(aggregation="pairwise", coarse_size=10,
+                                                                  gather_size=0), None, comm)
+            assert amg_galerkin_error(mg) <= 1e-12
+            return _fcg(M, rhs, lambda r: numpy.concatenate(comm.allgather(mg.cycle(r[lo:hi])))), \
+                mg.levels[0].sign is not None
+        return [_on_threads(size, solve)[0] for size in (1, 2, 3)]
+
+    plain, signed = run(A, b), run(B, d * b)
+    assert all(s for _, s in signed) and not any(s for _, s in plain)
+    assert [k for k, _ in signed] == [k for k, _ in plain], (plain, signed)
+
+
 @pytest.mark.parametrize("smoother", ["l1jacobi", "chebyshev"])
 def test_other_smoothers_converge(smoother):
     A = lap2d(31)
