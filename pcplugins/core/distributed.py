@@ -72,9 +72,9 @@ class Rows:
 
     def galerkin(self, agg, nc, own_coarse=None, sign=None):
         """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them) and
-        the signs of P (``sign``, None: all +1; None on every rank or on none: the ghost columns'
-        signs come through a collective exchange). ``own_coarse``: its own block when already
-        formed (aggregation.pairwise forms it)."""
+        the signs of P (``sign``; None: all +1). ``sign`` must be None on every rank or on none:
+        the ghost columns' signs come through a collective exchange. ``own_coarse``: its own
+        block when already formed (aggregation.pairwise forms it)."""
         xp, comm = self.xp, self.comm
         starts = starts_of(nc, comm)
         own = own_coarse if own_coarse is not None else sparse.galerkin(self.own, agg, nc, xp, sign)

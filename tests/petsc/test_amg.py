@@ -299,13 +299,15 @@ def test_chebyshev_bound_is_the_lanczos_estimate():
     assert 0.95 * lam <= est <= lam * (1 + 1e-12), (est, lam)
 
 
-@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs"])
-def test_chebyshev_smoother_under_linear_ksps(ksp_type):
-    """The W-cycle with Chebyshev smoothing on a 2D grid Poisson problem converges under cg, gmres
-    and bcgs (with an underestimated lambda_max cg stopped on an indefinite preconditioner)."""
+@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs", "fgmres"])
+@pytest.mark.parametrize("n", [128, 129])
+def test_chebyshev_smoother_under_linear_ksps(ksp_type, n):
+    """The W-cycle with Chebyshev smoothing on a 2D grid Poisson problem, even and odd sizes,
+    converges under cg, gmres, bcgs and fgmres (with an underestimated lambda_max cg stops on an
+    indefinite preconditioner)."""
     from conftest import petsc_solve, true_relative_residual
     from problems import poisson_system
-    da, A, b = poisson_system(129, 2, "petsc")
+    da, A, b = poisson_system(n, 2, "petsc")
     ksp, x = petsc_solve(da, A, b, {"pc_amg_smoother": "chebyshev", "pc_amg_cycle": "w"}, ksp_type,
                          pc="pcplugins.AMG", rtol=1e-8, max_it=60)
     assert ksp.getConvergedReason() > 0, ksp.getConvergedReason()
@@ -579,14 +581,16 @@ def test_nonsymmetric_convection_diffusion_coarsens(dim, n, peclet):
     assert res < 1e-8 and it <= 40, (it, res)
 
 
-@pytest.mark.parametrize("cycle,ksp_type", [("w", "cg"), ("k", "fcg")])
-def test_positive_off_diagonals_follow_the_signs(cycle, ksp_type):
+@pytest.mark.parametrize("cycle,ksp_type", [("w", "cg"), ("w", "gmres"), ("w", "bcgs"), ("k", "fcg"),
+                                            ("k", "fgmres")])
+@pytest.mark.parametrize("n", [64, 65])
+def test_positive_off_diagonals_follow_the_signs(cycle, ksp_type, n):
     """An SPD matrix with positive couplings, the P1 Laplacian A as B = D A D (D = diag(+-1) at
     random): its near-null vector D 1 changes sign across them, and the pairwise prolongation
     takes those signs (P_B = D P_A), so B's hierarchy is A's up to the signs: the same levels and
     the same iteration counts, to the true residual. (A piecewise-constant P of ones cannot follow
     D 1: cg then needs several times A's count.)"""
-    A, _ = fe("uniform", 64)
+    A, _ = fe("uniform", n)
     sign = numpy.where(numpy.random.default_rng(1).random(A.shape[0]) < 0.5, -1.0, 1.0)
     B = (scipy.sparse.diags(sign) @ A @ scipy.sparse.diags(sign)).tocsr()
     it_a, _, ksp_a = amg_solve(A, None, ksp_type=ksp_type, cycle=cycle, rtol=1e-8)

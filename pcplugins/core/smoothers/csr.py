@@ -88,9 +88,10 @@ class CSRHybrid:
 
 
 class CSRChebyshev:
-    """Chebyshev polynomial in D^-1 A on [b/10, b], b = 1.1 lambda_max (as ``Chebyshev``, and
-    lambda_max as its: stencil.lanczos_lambda_max). ``rows``: the distributed.Rows A belongs to on
-    several ranks; the polynomial is then the global one (an exchange per product, global sums)."""
+    """Chebyshev polynomial in D^-1 A on [b/10, b], b = 1.1 lambda_max, with the stencil levels'
+    ``Chebyshev`` recurrence and the same lambda_max estimate (stencil.lanczos_lambda_max).
+    ``rows``: the distributed.Rows A belongs to on several ranks; the polynomial is then the global
+    one (an exchange per product, global sums)."""
 
     def __init__(self, A, xp, its=12, rows=None, M=None):
         self.A, self.xp, self.rows = A if M is None else M, xp, rows
