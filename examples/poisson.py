@@ -11,6 +11,7 @@ Options of this example:
                      1/h^2 scaling (Feng et al.); petsc: boundary points kept as scaled identity
                      rows, h-scaled stencil (PETSc's KSP tutorial ex45)
   -jump <0>          if > 0, kappa = 10^jump in a few off-grid-aligned boxes, else 1
+  -pattern <boxes>   where kappa jumps: boxes | checkerboard (3^dim cells, faces at 1/3, 2/3)
   -rhs <random>      random | ones | sine
   -seed <0>
 With -vec_type cuda -mat_type aijcusparse PETSc's vectors and matrix live on the GPU.
@@ -38,7 +39,8 @@ def main():
     conv = opts.getString("convention", "interior")
     jump = opts.getReal("jump", 0.0)
     rhs = opts.getString("rhs", "random")
-    da, A, b = poisson_system(n, dim, conv, jump, rhs, opts.getInt("seed", 0))
+    da, A, b = poisson_system(n, dim, conv, jump, rhs, opts.getInt("seed", 0),
+                              pattern=opts.getString("pattern", "boxes"))
     x = b.duplicate()
     ksp = PETSc.KSP().create()
     ksp.setDM(da)

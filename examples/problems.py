@@ -10,7 +10,9 @@ convention 'interior': the n^d grid points are the unknowns (h = 1/(n+1)), bound
 eliminated, 1/h^2 scaling (Feng et al.). 'petsc': the grid includes the boundary (h = 1/(n-1)),
 boundary points are scaled identity rows and interior rows keep their couplings to them, with the
 h^(d-2)-scaled stencil of PETSc's KSP tutorial ex45.
-kappa is 1, or 10^jump inside a few boxes whose faces do not line up with coarse grids.
+kappa is 1, or 10^jump inside a few boxes whose faces do not line up with coarse grids
+(``pattern`` 'boxes'), or on the black cells of a 3^d checkerboard whose faces at 1/3 and 2/3 lie
+on no grid line of any coarse grid ('checkerboard').
 """
 import itertools
 import time
@@ -19,9 +21,13 @@ import numpy
 from petsc4py import PETSc
 
 
-def kappa_field(shape, jump):
+def kappa_field(shape, jump, pattern="boxes"):
     k = numpy.ones(shape)
-    if jump > 0:
+    if jump > 0 and pattern == "checkerboard":
+        x = numpy.meshgrid(*[(numpy.arange(m) + 0.5) / m for m in shape], indexing="ij")
+        black = sum(numpy.floor(3 * xa).astype(int) for xa in x) % 2 == 1
+        k[black] = 10.0 ** jump
+    elif jump > 0 and pattern == "boxes":
         d = len(shape)
         x = numpy.meshgrid(*[(numpy.arange(m) + 0.5) / m for m in shape], indexing="ij")
         boxes = [((0.13, 0.47),) * d, ((0.55, 0.91),) * d,
@@ -31,6 +37,8 @@ def kappa_field(shape, jump):
             for a, (lo, hi) in enumerate(bx):
                 inside &= (x[a] > lo) & (x[a] < hi)
             k[inside] = 10.0 ** jump
+    elif jump > 0:
+        raise ValueError(f"unknown kappa pattern {pattern!r}")
     return k
 
 
@@ -39,12 +47,12 @@ def grid_sizes(n, dim):
     return (n,) * dim if numpy.isscalar(n) else tuple(int(m) for m in n)
 
 
-def poisson_csr(n, dim, convention="interior", jump=0.0):
+def poisson_csr(n, dim, convention="interior", jump=0.0, pattern="boxes"):
     shape = grid_sizes(n, dim)[::-1]        # natural ordering: x fastest
     N = int(numpy.prod(shape))
     n = min(shape)
     idx = numpy.arange(N).reshape(shape)
-    kap = kappa_field(shape, jump)
+    kap = kappa_field(shape, jump, pattern)
     if convention == "interior":
         h = 1.0 / (n + 1)
         scale = 1.0 / h ** 2
@@ -87,11 +95,12 @@ def poisson_csr(n, dim, convention="interior", jump=0.0):
     return shape, indptr.astype(PETSc.IntType), cols.astype(PETSc.IntType), vals
 
 
-def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed=0, comm=None):
+def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed=0, comm=None,
+                   pattern="boxes"):
     """The DMDA, the matrix and the right-hand side; in parallel each rank assembles its own rows
     in PETSc's DMDA ordering, and the right-hand side does not depend on the number of ranks."""
     comm = comm or PETSc.COMM_WORLD
-    shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump)
+    shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump, pattern)
     da = PETSc.DMDA().create(list(grid_sizes(n, dim)), dof=1, stencil_width=1, comm=comm, setup=False)
     da.setFromOptions()
     da.setUp()

@@ -31,7 +31,7 @@ class Options:
     post: int = 1
     smoother: str = "redblack"    # redblack, multicolor, jacobi, chebyshev
     omega: float = None           # None: 1 for GS, 2/3 for Jacobi
-    transfer: str = "linear"      # linear, paper, dezeeuw (2D, grids that keep their ends)
+    transfer: str = "auto"        # auto (variable coefficients: blackbox, else linear), transfer.NAMES
     coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
     coarse_solve: str = "direct"   # direct; smooth: pre+post sweeps (Feng et al., Remark 3.1);
     coarse_degree: int = 16        # polynomial (complex levels): a GMRES polynomial of this degree
@@ -84,12 +84,15 @@ class Multigrid:
         boxes, axes = grid.hierarchy_boxes(op.box, opt.levels, opt.coarse_size)
         self.levels = [Level(0, op)]
         weights = stencil.laplacian_weights(op) if opt.coarse_operator == "auto" else None
+        self.transfer_kind = opt.transfer
+        if opt.transfer == "auto":
+            self.transfer_kind = "linear" if op.constant else "blackbox"
         ratios = [1.0] * op.box.dim     # the last cell along each axis, in grid spacings
         for l, (cbox, ax) in enumerate(zip(boxes[1:], axes), start=1):
             fine = self.levels[-1]
             # the Laplacian rediscretized (stencil.AxisLaplacian) where the axes it coarsens are
             # Dirichlet axes and the transfer is linear: else Galerkin from here on
-            if weights is not None and (opt.transfer != "linear" or any(
+            if weights is not None and (self.transfer_kind != "linear" or any(
                     a and k for a, k in zip(ax, fine.box.keep_ends))):
                 weights = None
             omegas = None
@@ -163,9 +166,11 @@ class Multigrid:
 
     def _transfer(self, fine, cbox, ax, omegas=None):
         """``omegas``: transfer.Transfer's weights on a non-uniform last cell."""
-        if self.options.transfer == "dezeeuw":
+        if self.transfer_kind == "dezeeuw":
             return transfer.MatrixDependent(fine.box, cbox, ax, fine.op, self._exchange(fine))
-        return transfer.Transfer(fine.box, cbox, ax, self.options.transfer, omegas)
+        if self.transfer_kind == "blackbox":
+            return transfer.BlackBox(fine.box, cbox, ax, fine.op, self._exchange(fine))
+        return transfer.Transfer(fine.box, cbox, ax, self.transfer_kind, omegas)
 
     def _galerkin(self, fine, cbox, cxp):
         T, op = fine.transfer, fine.op
@@ -370,8 +375,9 @@ class Multigrid:
         """Lines for -ksp_view."""
         o = self.options
         kind = f"{o.cycles} {o.cycle.upper()}-cycles" if o.cycles > 1 else f"{o.cycle.upper()}-cycle"
+        chosen = " (auto: variable coefficients)" if o.transfer == "auto" and not self.levels[0].op.constant else ""
         lines = [f"{kind} per application, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
-                 f"transfer {o.transfer}"]
+                 f"transfer {transfer.NAMES[self.transfer_kind]}{chosen}"]
         for lev in self.levels:
             if lev.op.constant:
                 kind = "matrix-free constant stencil"

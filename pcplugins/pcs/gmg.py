@@ -31,8 +31,10 @@ OPTIONS = [
            lo=0, hi=2, open="lohi"),
     options.Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
     options.Option("pc_gmg_post", "int", 1, "Post-smoothing sweeps", lo=0),
-    options.Option("pc_gmg_transfer", "str", "linear",
-           "Transfers: (bi/tri)linear + full weighting, or Feng et al. eqs. 4.6/4.10", ("linear", "paper")),
+    options.Option("pc_gmg_transfer", "str", "auto",
+           "Transfers: auto (blackbox for variable coefficients, else linear), (bi/tri)linear + full "
+           "weighting, Feng et al. eqs. 4.6/4.10, or the operator-dependent interpolation of black box "
+           "multigrid with R = P^T (Galerkin coarse operators)", ("auto", "linear", "paper", "blackbox")),
     options.Option("pc_gmg_operator", "str", "auto",
            "Operator: detect from the matrix, declare the constant Laplacian (matrix-free), "
            "or force stored coefficients", ("auto", "laplacian", "assembled")),

@@ -21,9 +21,11 @@ def sine_rhs(n, dim):
     return out / (n + 1) ** 2
 
 
-def transfer_matrices(fine, coarse, axes, kind):
-    """P and R as dense matrices, by applying the transfers to unit vectors."""
-    T = transfer.Transfer(fine, coarse, axes, kind)
+def transfer_matrices(fine, coarse, axes, kind, op=None):
+    """P and R as dense matrices, by applying the transfers to unit vectors (``op``: the fine
+    operator of the operator-dependent transfer)."""
+    T = (transfer.BlackBox(fine, coarse, axes, op, lambda u: u) if kind == "blackbox"
+         else transfer.Transfer(fine, coarse, axes, kind))
     P = np.zeros((fine.size, coarse.size))
     R = np.zeros((coarse.size, fine.size))
     for j in range(coarse.size):
@@ -98,18 +100,24 @@ def test_linear_prolongation_reproduces_linear_functions():
     assert np.allclose(u[inner], lin(fz, fy, fx)[inner])
 
 
-def test_galerkin_by_probing_matches_sparse_product():
-    rng = np.random.default_rng(1)
-    fine = grid.Box((9, 8))
-    offs = stencil.box_offsets(2)
+def random_stencil(fine, seed=1):
+    """A box stencil with random negative couplings (zero across the boundary) and diagonal 12."""
+    rng = np.random.default_rng(seed)
+    offs = stencil.box_offsets(fine.dim)
     coefs = []
     for o in offs:
-        c = -rng.uniform(0.1, 1.0, fine.shape) if any(o) else np.full(fine.shape, 12.0)
+        c = -rng.uniform(0.1, 1.0, fine.shape) if any(o) else np.full(fine.shape, 4.0 * fine.dim ** 2)
         coefs.append(c * stencil.inside_mask(fine, o, np))
-    op = stencil.StencilOperator(fine, offs, coefs, np)
-    mg = multigrid.Multigrid(op, multigrid.Options(levels=2, coarse_operator="galerkin"))
+    return stencil.StencilOperator(fine, offs, coefs, np)
+
+
+@pytest.mark.parametrize("kind", ["linear", "blackbox"])
+def test_galerkin_by_probing_matches_sparse_product(kind):
+    fine = grid.Box((9, 8))
+    op = random_stencil(fine)
+    mg = multigrid.Multigrid(op, multigrid.Options(levels=2, coarse_operator="galerkin", transfer=kind))
     axes = fine.coarsenable()
-    P, R = transfer_matrices(fine, mg.levels[1].box, axes, "linear")
+    P, R = transfer_matrices(fine, mg.levels[1].box, axes, kind, op)
     A = op.to_scipy().toarray()
     Ac = mg.levels[1].op.to_scipy().toarray()
     assert np.allclose(Ac, R @ A @ P)
@@ -391,3 +399,81 @@ def test_homg_one_cycle_l1_error():
         v = grid.interior(homg.HOMG(op, [-(128 ** 2)] * 2, max_it).cycle(f))
         errs.append(np.abs(v - u).sum() / np.abs(u).sum())
     assert errs[1] < errs[0] < 0.25 and errs[1] < 0.13
+
+
+# -- the operator-dependent transfer (transfer.BlackBox) ---------------------------------------------
+@pytest.mark.parametrize("shape,keep", [((7, 7), False), ((8, 5), False), ((5, 6, 7), False),
+                                        ((9, 8), True), ((6, 5, 7), True), ((2, 9), False)])
+def test_blackbox_restriction_is_scaled_adjoint_and_centres_satisfy_their_rows(shape, keep):
+    """R = P^T / 2^c, coarse points copy their value, and where every axis is coarsened the points
+    between coarse points along every axis make their row of A P vanish (the last class's rule;
+    semi-coarsening collapses the stencil along the kept axis instead)."""
+    fine = grid.Box(shape, keep_ends=keep)
+    op = random_stencil(fine, seed=len(shape))
+    axes = fine.coarsenable()
+    coarse = fine.coarsen(axes)
+    P, R = transfer_matrices(fine, coarse, axes, "blackbox", op)
+    assert np.allclose(R, P.T / 2 ** sum(axes))
+    assert np.allclose(P.max(axis=0), 1.0)
+    idx = np.indices(shape)
+    T = transfer.BlackBox(fine, coarse, axes, op, lambda u: u)
+    centre = np.ones(shape, bool)
+    for a, c in enumerate(axes):
+        if c:
+            centre &= (idx[a] - T.phase[a]) % 2 == 1
+    assert centre.any()
+    if not all(axes):
+        return
+    AP = op.to_scipy() @ P
+    assert np.abs(AP[centre.ravel()]).max() < 1e-12 * np.abs(AP).max()
+
+
+@pytest.mark.parametrize("shape", [(7, 7), (15, 7), (7, 7, 7), (3, 7, 15)])
+@pytest.mark.parametrize("points", ["star", "box"])
+@pytest.mark.parametrize("stored", [False, True])
+def test_blackbox_is_linear_on_constant_laplacians(shape, points, stored):
+    """For the constant-coefficient star and box Laplacians on grids of 2^k - 1 points the
+    collapsed-stencil interpolation is (bi/tri)linear, the couplings across the boundary given
+    (matrix-free) or eliminated (an assembled matrix's stored coefficients)."""
+    fine = grid.Box(shape)
+    d = len(shape)
+    offs = stencil.box_offsets(d) if points == "box" else [o for o in stencil.box_offsets(d) if sum(map(abs, o)) <= 1]
+    coefs = [float(len(offs) - 1) if not any(o) else -1.0 for o in offs]
+    op = stencil.StencilOperator(fine, offs, coefs, np)
+    if stored:
+        op = stencil.StencilOperator(fine, offs, op.coef_arrays(), np)
+    axes = fine.coarsenable()
+    coarse = fine.coarsen(axes)
+    P, _ = transfer_matrices(fine, coarse, axes, "blackbox", op)
+    L, _ = transfer_matrices(fine, coarse, axes, "linear")
+    assert np.allclose(P, L)
+
+
+@pytest.mark.parametrize("n", [15, 16])
+def test_blackbox_keeps_the_flux_across_coefficient_jumps(n):
+    """kappa varying along x only (layers, jumps of 10^4): a function of x whose flux kappa u' is
+    the same in every cell is A-harmonic along x; interpolated from its coarse values it is exact
+    at the points between two coarse points along x, where linear interpolation misses by half a
+    cell's rise across a low-kappa cell."""
+    fine = grid.Box((9, n))
+    kappa = np.where((np.arange(n + 1) // 3) % 2 == 0, 1.0, 1e4)      # face x_{i-1/2}, i = 0..n
+    a_w = np.broadcast_to(-kappa[:-1], fine.shape) * stencil.inside_mask(fine, (0, -1), np)
+    a_e = np.broadcast_to(-kappa[1:], fine.shape) * stencil.inside_mask(fine, (0, 1), np)
+    a_s = -np.ones(fine.shape) * stencil.inside_mask(fine, (-1, 0), np)
+    a_n = -np.ones(fine.shape) * stencil.inside_mask(fine, (1, 0), np)
+    diag = kappa[:-1] + kappa[1:] + 2.0 + 0 * a_s
+    op = stencil.StencilOperator(fine, [(0, 0), (0, -1), (0, 1), (-1, 0), (1, 0)], [diag, a_w, a_e, a_s, a_n], np)
+    axes = fine.coarsenable()
+    coarse = fine.coarsen(axes)
+    P, _ = transfer_matrices(fine, coarse, axes, "blackbox", op)
+    u = np.concatenate([[0.0], np.cumsum(1.0 / kappa)])[1:n + 1]           # u(x_i), flux 1 per face
+    uf = np.broadcast_to(u, fine.shape)
+    T = transfer.BlackBox(fine, coarse, axes, op, lambda e: e)
+    ys, xs = (slice(T.phase[0], None, 2), slice(T.phase[1], None, 2))
+    got = (P @ uf[ys, xs].ravel()).reshape(fine.shape)
+    edge = (slice(T.phase[0], None, 2), slice(1 - T.phase[1], None, 2))
+    inside = np.arange(n)[edge[1]] < n - 1        # not the point between the last coarse point and the boundary
+    assert np.allclose(got[edge][:, inside], uf[edge][:, inside])
+    L, _ = transfer_matrices(fine, coarse, axes, "linear")
+    lin = (L @ uf[ys, xs].ravel()).reshape(fine.shape)
+    assert np.abs(lin[edge] - uf[edge]).max() > 0.4

@@ -38,8 +38,10 @@ def test_kernels_match_numpy():
 
 @pytest.mark.parametrize("dim,n", [(2, 63), (3, 31), (3, 20)])
 @pytest.mark.parametrize("smoother", ["redblack", "multicolor", "jacobi", "chebyshev", "adi"])
-@pytest.mark.parametrize("variable", [False, True])
+@pytest.mark.parametrize("variable", [False, "linear", "blackbox"])
 def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
+    """The same cycles on the host and the device: the constant Laplacian, and variable
+    coefficients with linear and with operator-dependent transfers."""
     rng = np.random.default_rng(1)
     box = grid.Box((n,) * dim)
     f = rng.standard_normal(box.shape)
@@ -52,7 +54,8 @@ def test_cycles_numpy_and_cupy_agree(dim, n, smoother, variable):
             op = stencil.StencilOperator(box, offs, [xp.asarray(c) for c in coefs], xp)
         else:
             op = stencil.laplacian(box, [-1.0] * dim, xp)
-        mg = multigrid.Multigrid(op, multigrid.Options(smoother=smoother, cycle="w"))
+        mg = multigrid.Multigrid(op, multigrid.Options(smoother=smoother, cycle="w", transfer=variable or "auto"))
+        assert mg.transfer_kind == (variable or "linear")
         u = xp.zeros(box.padded_shape)
         for _ in range(3):
             mg.cycle(xp.asarray(f), u)

@@ -75,24 +75,27 @@ class Transfer:
     # them, and building them is most of a GPU setup's host time
     @functools.cached_property
     def _restrict_terms(self):
-        return self._restriction_plan()
+        """[(coefficient, fine lattice)] of the restriction."""
+        return [(self.w[o] * self.rscale, lat) for o, lat in self._restriction_lattices()]
 
     @functools.cached_property
     def _prolong_plan(self):
-        return self._prolongation_plan()
+        """[(fine lattice, [(coefficient, coarse lattice)])] of the prolongation."""
+        return [(flat, [(self.w[o], lat) for o, lat in terms]) for flat, terms in self._prolongation_lattices()]
 
-    def _restriction_plan(self):
-        # coarse local k (padded k+1) gathers fine padded 2k + 1 + phase + o
+    def _restriction_lattices(self):
+        """[(o, the fine lattice of the points at offset o from the owned coarse points)]: coarse
+        local k (padded k+1) gathers fine padded 2k + 1 + phase + o."""
         lat_c = grid.full_lattice(self.coarse)
         plan = []
-        for o, v in self.w.items():
+        for o in self.w:
             lat = []
             for a, (c, (s, st, n)) in enumerate(zip(self.coarsened, lat_c)):
                 if c:
                     lat.append((self.phase[a] + o[a], 2, n))
                 else:
                     lat.append((0, 1, n))
-            plan.append((v * self.rscale, tuple(lat)))
+            plan.append((o, tuple(lat)))
         return plan
 
     @functools.cached_property
@@ -130,9 +133,10 @@ class Transfer:
         kernels.lincomb(coarse_out, cs, us)
         return coarse_out
 
-    def _prolongation_plan(self):
-        # For each class of fine points (coincident with a coarse point or between two along each
-        # coarsened axis): its fine lattice and the coarse lattices/weights it gathers from.
+    def _prolongation_lattices(self):
+        """[(fine lattice, [(o, coarse lattice)])]: for each class of fine points (coincident with
+        a coarse point or between two along each coarsened axis) its lattice, and for each offset
+        o of its points from a coarse point, the lattice of those coarse points."""
         plan = []
         per_axis = []
         for a, c in enumerate(self.coarsened):
@@ -154,7 +158,7 @@ class Transfer:
                 continue
             terms = []
             # fine point = coarse left point + delta, delta in {0, 1} per axis (1: halfway)
-            for o, v in self.w.items():
+            for o in self.w:
                 lat_c = []
                 ok = True
                 for a, ((f0, st, cnt), info) in enumerate(combo):
@@ -176,7 +180,7 @@ class Transfer:
                             break
                         lat_c.append((c0 - 1 + (1 if o[a] < 0 else 0), 1, cnt))
                 if ok:
-                    terms.append((v, tuple(lat_c)))
+                    terms.append((o, tuple(lat_c)))
             plan.append((flat, terms))
         return plan
 
