@@ -2,7 +2,7 @@
 relative residual of 1e-8, every solver in the same run so every figure is a ratio side by side.
 
     python benchmarks/gmg_poisson.py [-sizes 129,257,513x257x257] [-vec gpu|cpu] [-out benchmarks/results/x.json]
-                                     [-skip name,...] [-dim 2|3] [-hybrid_sweep]
+                                     [-skip name,...] [-dim 2|3] [-hybrid_sweep] [-jumps]
 
 A size NxMxK is a box grid (DMDA x, y, z order) of square cells, for weak scaling: two ranks split
 513x257x257 into two 257^3 halves. Solvers: pcplugins.GMG (declared Laplacian: fused kernels,
@@ -10,6 +10,9 @@ float32 cycle, hybrid CPU-GPU cycles, generic kernels; detected from the matrix)
 pcplugins.FFTPoisson, PETSc PCMG on the DMDA (Galerkin), PETSc GAMG, CG + Jacobi, and (GPU) a
 cuFFT sine-transform direct solve of the same interior system. Each configuration runs twice on
 fresh KSPs; the second run is reported (the first compiles kernels). Results: JSON with device, versions and command.
+-jumps: -div(kappa grad u) = f with kappa = 10^4 on the black cells of a 3^d checkerboard (faces on
+no coarse grid line), GMG's defaults (operator-dependent transfers) and linear transfers beside the
+constant-coefficient problem and PETSc's preconditioners on the same matrix.
 """
 import contextlib
 import json
@@ -67,6 +70,17 @@ CONFIGS = {
     "CG + Jacobi": {"pc_type": "jacobi"},
     "PETSc GAMG": {"pc_type": "gamg"},
 }
+# -jumps: the key "jump" is the problem's (kappa = 10^jump), not an option
+JUMP = 4.0
+JUMPS = {
+    "pcplugins.GMG (kappa 1, defaults)": dict(GMG, jump=0.0),
+    "pcplugins.GMG (jumps, defaults: operator-dependent transfers)": dict(GMG, jump=JUMP),
+    "pcplugins.GMG (jumps, float32 cycle)": dict(GMG, jump=JUMP, pc_gmg_precision="single"),
+    "pcplugins.GMG (jumps, linear transfers)": dict(GMG, jump=JUMP, pc_gmg_transfer="linear"),
+    "PETSc PCMG (DMDA, Galerkin), jumps": {"pc_type": "mg", "pc_mg_galerkin": "both", "jump": JUMP},
+    "PETSc GAMG, jumps": {"pc_type": "gamg", "jump": JUMP},
+    "CG + Jacobi, jumps": {"pc_type": "jacobi", "jump": JUMP},
+}
 
 
 def run(name, options, n, dim, gpu):
@@ -76,8 +90,10 @@ def run(name, options, n, dim, gpu):
             options = dict(options, mg_levels_pc_type="jacobi")
     if options.get("pc_type") == "mg":
         options = dict(options, pc_mg_levels=pcmg_levels(n, dim))
+    options = dict(options)
+    jump = options.pop("jump", 0.0)
     with options_in_database(options):
-        return _run(name, options, n, dim, gpu)
+        return dict(_run(name, options, n, dim, gpu, jump), jump=jump)
 
 
 def pcmg_levels(n, dim):
@@ -91,8 +107,8 @@ def pcmg_levels(n, dim):
 CONVENTION = "petsc"     # the matrix convention of the systems (problems.poisson_csr)
 
 
-def _run(name, options, n, dim, gpu):
-    da, A, b = poisson_system(n, dim, CONVENTION, rhs="random", seed=1)
+def _run(name, options, n, dim, gpu, jump=0.0):
+    da, A, b = poisson_system(n, dim, CONVENTION, jump=jump, rhs="random", seed=1, pattern="checkerboard")
     da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
     x = b.duplicate()
     ksp = PETSc.KSP().create()
@@ -276,7 +292,7 @@ def main():
     gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
     skip = opts.getString("skip", "")
     out = opts.getString("out", "")
-    configs = dict(CONFIGS)
+    configs = dict(JUMPS if opts.getBool("jumps", False) else CONFIGS)
     if opts.getBool("hybrid_sweep", False):      # the paper's Figures 5-6: every split L_theta
         configs = {f"pcplugins.GMG (declared, hybrid: {L} GPU levels)":
                    dict(GMG, pc_gmg_operator="laplacian", pc_gmg_gpu_levels=L) for L in range(0, 13)}
