@@ -157,12 +157,13 @@ def lattice_empty(lat):
 
 
 def view(a, lat, offset=None, padded=False):
-    """The view of array ``a`` on lattice ``lat`` shifted by ``offset`` (padded arrays: +1 halo)."""
+    """The view of array ``a`` on lattice ``lat`` shifted by ``offset`` (padded arrays: +1 halo);
+    the lattice indexes ``a``'s last axes, so a batch of arrays (leading axes) gives a batch of views."""
     pad = 1 if padded else 0
     if offset is None:
         offset = (0,) * len(lat)
-    return a[tuple(slice(pad + o + s, pad + o + s + st * (c - 1) + 1, st)
-                   for (s, st, c), o in zip(lat, offset))]
+    return a[(Ellipsis,) + tuple(slice(pad + o + s, pad + o + s + st * (c - 1) + 1, st)
+                                 for (s, st, c), o in zip(lat, offset))]
 
 
 def interior(a):

@@ -16,7 +16,7 @@ import dataclasses
 import numpy
 
 from .. import backend
-from . import coarse, fused, grid, smoothers, stencil, transfer
+from . import coarse, fused, galerkin, grid, smoothers, stencil, transfer
 from .comm import Comm
 from .cycle import second_visit
 
@@ -173,27 +173,12 @@ class Multigrid:
         return transfer.Transfer(fine.box, cbox, ax, self.transfer_kind, omegas)
 
     def _galerkin(self, fine, cbox, cxp):
-        T, op = fine.transfer, fine.op
-        xp = op.xp
-        pf = xp.zeros(fine.box.padded_shape, self.dtype)
-        af = xp.zeros(fine.box.padded_shape, self.dtype)
-        out = cxp.zeros(cbox.shape, self.dtype)
-        zero = xp.zeros(fine.box.shape, self.dtype)
-
-        ex_fine, ex_coarse = self._exchange(fine), (lambda u: u)
-        if not isinstance(T, transfer.Gathered) and not fine.replicated:
+        ex_coarse = None
+        if not isinstance(fine.transfer, transfer.Gathered) and not fine.replicated:
             ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
-
-        def rap(e_pad):
-            ex_coarse(e_pad)
-            pf[...] = 0
-            T.prolong_add(pf, e_pad)
-            ex_fine(pf)
-            op.residual(grid.interior(af), zero, pf)     # -A P e
-            ex_fine(af)
-            T.restrict(out, af)
-            return -out
-        return stencil.galerkin(rap, cbox, cxp, self.dtype, None if fine.replicated else self.comm)
+        serial = self.comm.size == 1 or fine.replicated
+        return galerkin.coarse_operator(fine.op, fine.transfer, cbox, cxp, self.dtype, self._exchange(fine),
+                                        ex_coarse, None if fine.replicated else self.comm, serial)
 
     def _use_fused_kernels(self):
         for lev in self.levels:

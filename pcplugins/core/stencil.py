@@ -319,39 +319,3 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     if all(v is not None for v in consts):
         return StencilOperator(box, keep_o, consts, xp, dtype)
     return StencilOperator(box, keep_o, keep_c, xp, dtype)
-
-
-def galerkin(rap, coarse_box, xp, dtype, comm=None):
-    """The coarse stencil of R A P by probing: 3^d applications of ``rap`` (a function of a padded
-    coarse array returning an unpadded one), one per class of global index mod 3. Valid whenever
-    R A P couples only points at most one apart (linear interpolation, 3-point stencils)."""
-    d = coarse_box.dim
-    classes = list(itertools.product(range(3), repeat=d))
-    gidx = [(xp.arange(s, s + n) % 3).reshape([-1 if b == a else 1 for b in range(d)])
-            for a, (s, n) in enumerate(zip(coarse_box.start, coarse_box.shape))]
-    responses = []
-    e = xp.zeros(coarse_box.padded_shape, dtype=dtype)
-    for q in classes:
-        ind = None
-        for a in range(d):
-            m = gidx[a] == q[a]
-            ind = m if ind is None else ind & m
-        grid.interior(e)[...] = ind
-        responses.append(rap(e).copy())
-    Y = xp.stack(responses)
-    offsets = box_offsets(d)
-    K = []
-    for o in offsets:
-        # the probe whose class is (i + o) mod 3 sees A_c[i, i + o] at point i
-        k = 0
-        for a in range(d):
-            k = k * 3 + (gidx[a] + o[a]) % 3
-        K.append(xp.broadcast_to(k, coarse_box.shape))
-    C = xp.take_along_axis(Y, xp.stack(K), axis=0)         # one gather for all offsets
-    coefs = []
-    for o, c in zip(offsets, C):
-        inside = inside_slices(coarse_box, o)
-        masked = xp.zeros_like(c)
-        masked[inside] = c[inside]
-        coefs.append(masked)
-    return compress(coarse_box, offsets, coefs, xp, dtype, comm=comm)
