@@ -21,29 +21,15 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 sys.path.insert(0, HERE)
 import numpy  # noqa: E402
-import scipy.sparse  # noqa: E402
 
 import meshes  # noqa: E402
 from gmg_poisson import options_in_database, timed_solve, write  # noqa: E402
+from problems import convection_diffusion  # noqa: E402
 
 CONFIGS = {
     "pcplugins.AMG (W-cycle)": {"pc_type": "python", "pc_python_type": "pcplugins.AMG"},
     "PETSc GAMG": {"pc_type": "gamg"},
 }
-
-
-def convection_diffusion(n, peclet, dim):
-    h = 1.0 / (n + 1)
-    eye = scipy.sparse.identity(n)
-    D2 = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n)) / h ** 2
-    U = scipy.sparse.diags([-1.0, 1.0], [-1, 0], shape=(n, n)) * (2 * peclet / h ** 2)
-    if dim == 2:
-        A = scipy.sparse.kron(eye, D2 + U) + scipy.sparse.kron(D2 + 0.5 * U, eye)
-    else:
-        A = (scipy.sparse.kron(scipy.sparse.kron(eye, eye), D2 + U)
-             + scipy.sparse.kron(scipy.sparse.kron(eye, D2 + 0.5 * U), eye)
-             + scipy.sparse.kron(scipy.sparse.kron(D2, eye), eye))
-    return A.tocsr()
 
 
 def run(A, options, gpu):

@@ -129,6 +129,41 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
     return da, A, b
 
 
+def convection_diffusion(n, peclet, dim=2):
+    """-Laplace u + b . grad u on n^dim interior points (Dirichlet values eliminated), h = 1/(n + 1),
+    first-order upwind, the wind b = (1, 1/2, 0) scaled so that the cell Peclet number |b_x| h / 2
+    is ``peclet``: a SciPy CSR matrix in natural ordering (x fastest)."""
+    import scipy.sparse
+    h = 1.0 / (n + 1)
+    eye = scipy.sparse.identity(n)
+    D2 = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n)) / h ** 2
+    U = scipy.sparse.diags([-1.0, 1.0], [-1, 0], shape=(n, n)) * (2 * peclet / h ** 2)
+    if dim == 2:
+        return (scipy.sparse.kron(eye, D2 + U) + scipy.sparse.kron(D2 + 0.5 * U, eye)).tocsr()
+    kron = scipy.sparse.kron
+    return (kron(kron(eye, eye), D2 + U) + kron(kron(eye, D2 + 0.5 * U), eye) + kron(kron(D2, eye), eye)).tocsr()
+
+
+def convection_system(n, dim, peclet, seed=0, comm=None):
+    """convection_diffusion's matrix on an n^dim DMDA, each rank assembling its own rows, and a
+    random right-hand side that does not depend on the number of ranks: (da, A, b)."""
+    comm = comm or PETSc.COMM_WORLD
+    S = convection_diffusion(n, peclet, dim)
+    da = PETSc.DMDA().create([n] * dim, dof=1, stencil_width=1, comm=comm)
+    indptr, cols, vals = S.indptr.astype(PETSc.IntType), S.indices.astype(PETSc.IntType), S.data
+    bvals = numpy.random.default_rng(seed).standard_normal(S.shape[0])
+    if comm.getSize() > 1:
+        indptr, cols, vals, bvals = owned_rows(da, indptr, cols, vals, bvals)
+    A = PETSc.Mat().create(comm=comm)
+    A.setSizes(((len(indptr) - 1, S.shape[0]), (len(indptr) - 1, S.shape[0])))
+    A.setType(PETSc.Mat.Type.AIJ)
+    A.setPreallocationCSR((indptr, cols, vals))
+    A.assemble()
+    b, _ = A.createVecs()
+    b.setArray(bvals)
+    return da, A, b
+
+
 def neumann_system(n, dim, centring):
     """The pure Neumann Laplacian on an n^dim DMDA, its null space (the constants) attached and
     removed from a random right-hand side. ``vertex``: unknowns on the grid's vertices, boundary

@@ -31,7 +31,7 @@ class Options:
     post: int = 1
     smoother: str = "redblack"    # redblack, multicolor, jacobi, chebyshev
     omega: float = None           # None: 1 for GS, 2/3 for Jacobi
-    transfer: str = "auto"        # auto (variable coefficients: blackbox, else linear), transfer.NAMES
+    transfer: str = "auto"        # auto (Galerkin coarse levels: blackbox, else linear), transfer.NAMES
     coarse_operator: str = "auto"  # auto (rediscretize the Laplacian, else Galerkin), galerkin
     coarse_solve: str = "direct"   # direct; smooth: pre+post sweeps (Feng et al., Remark 3.1);
     coarse_degree: int = 16        # polynomial (complex levels): a GMRES polynomial of this degree
@@ -84,9 +84,11 @@ class Multigrid:
         boxes, axes = grid.hierarchy_boxes(op.box, opt.levels, opt.coarse_size)
         self.levels = [Level(0, op)]
         weights = stencil.laplacian_weights(op) if opt.coarse_operator == "auto" else None
+        # auto: linear where the coarse levels rediscretize the Laplacian, operator-dependent
+        # where they are Galerkin products (variable coefficients, convection, box stencils)
         self.transfer_kind = opt.transfer
         if opt.transfer == "auto":
-            self.transfer_kind = "linear" if op.constant else "blackbox"
+            self.transfer_kind = "linear" if weights is not None else "blackbox"
         ratios = [1.0] * op.box.dim     # the last cell along each axis, in grid spacings
         for l, (cbox, ax) in enumerate(zip(boxes[1:], axes), start=1):
             fine = self.levels[-1]
@@ -360,7 +362,8 @@ class Multigrid:
         """Lines for -ksp_view."""
         o = self.options
         kind = f"{o.cycles} {o.cycle.upper()}-cycles" if o.cycles > 1 else f"{o.cycle.upper()}-cycle"
-        chosen = " (auto: variable coefficients)" if o.transfer == "auto" and not self.levels[0].op.constant else ""
+        auto = o.transfer == "auto" and self.transfer_kind == "blackbox"
+        chosen = " (auto: Galerkin coarse operators)" if auto else ""
         lines = [f"{kind} per application, {len(self.levels)} levels, pre/post smoothing {o.pre}/{o.post}, "
                  f"transfer {transfer.NAMES[self.transfer_kind]}{chosen}"]
         for lev in self.levels:

@@ -29,10 +29,10 @@ OPTIONS = [
     options.Option("pc_gmg_smoother", "str", "redblack", "Smoother", multigrid.SMOOTHERS),
     options.Option("pc_gmg_omega", "real", None, "Relaxation weight (default 1 for Gauss-Seidel, 2/3 for Jacobi)",
            lo=0, hi=2, open="lohi"),
-    options.Option("pc_gmg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
-    options.Option("pc_gmg_post", "int", 1, "Post-smoothing sweeps", lo=0),
+    options.Option("pc_gmg_pre", "int", 2, "Pre-smoothing sweeps (2, as PCMG's default smoother)", lo=0),
+    options.Option("pc_gmg_post", "int", 2, "Post-smoothing sweeps", lo=0),
     options.Option("pc_gmg_transfer", "str", "auto",
-           "Transfers: auto (blackbox for variable coefficients, else linear), (bi/tri)linear + full "
+           "Transfers: auto (blackbox where the coarse operators are Galerkin, else linear), (bi/tri)linear + full "
            "weighting, Feng et al. eqs. 4.6/4.10, or the operator-dependent interpolation of black box "
            "multigrid with R = P^T (Galerkin coarse operators)", ("auto", "linear", "paper", "blackbox")),
     options.Option("pc_gmg_operator", "str", "auto",

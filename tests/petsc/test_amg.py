@@ -15,6 +15,7 @@ from pcplugins.core import aggregation, kcycle, smoothers, sparse
 
 import meshes
 from conftest import amg_galerkin_error, amg_solve, petsc_options
+from problems import convection_diffusion
 
 
 def lap1d(n):
@@ -552,19 +553,6 @@ def test_destroy_resets_the_pc(pc_type):
     assert ctx.mg is not None
     ksp.destroy()
     assert ctx.mg is None
-
-
-def convection_diffusion(n, peclet, dim=2):
-    """-Laplace u + b . grad u on n^dim interior points, h = 1/(n + 1), first-order upwind, the wind
-    b = (1, 1/2, 0) scaled so that the cell Peclet number |b_x| h / 2 is ``peclet``."""
-    h = 1.0 / (n + 1)
-    eye = scipy.sparse.identity(n)
-    D2 = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n)) / h ** 2
-    U = scipy.sparse.diags([-1.0, 1.0], [-1, 0], shape=(n, n)) * (2 * peclet / h ** 2)
-    if dim == 2:
-        return (scipy.sparse.kron(eye, D2 + U) + scipy.sparse.kron(D2 + 0.5 * U, eye)).tocsr()
-    kron = scipy.sparse.kron
-    return (kron(kron(eye, eye), D2 + U) + kron(kron(eye, D2 + 0.5 * U), eye) + kron(kron(D2, eye), eye)).tocsr()
 
 
 @pytest.mark.parametrize("dim,n", [(2, 127), (3, 23)])
