@@ -87,10 +87,7 @@ def stencil_of_csr_twin(indptr, cols, vals, shape, dtype):
 
 def natural_positions(index, shape):
     """Grid positions (one array per axis) of indices in natural order on the grid ``shape``."""
-    pos, rest = [None] * len(shape), index
-    for a in reversed(range(len(shape))):
-        pos[a], rest = rest % shape[a], rest // shape[a]
-    return pos
+    return list(backend.array_module(index).unravel_index(index, tuple(shape)))
 
 
 def entry_slots(indptr, cols, shape, start=None, col_positions=None):
@@ -102,7 +99,10 @@ def entry_slots(indptr, cols, shape, start=None, col_positions=None):
     xp = backend.array_module(cols)
     d = len(shape)
     start = start or (0,) * d
-    rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
+    if xp is numpy:
+        rows = numpy.repeat(numpy.arange(indptr.size - 1), numpy.diff(indptr))
+    else:          # CuPy's repeat takes no array of counts
+        rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
     if col_positions is None:
         col_positions = natural_positions(cols.astype(numpy.int64), shape)
     row_positions = natural_positions(rows.astype(numpy.int64), shape)
