@@ -3,9 +3,10 @@ natural ordering, the iteration count and the converged reason.
 
     mpiexec -n P python tests/mpi/mpi_solve.py OUT.npz n|NXxNYxNZ dim convention jump [PETSc options]
 
-Poisson (poisson_system) with CG and pcplugins.GMG, or with ``convention`` helmholtz MP1 on
-(n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned Bi-CGSTAB and
-pcplugins.ShiftedLaplace.
+Poisson (poisson_system) with CG and pcplugins.GMG; with ``convention`` convection, upwind
+convection-diffusion at cell Peclet number ``jump`` (convection_system) with GMRES and
+pcplugins.GMG; or with ``convention`` helmholtz MP1 on (n + 1)^dim points with k = ``jump``
+(helmholtz_system) with right-preconditioned Bi-CGSTAB and pcplugins.ShiftedLaplace.
 """
 import os
 import sys
@@ -20,7 +21,7 @@ from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from conftest import amg_galerkin_error, petsc_solve  # noqa: E402  (tests/conftest.py; adds examples/ to the path)
-from problems import helmholtz_system, natural_array, poisson_system  # noqa: E402
+from problems import convection_system, helmholtz_system, natural_array, poisson_system  # noqa: E402
 
 # pcplugins.GMG / ShiftedLaplace unless the options choose the PC (bjacobi with pcplugins.AMG blocks)
 mg = "-pc_type" not in sys.argv
@@ -28,6 +29,9 @@ if convention == "helmholtz":
     da, A, b = helmholtz_system(n, jump, dim=dim)
     ksp, x = petsc_solve(da, A, b, {"pc_sl_k": jump, "ksp_pc_side": "right"}, "bcgs",
                          pc="pcplugins.ShiftedLaplace", rtol=1e-6, max_it=200)
+elif convention == "convection":
+    da, A, b = convection_system(n, dim, jump)
+    ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
 else:
     da, A, b = poisson_system(n, dim, convention, jump=jump)
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)

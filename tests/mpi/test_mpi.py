@@ -43,7 +43,10 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          ((19, 3, "interior", 1.0), ["-pc_gmg_smoother", "chebyshev"]),
          # even axes: coarse levels of stencil.AxisLaplacian, its last cell on the last rank
          ((34, 3, "petsc", 0.0), NOGATHER),
-         (("40x26", 2, "interior", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"])]
+         (("40x26", 2, "interior", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_coarse_size", "1"]),
+         # the operator-dependent transfers' weights and their ghost layers: a nonsymmetric
+         # constant stencil (convection at cell Peclet 10), odd and even
+         ((63, 2, "convection", 10.0), NOGATHER), ((20, 3, "convection", 10.0), NOGATHER)]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
@@ -62,7 +65,7 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
 # the same on the GPU (CUDA Vecs, aijcusparse): the ghost layers go device to device through CUDA
 # IPC, or through pinned host buffers; every rank on GPU 0, as on a one-GPU machine
 GPU = ["-mat_type", "aijcusparse"]
-GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6],
+GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6], CASES[8],
              ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"]),
              # the layers through pinned host buffers instead of CUDA IPC (auto's choice here)
              (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "host"]),
