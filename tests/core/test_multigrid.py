@@ -477,3 +477,18 @@ def test_blackbox_keeps_the_flux_across_coefficient_jumps(n):
     L, _ = transfer_matrices(fine, coarse, axes, "linear")
     lin = (L @ uf[ys, xs].ravel()).reshape(fine.shape)
     assert np.abs(lin[edge] - uf[edge]).max() > 0.4
+
+
+def test_csr_prolongation_1d_follows_the_coarsening_rule():
+    """The shifted-Laplace CSR levels' 1D interpolation coarsens as grid.py does (an even number of
+    Dirichlet unknowns makes the last fine point a coarse point) and gives every fine point a
+    coarse neighbour: no zero row of P, the constants kept away from eliminated boundaries."""
+    for n in range(3, 14):
+        for keep in (False, True):
+            P, nc = transfer.prolongation_1d(n, keep)
+            assert nc == grid.Box((n,), keep_ends=keep).coarsen((True,)).global_shape[0], (n, keep)
+            P = P.toarray()
+            assert (P.sum(axis=1) > 0).all(), (n, keep)
+            ones = P @ np.ones(nc)
+            inner = slice(0, n) if keep else slice(1, n - 1)
+            assert np.allclose(ones[inner], 1.0), (n, keep)
