@@ -29,7 +29,6 @@ The weights are made once, as arrays over the fine level (one per corner of the 
 2^d of them), with the fine level's ghost update between the classes under MPI; the transfers
 then are the linear transfer's lattice sums with those arrays as coefficients.
 """
-import functools
 import itertools
 
 from .. import grid
@@ -44,7 +43,18 @@ class BlackBox(Transfer):
     def __init__(self, fine, coarse, coarsened, op, exchange):
         super().__init__(fine, coarse, coarsened, "linear")
         self.kind = "blackbox"
-        self._W = self._weights(op, exchange)
+        W = self._weights(op, exchange)
+        # the linear transfer's lattice sums, each weight array cut to its lattice (the full
+        # arrays are freed: the cycle keeps about 2 (3/2)^d fine levels' worth of weights)
+        self._restrict_terms = [(grid.view(W[self._corner(o)], lat, padded=True) * self.rscale, lat)
+                                for o, lat in self._restriction_lattices()]
+        self._prolong_plan = [(flat, [(grid.view(W[self._corner(o)], flat, padded=True).copy(), lat)
+                                      for o, lat in terms])
+                              for flat, terms in self._prolongation_lattices()]
+
+    def stored_values(self):
+        return (sum(c.size for c, _ in self._restrict_terms)
+                + sum(c.size for _, terms in self._prolong_plan for c, _ in terms))
 
     def _axis_slice(self, a, between, halo):
         """The padded indices along axis ``a`` of the points between two coarse points
@@ -115,16 +125,7 @@ class BlackBox(Transfer):
                 acc += c * W[tuple(nb)][tuple(shifted)]
             W[tuple(corner)][lat] = xp.where(singular, fallback, -acc * inv)
 
-    def _corner(self, o):
+    @staticmethod
+    def _corner(o):
         """The corner slot of the fine points at offset o from their coarse point."""
         return tuple(-v if v else -1 for v in o)
-
-    @functools.cached_property
-    def _restrict_terms(self):
-        return [(grid.view(self._W[self._corner(o)], lat, padded=True) * self.rscale, lat)
-                for o, lat in self._restriction_lattices()]
-
-    @functools.cached_property
-    def _prolong_plan(self):
-        return [(flat, [(grid.view(self._W[self._corner(o)], flat, padded=True).copy(), lat) for o, lat in terms])
-                for flat, terms in self._prolongation_lattices()]
