@@ -37,3 +37,26 @@ def test_twin_reports_wide_and_nonfinite_entries():
     A[3, 3] = np.nan
     B = A.tocsr()
     assert csrstencil.stencil_of_csr(B.indptr, B.indices, B.data, (6, 6), np.float64).nonfinite
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (2, 3, 5), (3, 3, 3)])
+def test_entry_slots_by_difference_match_the_positions(shape):
+    """The host's table lookup on column - row gives the slots and far entries that the grid
+    positions give, wide entries and wrapped columns included."""
+    d = len(shape)
+    op, A = random_stencil_matrix(shape, stencil.box_offsets(d), zeros=False)
+    A = A.tolil()
+    n = A.shape[0]
+    rng = np.random.default_rng(3)
+    for i, j in zip(rng.integers(0, n, 12), rng.integers(0, n, 12)):
+        A[i, j] = 1.0                             # far couplings, some wrapping around an axis
+    A = A.tocsr()
+    rows, slot, far = csrstencil._entry_slots_by_difference(A.indptr, A.indices, shape)
+    pos = csrstencil.natural_positions(A.indices.astype(np.int64), shape)
+    rpos = csrstencil.natural_positions(rows, shape)
+    offs = np.stack([p - q for p, q in zip(pos, rpos)], axis=1)
+    want_far = np.abs(offs).max(axis=1) > 1
+    assert np.array_equal(far, want_far)
+    box = np.array(stencil.box_offsets(d))
+    assert np.array_equal(box[slot[~far]], offs[~far])
+    assert far.any() and (~far).any()
