@@ -45,7 +45,7 @@ class Rows:
         rows = numpy.repeat(numpy.arange(n), numpy.diff(indptr))
         mine = (indices >= lo) & (indices < hi)
         ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
-        data = data.astype(numpy.float64)
+        data = data.astype(numpy.result_type(data.dtype, numpy.float64))     # complex stays complex
         own = _csr(data[mine], rows[mine], indices[mine] - lo, (n, n), xp)
         ghost = _csr(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
         return cls(own, ghost, ghosts, starts, comm, xp)

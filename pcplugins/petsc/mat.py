@@ -64,9 +64,6 @@ def aij_csr(pc, xp, comm=None):
         raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
                     f"the operator is of type '{M.getType()}'")
     parallel = M.getComm().getSize() > 1
-    if scalar_is_complex() and parallel:
-        raise error("pcplugins.AMG: complex matrices run on one rank (the distributed hierarchy is real); "
-                    "under MPI use PCBJACOBI with pcplugins.AMG blocks")
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
                     f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
@@ -211,7 +208,8 @@ def _mpiaij_rows(M, xp, comm):
     n = M.getLocalSize()[0]
     sp = sparse.module(xp)
     to = backend.to_namespace
-    own, ghost = (sp.csr_matrix((to(v.astype(numpy.float64), xp), to(j.astype(numpy.int32), xp),
+    real_or_complex = lambda v: v.astype(numpy.result_type(v.dtype, numpy.float64))    # noqa: E731
+    own, ghost = (sp.csr_matrix((to(real_or_complex(v), xp), to(j.astype(numpy.int32), xp),
                                  to(i.astype(numpy.int32), xp)), shape=(n, cols))
                   for (i, j, v), cols in zip((own, ghost), (n, len(ghosts))))
     return distributed.Rows(own, ghost, ghosts, distributed.starts_of(n, comm), comm, xp)
