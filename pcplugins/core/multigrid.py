@@ -349,7 +349,7 @@ class Multigrid:
     def memory_values(self):
         """Values stored by the hierarchy (work arrays and operator coefficients)."""
         total = sum(lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
-                    + getattr(lev.transfer, "stored_values", lambda: 0)()
+                    + getattr(_plain(lev.transfer), "stored_values", lambda: 0)()
                     + sum(getattr(lev.smoother, name).size for name in ("r", "d") if hasattr(lev.smoother, name))
                     for lev in self.levels)
         cs = self.levels[-1].coarse_solve
@@ -386,3 +386,10 @@ class Multigrid:
                 where += ", on the host"
             lines.append(f"level {lev.index}: grid {gs}{where}, {lev.op.nnz_per_row}-point {kind}; {what}")
         return lines
+
+
+def _plain(T):
+    """The transfer inside the moved and gathered wrappers."""
+    while isinstance(T, (transfer.Moved, transfer.Gathered)):
+        T = T.inner
+    return T
