@@ -164,34 +164,54 @@ def convection_system(n, dim, peclet, seed=0, comm=None):
     return da, A, b
 
 
-def neumann_system(n, dim, centring):
-    """The pure Neumann Laplacian on an n^dim DMDA, its null space (the constants) attached and
-    removed from a random right-hand side. ``vertex``: unknowns on the grid's vertices, boundary
-    ones included, half control volumes along the boundary (the finite-volume form of ksp ex29/ex50);
-    ``cell``: unknowns at cell centres, zero flux through the boundary faces (the graph Laplacian)."""
+def stencil_system(n, dim, outside, weight=None, identity=None):
+    """-Laplace u = f on an n^dim DMDA, assembled point by point (MatSetValuesStencil), with a random
+    right-hand side: (da, A, b). Indices are the DMDA's (x, y, z). ``weight(idx, a)``: the coupling
+    of point idx along axis a (1 by default); ``outside(idx, a, step)``: what the diagonal gains
+    where the neighbour across that face lies outside the grid (0: zero flux; else an eliminated
+    Dirichlet value's coupling); ``identity(idx)``: True on identity rows (ex45's Dirichlet rows,
+    diagonal 2 dim; the other rows keep their couplings to them)."""
     da = PETSc.DMDA().create([n] * dim, stencil_width=1)
     A = da.createMat()
     row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
     for idx in itertools.product(*[range(s, e) for s, e in da.getRanges()]):
         row.index, diag = idx, 0.0
+        if identity is not None and identity(idx):
+            A.setValueStencil(row, row, 2.0 * dim)
+            continue
         for a in range(dim):
             for step in (-1, 1):
                 nb = list(idx)
                 nb[a] += step
                 if not 0 <= nb[a] < n:
+                    diag += outside(idx, a, step)
                     continue
-                w = 1.0
-                if centring == "vertex":
-                    w *= 0.5 ** sum(idx[c] in (0, n - 1) for c in range(dim) if c != a)
+                w = 1.0 if weight is None else weight(idx, a)
                 col.index = tuple(nb)
                 A.setValueStencil(row, col, -w)
                 diag += w
         A.setValueStencil(row, row, diag)
     A.assemble()
-    null = PETSc.NullSpace().create(constant=True)
-    A.setNullSpace(null)
     b = A.createVecLeft()
     b.setArray(numpy.random.default_rng(0).standard_normal(b.getLocalSize()))
+    return da, A, b
+
+
+def half_volumes(n, axes):
+    """stencil_system's weight of vertex-centred finite volumes: the coupling along axis a halves
+    for each of ``axes`` (other than a) on which the point lies on the boundary."""
+    return lambda idx, a: 0.5 ** sum(idx[c] in (0, n - 1) for c in axes if c != a)
+
+
+def neumann_system(n, dim, centring):
+    """The pure Neumann Laplacian on an n^dim DMDA, its null space (the constants) attached and
+    removed from a random right-hand side. ``vertex``: unknowns on the grid's vertices, boundary
+    ones included, half control volumes along the boundary (the finite-volume form of ksp ex29/ex50);
+    ``cell``: unknowns at cell centres, zero flux through the boundary faces (the graph Laplacian)."""
+    da, A, b = stencil_system(n, dim, lambda idx, a, step: 0.0,
+                              half_volumes(n, range(dim)) if centring == "vertex" else None)
+    null = PETSc.NullSpace().create(constant=True)
+    A.setNullSpace(null)
     null.remove(b)
     return da, A, b
 

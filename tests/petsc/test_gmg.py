@@ -1,5 +1,4 @@
 """pcplugins.GMG under PETSc KSP: against direct solves, PETSc's PCMG, option strings and bad input."""
-import itertools
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from petsc4py import PETSc
 import pcplugins
 
 from conftest import ROOT, petsc_solve, true_relative_residual
-from problems import convection_system, neumann_system, poisson_csr, poisson_system
+from problems import convection_system, half_volumes, neumann_system, poisson_csr, poisson_system, stencil_system
 
 
 def solve(da, A, b, options, ksp_type="cg", rtol=1e-10, prefix=None):
@@ -44,36 +43,24 @@ def test_every_smoother_and_cycle_under_cg(smoother, cycle):
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() < 40
 
 
-def pcmg_iterations(da, A, b, levels):
-    ksp, _ = solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both"},
-                   rtol=1e-8)
-    assert ksp.getConvergedReason() > 0
-    return ksp.getIterationNumber()
+# CG's (or the given KSP's) stopping test on the true residual b - A x
+TRUE_NORM = dict(rtol=1e-8, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+
+
+def pcmg_solve(da, A, b, levels, ksp_type="cg", max_it=200, **options):
+    """PETSc PCMG on the DMDA (Q1 interpolation, Galerkin coarse operators, its default smoothers)
+    to TRUE_NORM: the reference GMG's iteration counts are held to. Returns the KSP."""
+    da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
+    opts = dict({"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both"}, **options)
+    ksp, _ = petsc_solve(da, A, b, opts, ksp_type, max_it=max_it, **TRUE_NORM)
+    return ksp
 
 
 def mixed_system(n):
     """-Laplace u = f on an n x n DMDA: zero flux through the faces across x (the boundary nodes
     are unknowns, graph-Laplacian rows), Dirichlet values eliminated across y (the first and last
     rows of unknowns keep the eliminated neighbour's coupling on their diagonal)."""
-    da = PETSc.DMDA().create([n, n], stencil_width=1)
-    A = da.createMat()
-    row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
-    (xs, xe), (ys, ye) = da.getRanges()
-    for j in range(ys, ye):
-        for i in range(xs, xe):
-            row.index, diag = (i, j), 0.0
-            for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-                if 0 <= i + di < n and 0 <= j + dj < n:
-                    col.index = (i + di, j + dj)
-                    A.setValueStencil(row, col, -1.0)
-                    diag += 1.0
-                elif dj:                      # a Dirichlet neighbour across y, eliminated
-                    diag += 1.0
-            A.setValueStencil(row, row, diag)
-    A.assemble()
-    b = A.createVecLeft()
-    b.setArray(np.random.default_rng(0).standard_normal(b.getLocalSize()))
-    return da, A, b
+    return stencil_system(n, 2, lambda idx, a, step: 1.0 if a == 1 else 0.0)
 
 
 def test_mixed_boundary_conditions_per_axis():
@@ -95,26 +82,7 @@ def test_mixed_boundary_conditions_per_axis():
 def one_neumann_face_system(n, dim):
     """Cell-centred -Laplace u = f on an n^dim DMDA: zero flux through the face x = 0 only, Dirichlet
     values (half a cell beyond the last unknowns) eliminated on every other face."""
-    da = PETSc.DMDA().create([n] * dim, stencil_width=1)
-    A = da.createMat()
-    row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
-    for idx in itertools.product(*[range(s, e) for s, e in da.getRanges()]):
-        row.index, diag = idx, 0.0
-        for a in range(dim):
-            for step in (-1, 1):
-                nb = list(idx)
-                nb[a] += step
-                if 0 <= nb[a] < n:
-                    col.index = tuple(nb)
-                    A.setValueStencil(row, col, -1.0)
-                    diag += 1.0
-                elif a > 0 or step > 0:
-                    diag += 2.0
-        A.setValueStencil(row, row, diag)
-    A.assemble()
-    b = A.createVecLeft()
-    b.setArray(np.random.default_rng(0).standard_normal(b.getLocalSize()))
-    return da, A, b
+    return stencil_system(n, dim, lambda idx, a, step: 0.0 if a == 0 and step < 0 else 2.0)
 
 
 @pytest.mark.parametrize("dim,sizes", [(2, (32, 128)), (3, (16, 32))])
@@ -127,7 +95,7 @@ def test_a_neumann_face_opposite_a_dirichlet_face(dim, sizes):
     its = []
     for n in sizes:
         da, A, b = one_neumann_face_system(n, dim)
-        ksp, x = petsc_solve(da, A, b, GMG, rtol=1e-8, max_it=100, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp, x = petsc_solve(da, A, b, GMG, max_it=100, **TRUE_NORM)
         assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1.01e-8
         its.append(ksp.getIterationNumber())
     assert max(its) <= 7 and its[-1] <= its[0], its
@@ -137,29 +105,8 @@ def identity_faces_system(n, dim):
     """Vertex-centred -Laplace u = f on an n^dim DMDA: identity rows (ex45's Dirichlet convention,
     the interior rows keeping their couplings to them) on the faces across x only, zero flux
     through the others (half control volumes)."""
-    da = PETSc.DMDA().create([n] * dim, stencil_width=1)
-    A = da.createMat()
-    row, col = PETSc.Mat.Stencil(), PETSc.Mat.Stencil()
-    for idx in itertools.product(*[range(s, e) for s, e in da.getRanges()]):
-        row.index = idx
-        if idx[0] in (0, n - 1):
-            A.setValueStencil(row, row, 2.0 * dim)
-            continue
-        diag = 0.0
-        for a in range(dim):
-            for step in (-1, 1):
-                nb = list(idx)
-                nb[a] += step
-                if 0 <= nb[a] < n:
-                    w = 0.5 ** sum(idx[c] in (0, n - 1) for c in range(1, dim) if c != a)
-                    col.index = tuple(nb)
-                    A.setValueStencil(row, col, -w)
-                    diag += w
-        A.setValueStencil(row, row, diag)
-    A.assemble()
-    b = A.createVecLeft()
-    b.setArray(np.random.default_rng(0).standard_normal(b.getLocalSize()))
-    return da, A, b
+    return stencil_system(n, dim, lambda idx, a, step: 0.0, half_volumes(n, range(1, dim)),
+                          identity=lambda idx: idx[0] in (0, n - 1))
 
 
 @pytest.mark.parametrize("ksp_type", ["cg", "gmres"])
@@ -171,12 +118,9 @@ def test_identity_rows_on_some_faces_only(dim, sizes, ksp_type):
     PETSc PCMG's iterations (2D: 5-6 against 6; 3D: 6 against 7), flat under refinement."""
     for n in sizes:
         da, A, b = identity_faces_system(n, dim)
-        norm = dict(rtol=1e-8, max_it=100, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
-        ksp, x = petsc_solve(da, A, b, GMG, ksp_type, **norm)
+        ksp, x = petsc_solve(da, A, b, GMG, ksp_type, max_it=100, **TRUE_NORM)
         assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1.01e-8
-        da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
-        pcmg_opts = {"pc_type": "mg", "pc_mg_levels": int(np.log2(n - 1)), "pc_mg_galerkin": "both"}
-        pcmg, _ = petsc_solve(da, A, b, pcmg_opts, ksp_type, **norm)
+        pcmg = pcmg_solve(da, A, b, int(np.log2(n - 1)), ksp_type, max_it=100)
         assert ksp.getIterationNumber() <= pcmg.getIterationNumber(), n
 
 
@@ -203,13 +147,11 @@ def test_defaults_take_at_most_pcmgs_iterations_on_the_laplacian(dim, n, levels)
     """Out of the box (no GMG option) CG takes at most PETSc PCMG's iterations + 1 (Galerkin, its
     defaults) on the constant-coefficient Laplacian; on the even grids of the same size (n - 1
     interior points, which PCMG cannot coarsen) too. The true residual decides convergence."""
-    norm = dict(rtol=1e-8, max_it=100, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
     da, A, b = poisson_system(n, dim, "petsc")
-    da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
-    pcmg, _ = petsc_solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both"}, **norm)
+    pcmg = pcmg_solve(da, A, b, levels, max_it=100)
     for m, convention in ((n, "petsc"), (n - 3, "interior")):   # n - 3: an even number of unknowns
         da, A, b = poisson_system(m, dim, convention)
-        ksp, x = petsc_solve(da, A, b, GMG, **norm)
+        ksp, x = petsc_solve(da, A, b, GMG, max_it=100, **TRUE_NORM)
         assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1.01e-8
         assert ksp.getIterationNumber() <= pcmg.getIterationNumber() + 1, (m, convention)
 
@@ -226,13 +168,11 @@ def test_jumps_take_at_most_pcmgs_iterations_whatever_their_size(dim, n, levels,
     its = []
     for jump in (2.0, 4.0, 6.0):
         da, A, b = poisson_system(n, dim, "petsc", jump=jump, pattern=pattern)
-        ksp, x = petsc_solve(da, A, b, GMG, rtol=1e-8, max_it=200, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp, x = petsc_solve(da, A, b, GMG, max_it=200, **TRUE_NORM)
         assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1.01e-8
         assert "transfer operator-dependent" in " ".join(ksp.getPC().getPythonContext().describe())
         its.append(ksp.getIterationNumber())
-        da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
-        pcmg, _ = petsc_solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both"},
-                              rtol=1e-8, max_it=200, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+        pcmg = pcmg_solve(da, A, b, levels)
         assert its[-1] <= pcmg.getIterationNumber(), (jump, its, pcmg.getIterationNumber())
     assert max(its) <= 1.2 * min(its), its
 
@@ -245,17 +185,13 @@ def test_convection_diffusion_at_most_pcmgs_iterations(dim, n, ksp_type):
     GMRES and Bi-CGSTAB, by the true residual, in at most PCMG's iterations where PCMG converges
     (its linear transfers diverge from Peclet 1 in 2D and 10 in 3D, as ours do with -pc_gmg_transfer
     linear)."""
-    norm = dict(rtol=1e-8, max_it=200, norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
     for peclet in (0.1, 1.0, 10.0, 100.0):
         da, A, b = convection_system(n, dim, peclet)
         opts = dict(GMG, ksp_gmres_restart=100)
-        ksp, x = petsc_solve(da, A, b, opts, ksp_type, **norm)
+        ksp, x = petsc_solve(da, A, b, opts, ksp_type, max_it=200, **TRUE_NORM)
         assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1.01e-8, peclet
         assert ksp.getIterationNumber() <= 40
-        da.setInterpolationType(PETSc.DMDA.InterpolationType.Q1)
-        pcmg_opts = {"pc_type": "mg", "pc_mg_levels": int(np.log2(n - 1)), "pc_mg_galerkin": "both",
-                     "ksp_gmres_restart": 100}
-        pcmg, _ = petsc_solve(da, A, b, pcmg_opts, ksp_type, **norm)
+        pcmg = pcmg_solve(da, A, b, int(np.log2(n - 1)), ksp_type, ksp_gmres_restart=100)
         if pcmg.getConvergedReason() > 0:
             assert ksp.getIterationNumber() <= pcmg.getIterationNumber(), peclet
 
