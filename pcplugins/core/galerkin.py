@@ -15,13 +15,14 @@ from . import stencil, transfer
 BATCH_VALUES = {"gpu": 2 ** 25, "host": 2 ** 18}
 
 
-def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None, comm=None, serial=True):
+def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None, comm=None):
     """The coarse StencilOperator R A P on ``cbox`` (arrays of ``cxp``) of the fine operator ``op``
-    and the transfer ``T``, with the fine and coarse levels' ghost updates (None: none); ``serial``:
-    no ghost update comes between the probes' kernels, so plain transfers take them in batches."""
+    and the transfer ``T``, with the fine and coarse levels' ghost updates (None: none) and the
+    communicator of a distributed coarse level (None: it is whole on this rank). On one rank no
+    ghost update comes between the probes' kernels, so plain transfers take them in batches."""
     xp = op.xp
     batch = None
-    if serial and type(T) in (transfer.Transfer, transfer.BlackBox):
+    if (comm is None or comm.size == 1) and type(T) in (transfer.Transfer, transfer.BlackBox):
         limit = BATCH_VALUES["gpu" if backend.is_gpu(xp) else "host"]
         batch = max(1, min(3 ** cbox.dim, limit // math.prod(op.box.padded_shape)))
     lead = (batch,) if batch else ()

@@ -54,20 +54,10 @@ def lincomb(out, coefs, arrays, add=False):
         rest = zip(coefs[1:], arrays[1:])
     else:
         rest = zip(coefs, arrays)
-    tmp = None
+    tmp = numpy.empty_like(out)     # one temporary per call: one per term costs its page faults
     for c, u in rest:
-        out += _product(c, u, tmp := _temp(tmp, out))
+        out += numpy.multiply(c, u, out=tmp)
     return out
-
-
-def _temp(tmp, out):
-    """One temporary per call for the host path's products (a new one per term costs a page
-    fault per page of it on large levels)."""
-    return numpy.empty_like(out) if tmp is None else tmp
-
-
-def _product(c, u, tmp):
-    return numpy.multiply(c, u, out=tmp)
 
 
 def relax(x, f, invd, w, cdiag, coefs, arrays):
@@ -80,9 +70,9 @@ def relax(x, f, invd, w, cdiag, coefs, arrays):
         _relax_kernel(len(arrays))(*args, x)
         return x
     s = f - cdiag * x
-    tmp = None
+    tmp = numpy.empty_like(s)
     for c, u in zip(coefs, arrays):
-        s -= _product(c, u, tmp := _temp(tmp, s))
+        s -= numpy.multiply(c, u, out=tmp)
     s *= invd
     s *= w
     x += s
@@ -106,9 +96,9 @@ def residual(out, f, coefs, arrays):
         _residual_kernel(len(arrays))(*args, out)
         return out
     numpy.copyto(out, f)
-    tmp = None
+    tmp = numpy.empty_like(out)
     for c, u in zip(coefs, arrays):
-        out -= _product(c, u, tmp := _temp(tmp, out))
+        out -= numpy.multiply(c, u, out=tmp)
     return out
 
 

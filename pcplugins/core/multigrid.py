@@ -178,9 +178,8 @@ class Multigrid:
         ex_coarse = None
         if not isinstance(fine.transfer, transfer.Gathered) and not fine.replicated:
             ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
-        serial = self.comm.size == 1 or fine.replicated
         return galerkin.coarse_operator(fine.op, fine.transfer, cbox, cxp, self.dtype, self._exchange(fine),
-                                        ex_coarse, None if fine.replicated else self.comm, serial)
+                                        ex_coarse, None if fine.replicated else self.comm)
 
     def _use_fused_kernels(self):
         for lev in self.levels:

@@ -78,8 +78,7 @@ class BlackBox(Transfer):
         corners = list(itertools.product((-1, 1), repeat=d))
         W = {s: xp.zeros(self.fine.padded_shape, dtype) for s in corners}
         first = (-1,) * d
-        W[first][self._lattice(())] = 1          # coarse points, the ghost ones too
-        W[first][self._lattice((), halo=True)] = 1
+        W[first][self._lattice((), halo=True)] = 1          # coarse points, the ghost ones too
         coefs = dict(zip(op.offsets, op.coefs))
         axes = [a for a in range(d) if self.coarsened[a]]
         for k in range(1, len(axes) + 1):
