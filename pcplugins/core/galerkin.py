@@ -1,14 +1,21 @@
-"""Galerkin coarse operators R A P of the stencil levels, formed stencil-wise by probing: R A P
-applied to 3^d sums of coarse unit vectors (one per class of global index mod 3) gives every
-coefficient of a coarse stencil whose couplings reach one point, as Curtis, Powell and Reid's
-column groups estimate a sparse Jacobian ("On the estimation of sparse Jacobian matrices",
-J. Inst. Math. Appl. 13, 1974).
+"""Galerkin coarse operators R A P of the stencil levels, formed stencil-wise, two ways:
+
+- by stencil algebra (:func:`stencil_product`; on the GPU its fused twin
+  fused_stored.galerkin_product), where the prolongation's weights are stored as arrays
+  (transfer.BlackBox) and the level is whole on this rank: each coarse coefficient is a sum of
+  products of a restriction weight, a fine coefficient and a prolongation weight, as black box
+  multigrid forms its coarse operators (Dendy 1982);
+- by probing (any transfer, any rank count): R A P applied to 3^d sums of coarse unit vectors
+  (one per class of global index mod 3) gives every coefficient of a coarse stencil whose
+  couplings reach one point, as Curtis, Powell and Reid's column groups estimate a sparse
+  Jacobian ("On the estimation of sparse Jacobian matrices", J. Inst. Math. Appl. 13, 1974).
 """
+import functools
 import itertools
 import math
 
 from .. import backend
-from . import stencil, transfer
+from . import fused, fused_stored, kernels, stencil, transfer
 
 # probes per batch times padded fine values, at most: a batch saves launches on the GPU and
 # Python calls on the host, where arrays beyond the caches cost more than the calls
@@ -21,8 +28,14 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     communicator of a distributed coarse level (None: it is whole on this rank). On one rank no
     ghost update comes between the probes' kernels, so plain transfers take them in batches."""
     xp = op.xp
+    one_rank = comm is None or comm.size == 1
+    if one_rank and type(T) is transfer.BlackBox and cxp is xp and T.full_weights is not None:
+        if not backend.is_gpu(xp):
+            return stencil_product(op, T, cbox, dtype)
+        if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
+            return _coarse_stencil(cbox, fused_stored.galerkin_product(op, T, cbox, dtype), xp, dtype)
     batch = None
-    if (comm is None or comm.size == 1) and type(T) in (transfer.Transfer, transfer.BlackBox):
+    if one_rank and type(T) in (transfer.Transfer, transfer.BlackBox):
         limit = BATCH_VALUES["gpu" if backend.is_gpu(xp) else "host"]
         batch = max(1, min(3 ** cbox.dim, limit // math.prod(op.box.padded_shape)))
     lead = (batch,) if batch else ()
@@ -80,10 +93,71 @@ def probe(rap, coarse_box, xp, dtype, comm=None, batch=None):
             k = k * 3 + (gidx[a] + o[a]) % 3
         K.append(xp.broadcast_to(k, coarse_box.shape))
     C = xp.take_along_axis(Y, xp.stack(K), axis=0)         # one gather for all offsets
-    coefs = []
-    for o, c in zip(offsets, C):
+    return _coarse_stencil(coarse_box, dict(zip(offsets, C)), xp, dtype, comm)
+
+
+def _coarse_stencil(coarse_box, coefs, xp, dtype, comm=None):
+    """The compressed StencilOperator of {offset: array}, each array zeroed where the neighbour
+    lies outside the grid."""
+    out = []
+    for o, c in coefs.items():
         inside = stencil.inside_slices(coarse_box, o)
         masked = xp.zeros_like(c)
         masked[inside] = c[inside]
-        coefs.append(masked)
-    return stencil.compress(coarse_box, offsets, coefs, xp, dtype, comm=comm)
+        out.append(masked)
+    return stencil.compress(coarse_box, list(coefs), out, xp, dtype, comm=comm)
+
+
+def stencil_product(op, T, cbox, dtype):
+    """R A P of the fine StencilOperator ``op`` and a transfer.BlackBox ``T`` (one rank) by stencil
+    algebra. With F(I) the fine point of coarse point I, P's weights W_t(j) = P[j, J] for the
+    fine point j = F(J) + t and R = P^T / 2^c:
+
+        A_c[I, I + O] = sum_s sum_o  R[I, F(I) + s] a_o(F(I) + s) W_t(F(I) + s + o),
+                        t = s + o - 2 O  in {-1, 0, 1} along coarsened axes (O = o, t = 0 along the others),
+
+    s the fine offsets of I's restriction, o the fine stencil's offsets; each term is a product
+    of strided views over the coarse grid."""
+    xp, d = op.xp, op.box.dim
+    ax, phase, nc = T.coarsened, T.phase, cbox.shape
+    parities = list(itertools.product(*[(0, 1) if c else (0,) for c in ax]))
+
+    def split(X):
+        """X's even and odd points along the coarsened axes, each a contiguous array: the
+        products then run along unit-stride rows."""
+        return {q: xp.ascontiguousarray(X[tuple(slice(p, None, 2) if c else slice(None) for p, c in zip(q, ax))])
+                for q in parities}
+
+    def at(S, v, pad):
+        """X[F(I) + v] over the coarse points I, from X's split S (X padded by ``pad``)."""
+        q, sl = [], []
+        for a in range(d):
+            first = phase[a] + v[a] + pad if ax[a] else v[a] + pad
+            q.append(first % 2 if ax[a] else 0)
+            first = first // 2 if ax[a] else first
+            sl.append(slice(first, first + nc[a]))
+        return S[tuple(q)][tuple(sl)]
+
+    # zero beyond the grid: a by one layer (F(I) + s reaches it), the weights by two (F(I) + s + o)
+    A = {o: split(xp.pad(c, 1)) for o, c in zip(op.offsets, op.coef_arrays())}
+    W = {k: split(xp.pad(w, 1)) for k, w in T.full_weights.items()}
+    acc = {O: xp.zeros(nc, dtype) for O in stencil.box_offsets(d)}
+    ra = xp.empty(nc, dtype)
+    for s in itertools.product(*[(-1, 0, 1) if c else (0,) for c in ax]):
+        R = at(W[transfer.BlackBox.corner(s)], s, 2)
+        for o, a in A.items():
+            v = tuple(x + y for x, y in zip(s, o))
+            kernels.lincomb(ra, [at(a, s, 1)], [R])
+            for O in _coarse_offsets(v, ax):
+                t = tuple(x - 2 * y if c else 0 for x, y, c in zip(v, O, ax))
+                kernels.lincomb(acc[O], [ra], [at(W[transfer.BlackBox.corner(t)], v, 2)], add=True)
+    for c in acc.values():
+        c *= T.rscale
+    return _coarse_stencil(cbox, acc, xp, dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _coarse_offsets(v, ax):
+    """The coarse offsets O with v - 2 O in {-1, 0, 1} along coarsened axes (O = v along the others)."""
+    choices = [tuple(O for O in (-1, 0, 1) if abs(x - 2 * O) <= 1) if c else (x,) for x, c in zip(v, ax)]
+    return list(itertools.product(*choices))

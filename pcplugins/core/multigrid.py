@@ -16,7 +16,7 @@ import dataclasses
 import numpy
 
 from .. import backend
-from . import coarse, fused, galerkin, grid, smoothers, stencil, transfer
+from . import coarse, fused, fused_stored, galerkin, grid, smoothers, stencil, transfer
 from .comm import Comm
 from .cycle import second_visit
 
@@ -56,7 +56,7 @@ class Level:
         self.smoother = None
         self.transfer = None   # to the next coarser level
         self.coarse_solve = None
-        self.fused = None      # fused.Laplacian when the fast path applies
+        self.fused = None      # fused.Laplacian or fused_stored.Stored when the fast path applies
         self.replicated = False  # under MPI: every rank holds the whole level
 
     def residual(self):
@@ -178,8 +178,11 @@ class Multigrid:
         ex_coarse = None
         if not isinstance(fine.transfer, transfer.Gathered) and not fine.replicated:
             ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
-        return galerkin.coarse_operator(fine.op, fine.transfer, cbox, cxp, self.dtype, self._exchange(fine),
-                                        ex_coarse, None if fine.replicated else self.comm)
+        cop = galerkin.coarse_operator(fine.op, fine.transfer, cbox, cxp, self.dtype, self._exchange(fine),
+                                       ex_coarse, None if fine.replicated else self.comm)
+        if isinstance(_plain(fine.transfer), transfer.BlackBox):
+            _plain(fine.transfer).release_weights()
+        return cop
 
     def _use_fused_kernels(self):
         for lev in self.levels:
@@ -188,6 +191,8 @@ class Multigrid:
             w = lev.op.weights if isinstance(lev.op, stencil.AxisLaplacian) else stencil.laplacian_weights(lev.op)
             if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
                 lev.fused = fused.Laplacian(lev.op, w)
+            elif not lev.op.constant and not isinstance(lev.op, stencil.AxisLaplacian):
+                lev.fused = fused_stored.Stored(lev.op)
             outer, T = lev, lev.transfer            # the plain transfer inside Moved / Gathered
             attr = "transfer"
             while isinstance(T, (transfer.Moved, transfer.Gathered)):

@@ -14,6 +14,9 @@ file                      kernels                                      Python wr
 ``tridiag.cu``            partitioned tridiagonal line solve           ``pcplugins.core.tridiag``
 ``sparse.cu``             CSR/ELL row products, dot partial sums       ``pcplugins.core.sparse``
 ``csrstencil.cu``         a structured matrix's stencil from CSR       ``pcplugins.core.csrstencil``
+``stored.cu``             stored-stencil residual and colour sweep     ``pcplugins.core.fused_stored``
+                                                                       (twins: ``core.stencil``,
+                                                                       ``core.smoothers``)
 ========================  ==========================================  =================================
 
 The tests (``tests/gpu/test_kernels.py`` and the core tests) compare each kernel with its twin.

@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse as sp
 
 from pcplugins import backend
-from pcplugins.core import fft, grid, kernels, multigrid, stencil, transfer
+from pcplugins.core import fft, galerkin, grid, kernels, multigrid, stencil, transfer
 
 
 def laplacian2d(n, xp=np):
@@ -121,6 +121,32 @@ def test_galerkin_by_probing_matches_sparse_product(kind):
     A = op.to_scipy().toarray()
     Ac = mg.levels[1].op.to_scipy().toarray()
     assert np.allclose(Ac, R @ A @ P)
+
+
+@pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True)])
+@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
+@pytest.mark.parametrize("points", ["star", "box"])
+def test_blackbox_galerkin_by_stencil_algebra_and_by_probing(shape, keep, coarsened, points):
+    """galerkin.stencil_product (the one-rank path of black box transfers) and probing both give
+    R A P of the dense matrices: odd and even sizes, grids that keep their ends, semi-coarsening,
+    star and box fine stencils with variable coefficients."""
+    fine = grid.Box(shape, keep_ends=keep)
+    d = len(shape)
+    kept = {"all": -1, "first-kept": 0, "last-kept": d - 1}[coarsened]
+    axes = tuple(a != kept for a in range(d))
+    op = random_stencil(fine, seed=d)
+    if points == "star":
+        star = [k for k, o in enumerate(op.offsets) if sum(map(abs, o)) <= 1]
+        op = stencil.StencilOperator(fine, [op.offsets[k] for k in star], [op.coefs[k] for k in star], np)
+    coarse = fine.coarsen(axes)
+    P, R = transfer_matrices(fine, coarse, axes, "blackbox", op)
+    ref = R @ op.to_scipy().toarray() @ P
+    product = transfer.BlackBox(fine, coarse, axes, op, lambda u: u)
+    probed = transfer.BlackBox(fine, coarse, axes, op, lambda u: u)
+    probed.release_weights()
+    for T, how in [(product, "stencil algebra"), (probed, "probing")]:
+        Ac = galerkin.coarse_operator(op, T, coarse, np, np.float64, lambda u: u).to_dense()
+        assert np.abs(Ac - ref).max() <= 1e-13 * np.abs(ref).max(), how
 
 
 def test_rediscretized_laplacian_equals_galerkin_with_paper_transfers():

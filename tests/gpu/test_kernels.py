@@ -200,6 +200,73 @@ def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
     assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
 
 
+# rank boxes with odd and even starts, and grids that keep their ends (the colours count from 0)
+STORED_BOXES = SUBBOXES + [grid.Box((12, 13, 14), (3, 0, 5), (9, 13, 8), keep_ends=(True, False, True)),
+                           grid.Box((16, 17), keep_ends=True)]
+
+
+@pytest.mark.parametrize("box", STORED_BOXES, ids=lambda b: f"{b}{'-ends' if any(b.keep_ends) else ''}")
+@pytest.mark.parametrize("kind", ["redblack", "multicolor"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("omega,zero,reverse", [(1.0, False, False), (1.3, False, True), (1.0, True, False)])
+def test_fused_stored_stencil_matches_twin(box, kind, dtype, omega, zero, reverse):
+    """kernels/stored.cu against the generic residual and ColourGS on random variable
+    coefficients: star stencils (red-black and 2^d colours) and box stencils (2^d colours), on
+    rank boxes and on grids that keep their ends."""
+    from pcplugins.core import fused_stored, smoothers
+    cp = backend.cupy
+    rng = np.random.default_rng(5)
+    offs = stencil.star_offsets(box.dim) if kind == "redblack" else stencil.box_offsets(box.dim)
+    coefs = [rng.uniform(1, 2, box.shape) * (4 * len(offs) if not any(o) else -1) for o in offs]
+    u, f = rng.standard_normal(box.padded_shape), rng.standard_normal(box.shape)
+    if zero:
+        u = np.pad(grid.interior(u) + 7.0, 1)
+    op = stencil.StencilOperator(box, offs, coefs, np)
+    ref = smoothers.ColourGS(op, kind, omega).smooth(u.copy(), f, 2, reverse=reverse, zero_guess=zero)
+    ref_r = op.residual(np.zeros(box.shape), f, ref)
+    dop = stencil.StencilOperator(box, offs, [cp.asarray(c) for c in coefs], cp, dtype)
+    fast = fused_stored.Stored(dop)
+    smoother = smoothers.make(kind, dop, omega, fused_level=fast)
+    assert isinstance(smoother, fused_stored.StoredGS)
+    got = smoother.smooth(cp.asarray(u, dtype), cp.asarray(f, dtype), 2, reverse=reverse, zero_guess=zero)
+    got_r = fast.residual(cp.zeros(box.padded_shape, dtype), cp.asarray(f, dtype), got)
+    got_r2 = fast.residual(cp.zeros(box.shape, dtype), cp.asarray(np.pad(f, 1), dtype), got)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    scale = np.abs(ref).max()
+    assert np.abs(backend.to_host(got) - ref).max() <= tol * scale
+    for r in (grid.interior(got_r), got_r2):
+        assert np.abs(backend.to_host(r) - ref_r).max() <= tol * 10 * np.abs(ref_r).max()
+    assert np.array_equal(backend.to_host(dop.coefs[dop.kdiag]), backend.to_host(fast.C[dop.kdiag]))
+
+
+@pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True),
+                                        ((17, 16, 15), False)])
+@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
+@pytest.mark.parametrize("points", ["star", "box"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype):
+    """kernels/stored.cu's blackbox_rap against galerkin.stencil_product (NumPy) on variable
+    coefficients: odd and even sizes, grids that keep their ends, semi-coarsening."""
+    from pcplugins.core import fused_stored, galerkin
+    cp = backend.cupy
+    box = grid.Box(shape, keep_ends=keep)
+    d = len(shape)
+    kept = {"all": -1, "first-kept": 0, "last-kept": d - 1}[coarsened]
+    axes = tuple(a != kept for a in range(d))
+    rng = np.random.default_rng(6)
+    offs = stencil.star_offsets(d) if points == "star" else stencil.box_offsets(d)
+    coefs = [rng.uniform(1, 2, shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
+             for o in offs]
+    cbox = box.coarsen(axes)
+    ops = [stencil.StencilOperator(box, offs, [xp.asarray(c) for c in coefs], xp) for xp in (np, cp)]
+    Ts = [transfer.BlackBox(box, cbox, axes, op, lambda u: u) for op in ops]
+    ref = galerkin.stencil_product(ops[0], Ts[0], cbox, np.float64)
+    got = galerkin._coarse_stencil(cbox, fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype), cp, dtype)
+    Dr, Dg = ref.to_dense(), got.to_dense()
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max()
+
+
 # boxes holding the grid's last points (and one that does not), for the non-uniform last cell
 END_BOXES = [grid.Box((31, 30, 29), (20, 19, 17), (11, 11, 12)), grid.Box((31, 30, 29)),
              grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((45, 38), (25, 20), (20, 18)),

@@ -12,9 +12,10 @@ whatever ``u`` holds.
 - ``stencil``: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev on stencil operators;
 - ``lines``: zebra line Gauss-Seidel and ADI (anisotropic problems);
 - ``csr``: the same methods on CSR levels, and their hybrid form across ranks;
-- fused.RedBlack: red-black Gauss-Seidel as fused CUDA kernels (the fast path).
+- fused.RedBlack: red-black Gauss-Seidel as fused CUDA kernels (the fast path);
+  fused_stored.StoredGS: multicolour Gauss-Seidel of stored stencils, a CUDA kernel per colour.
 """
-from .. import fused
+from .. import fused, fused_stored
 from .csr import CSRChebyshev, CSRColourGS, CSRHybrid, CSRL1Jacobi
 from .lines import LineGS
 from .stencil import Chebyshev, ColourGS, Jacobi, _noop, chebyshev_steps, estimate_lambda_max, lanczos_lambda_max
@@ -43,14 +44,17 @@ def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, d
     """The smoother ``kind`` (multigrid.SMOOTHERS) of a stencil level ``op``: the one factory of
     the geometric hierarchy. ``omega`` None: 1 for Gauss-Seidel and lines, 2/3 for Jacobi;
     ``fused_level``: the level's fused.Laplacian where the fast path applies (red-black then runs
-    fused, ``scratch`` a padded work array that lets it sweep both colours in one pass);
+    fused, ``scratch`` a padded work array that lets it sweep both colours in one pass), or its
+    fused_stored.Stored (multicolour Gauss-Seidel then runs a kernel per colour);
     ``exchange`` and ``dot`` (a global inner product) for Chebyshev's eigenvalue estimate."""
     gs_omega = 1.0 if omega is None else omega
-    if fused_level is not None and kind == "redblack":
+    if isinstance(fused_level, fused.Laplacian) and kind == "redblack":
         return fused.RedBlack(fused_level, gs_omega, scratch=scratch)
     if kind in ("redblack", "multicolor"):
         if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in op.offsets):
             kind = "multicolor"   # red-black is not a valid colouring of a box stencil
+        if isinstance(fused_level, fused_stored.Stored):
+            return fused_stored.StoredGS(fused_level, kind, gs_omega)
         return ColourGS(op, kind, gs_omega)
     if kind.startswith("line_") or kind == "adi":
         d = op.box.dim

@@ -44,13 +44,18 @@ class BlackBox(Transfer):
         super().__init__(fine, coarse, coarsened, "linear")
         self.kind = "blackbox"
         W = self._weights(op, exchange)
+        self.full_weights = W     # for the Galerkin product (galerkin.stencil_product), until released
         # the linear transfer's lattice sums, each weight array cut to its lattice (the full
         # arrays are freed: the cycle keeps about 2 (3/2)^d fine levels' worth of weights)
-        self._restrict_terms = [(grid.view(W[self._corner(o)], lat, padded=True) * self.rscale, lat)
+        self._restrict_terms = [(grid.view(W[self.corner(o)], lat, padded=True) * self.rscale, lat)
                                 for o, lat in self._restriction_lattices()]
-        self._prolong_plan = [(flat, [(grid.view(W[self._corner(o)], flat, padded=True).copy(), lat)
+        self._prolong_plan = [(flat, [(grid.view(W[self.corner(o)], flat, padded=True).copy(), lat)
                                       for o, lat in terms])
                               for flat, terms in self._prolongation_lattices()]
+
+    def release_weights(self):
+        """Free ``full_weights`` (the cycle needs only the lattice cuts)."""
+        self.full_weights = None
 
     def stored_values(self):
         return (sum(c.size for c, _ in self._restrict_terms)
@@ -125,6 +130,6 @@ class BlackBox(Transfer):
             W[tuple(corner)][lat] = xp.where(singular, fallback, -acc * inv)
 
     @staticmethod
-    def _corner(o):
+    def corner(o):
         """The corner slot of the fine points at offset o from their coarse point."""
         return tuple(-v if v else -1 for v in o)

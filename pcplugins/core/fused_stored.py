@@ -1,0 +1,140 @@
+"""Fused CUDA kernels of stored-coefficient stencil levels: the assembled variable-coefficient
+fine level and the Galerkin coarse levels (9/27-point) of the operator-dependent hierarchy.
+
+The generic code (``StencilOperator.residual``, ``smoothers.ColourGS``) forms each step from
+strided views, one per stencil term and sub-lattice, in one ElementwiseKernel per sub-lattice:
+a 27-point colour sweep is a few hundred views made in Python each time, and the launches' host
+time, not the GPU, sets the pace of the coarse levels. Here the coefficients are one array of K
+planes and each step is one kernel (kernels/stored.cu) that reads a point's whole row:
+
+=================  =====================================================================
+kernel             NumPy twin (compared with it in tests/gpu/test_kernels.py)
+=================  =====================================================================
+``stored_residual``  ``StencilOperator.residual``
+``stored_colour``    one colour of ``smoothers.ColourGS`` (red-black or 2^d colours)
+``blackbox_rap``     ``galerkin.stencil_product`` (setup: R A P with black box transfers)
+=================  =====================================================================
+
+Colours come from global grid indices exactly as grid.colours makes them, so the kernels work on
+any rank's box, and the smoother refreshes the ghosts after each colour as ColourGS does.
+Nothing here allocates: a cycle of these kernels can be captured in a CUDA graph.
+"""
+import itertools
+
+import numpy
+
+from .. import kernels
+from . import grid
+
+
+def _launch(kernel, shape3, args):
+    n0, n1, nx = shape3
+    if min(shape3) <= 0:
+        return
+    blocks = -(-nx // 128)
+    block = 32 * -(-nx // (32 * blocks))
+    kernel((blocks, n1, n0), (block,), args)
+
+
+def _module(dtype, dim, k):
+    ctype = {"float64": "double", "float32": "float"}[numpy.dtype(dtype).name]
+    return kernels.module("stored", T=ctype, DIM=dim, K=k)
+
+
+def galerkin_product(op, T, cbox, dtype):
+    """{coarse offset: array}: R A P of the fine StencilOperator ``op`` (on the GPU) and the
+    transfer.BlackBox ``T`` (its full_weights), one thread per coarse point; the twin is
+    galerkin.stencil_product."""
+    xp, d = op.xp, op.box.dim
+    A = xp.stack([xp.asarray(c, dtype) for c in op.coef_arrays()])
+    W = xp.stack([xp.asarray(T.full_weights[c], dtype) for c in itertools.product((-1, 1), repeat=d)])
+    offs = xp.asarray([[0] * (3 - d) + list(o) for o in op.offsets], numpy.int32)
+    offsets = list(itertools.product((-1, 0, 1), repeat=d))
+    out = xp.empty((len(offsets),) + cbox.shape, dtype)
+    kernel = _module(dtype, d, len(op.offsets)).get_function("blackbox_rap")
+    i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
+                                     *([0] * (3 - d) + [int(c) for c in T.coarsened]),
+                                     *([0] * (3 - d) + list(T.phase)))]
+    _launch(kernel, grid.dims3(cbox.shape), [out, A, W, offs, *i32, numpy.dtype(dtype).type(T.rscale)])
+    return dict(zip(offsets, out))
+
+
+class Stored:
+    """The fused residual of a stored StencilOperator ``op`` (not constant). Its coefficient
+    arrays become views of one array of planes (made here, the separate arrays freed)."""
+
+    def __init__(self, op):
+        xp = op.xp
+        self.op, self.box, self.dim, self.dtype = op, op.box, op.box.dim, op.dtype
+        if op.constant:
+            raise ValueError("fused_stored.Stored: the operator has constant coefficients")
+        C = xp.stack([xp.asarray(c, op.dtype) for c in op.coefs])
+        op.coefs = list(C)
+        op.diag = op.coefs[op.kdiag]
+        self.C = C
+        P1 = self.box.shape[-1] + 2
+        P0 = (self.box.shape[-2] + 2) * P1
+        self.delta = xp.asarray([(o[-3] * P0 if self.dim == 3 else 0) + o[-2] * P1 + o[-1] for o in op.offsets],
+                                numpy.int32)
+        module = _module(self.dtype, self.dim, len(op.offsets))
+        self._residual = module.get_function("stored_residual")
+        self._colour = module.get_function("stored_colour")
+        self.shape3 = grid.dims3(self.box.shape)
+        self._sizes = [numpy.int32(n) for n in self.shape3]
+        self._flags = {(a, b): [numpy.int32(a), numpy.int32(b)] for a in (0, 1) for b in (0, 1)}
+
+    def residual(self, out, f, u_pad):
+        """out = f - A u; ``out`` and ``f`` each unpadded or padded (then their interior is used)."""
+        padded = self.box.padded_shape
+        flags = self._flags[out.shape == padded, f.shape == padded]
+        _launch(self._residual, self.shape3, [out, f, u_pad, self.C, self.delta, *self._sizes, *flags])
+        return out
+
+
+class StoredGS:
+    """Multicolour Gauss-Seidel (SOR for omega != 1) on a Stored level, a kernel per colour:
+    'redblack' (star stencils) or 'multicolor' (2^d colours); fused twin of smoothers.ColourGS."""
+
+    def __init__(self, stored, kind="multicolor", omega=1.0):
+        self.stored, self.kind, self.omega = stored, kind, omega
+        box, t = stored.box, stored.dtype.type
+        n0, n1, n2 = stored.shape3
+        sizes = stored._sizes
+        tail = [numpy.int32(stored.op.kdiag), t(omega)]
+        self._launches = []          # per colour: (grid shape, arguments after u and f)
+        if kind == "redblack":
+            base = sum(s + (0 if keep else 1) for s, keep in zip(box.start, box.keep_ends))
+            for c in (0, 1):
+                flags = [numpy.int32(0), numpy.int32(0), numpy.int32((c + base) % 2), numpy.int32(1)]
+                self._launches.append(((n0, n1, (n2 + 1) // 2), [stored.C, stored.delta, *sizes, *flags, *tail]))
+        elif kind == "multicolor":
+            for lats in grid.colours(box, "multicolor"):
+                if not lats:
+                    self._launches.append(None)       # an empty colour still refreshes the ghosts
+                    continue
+                first = [s for s, _, _ in lats[0]]
+                counts = [c for _, _, c in lats[0]]
+                first3 = [0] * (3 - self.stored.dim) + first
+                counts3 = [1] * (3 - self.stored.dim) + counts
+                flags = [numpy.int32(v) for v in first3] + [numpy.int32(0)]
+                self._launches.append((tuple(counts3), [stored.C, stored.delta, *sizes, *flags, *tail]))
+        else:
+            raise ValueError(f"fused_stored.StoredGS: unknown colouring {kind!r}")
+
+    def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
+        if zero_guess:
+            u[...] = 0
+        order = self._launches[::-1] if reverse else self._launches
+        kernel = self.stored._colour
+        for _ in range(sweeps):
+            for launch in order:
+                if launch is not None:
+                    shape3, args = launch
+                    _launch(kernel, shape3, [u, f, *args])
+                exchange(u)
+        return u
+
+    def describe(self):
+        name = "red-black" if self.kind == "redblack" else f"{2 ** self.stored.dim}-colour"
+        w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
+        return f"{name} Gauss-Seidel{w} (fused kernel per colour)"

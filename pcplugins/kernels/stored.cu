@@ -1,0 +1,135 @@
+// Fused kernels of stored (variable-coefficient) stencils on padded grids: the residual and one
+// colour of multicolour Gauss-Seidel, for any K offsets in {-1, 0, 1}^d (5/7-point stars, 9/27-point
+// boxes, the Galerkin coarse operators). Defines: T, DIM, K.
+// Wrapper: pcplugins/core/fused_stored.py; NumPy twins: core/stencil.py (StencilOperator.residual),
+// core/smoothers/stencil.py (ColourGS); tests/gpu/test_kernels.py compares them.
+//
+// The coefficients are one array C of K planes over the level (C[k] the coefficient of offset k),
+// the offsets their padded-array distances delta[k]; a thread computes one point's whole row, so
+// the generic code's one strided view per term and sub-lattice becomes one launch. Launched as
+// fused.cu's kernels: x threads along the fastest axis, blockIdx.y along axis 1, blockIdx.z along
+// axis 0; a 2D level is a 3D one with n0 = 1 and no halo along axis 0.
+#if DIM == 3
+#define PAD0 1
+#else
+#define PAD0 0
+#endif
+#define STRIDES long P1 = n2 + 2, P0 = (long)(n1 + 2) * P1
+#define PADDED(i0, i1, i2) (((i0) + PAD0) * P0 + ((i1) + 1) * P1 + (i2) + 1)
+#define FLAT(i0, i1, i2) (((long)(i0) * n1 + (i1)) * n2 + (i2))
+
+// sum_k C[k][q] u[p + delta[k]]: the row of A at flat index q (padded index p) times u
+__device__ __forceinline__ T row(const T* __restrict__ C, const int* __restrict__ delta, const T* u, long p,
+                                 long q, long N)
+{
+    T s = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+        s += C[k * N + q] * u[p + delta[k]];
+    return s;
+}
+
+// out = f - A u; out and f each padded (their interior is used) or not
+extern "C" __global__ void stored_residual(T* out, const T* __restrict__ f, const T* __restrict__ u,
+                                           const T* __restrict__ C, const int* __restrict__ delta,
+                                           int n0, int n1, int n2, int out_padded, int f_padded)
+{
+    int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i2 >= n2) return;
+    STRIDES;
+    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2), N = (long)n0 * n1 * n2;
+    T s = row(C, delta, u, p, q, N);
+    out[out_padded ? p : q] = (f_padded ? f[p] : f[q]) - s;
+}
+
+// One colour of Gauss-Seidel (SOR for omega != 1) in place: u += omega (f - A u) / a_diag on the
+// colour's points. redblack 1: the points with i2 = i0 + i1 + s2 (mod 2), one thread each
+// (a star stencil's two colours; s0, s1 unused); redblack 0: the lattice i_a = s_a + 2 j_a, one
+// thread per point of it (2^d colours, valid for box stencils too). The colour's points never
+// read each other, so the order of the threads does not matter.
+extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T* __restrict__ C,
+                                         const int* __restrict__ delta, int n0, int n1, int n2,
+                                         int s0, int s1, int s2, int redblack, int kdiag, T omega)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x, i0, i1, i2;
+    if (redblack) {
+        i0 = blockIdx.z;
+        i1 = blockIdx.y;
+        i2 = 2 * x + ((s2 + i0 + i1) & 1);
+    } else {
+#if DIM == 3
+        i0 = s0 + 2 * blockIdx.z;
+#else
+        i0 = 0;
+#endif
+        i1 = s1 + 2 * blockIdx.y;
+        i2 = s2 + 2 * x;
+    }
+    if (i0 >= n0 || i1 >= n1 || i2 >= n2) return;
+    STRIDES;
+    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2), N = (long)n0 * n1 * n2;
+    T s = row(C, delta, u, p, q, N);
+    u[p] += omega * (f[q] - s) / C[kdiag * N + q];
+}
+
+// The Galerkin product R A P of a stored fine stencil with black box multigrid's prolongation,
+// one thread per coarse point I (galerkin.stencil_product is its NumPy twin; the formula is
+// there): A holds the K fine coefficient planes (zero where the neighbour lies outside the
+// grid), W the 2^d weight planes of the padded fine grid by corner (bit a set where the corner
+// lies at +1 along axis a, galerkin's corner index), offs the K offsets (3 ints each, axis 0
+// first). out gets the 3^d coarse planes, box offsets in itertools order, times rscale.
+// Coarsened axes: ax_a = 1, coarse point I on fine point ph_a + 2 I; the others: fine = coarse.
+#define NC (DIM == 3 ? 27 : 9)
+extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ W,
+                                        const int* __restrict__ offs, int n0, int n1, int n2,
+                                        int c0, int c1, int c2, int ax0, int ax1, int ax2,
+                                        int ph0, int ph1, int ph2, T rscale)
+{
+    const int I[3] = {(int)blockIdx.z, (int)blockIdx.y, (int)(blockIdx.x * blockDim.x + threadIdx.x)};
+    if (I[2] >= c2) return;
+    const int n[3] = {n0, n1, n2}, ax[3] = {DIM == 3 && ax0, ax1, ax2}, ph[3] = {ph0, ph1, ph2};
+    STRIDES;
+    const long NP = (long)(n0 + 2 * PAD0) * P0, N = (long)n0 * n1 * n2;
+    int F[3];
+    for (int a = 0; a < 3; ++a)
+        F[a] = ax[a] ? ph[a] + 2 * I[a] : I[a];
+    T acc[NC];
+    for (int k = 0; k < NC; ++k)
+        acc[k] = 0;
+    for (int s0 = -ax[0]; s0 <= ax[0]; ++s0)
+    for (int s1 = -ax[1]; s1 <= ax[1]; ++s1)
+    for (int s2 = -ax[2]; s2 <= ax[2]; ++s2) {
+        const int s[3] = {s0, s1, s2}, i0 = F[0] + s0, i1 = F[1] + s1, i2 = F[2] + s2;
+        if (i0 < 0 || i0 >= n0 || i1 < 0 || i1 >= n1 || i2 < 0 || i2 >= n2) continue;
+        const int cs = (DIM == 3 ? (s0 == -1) << 2 : 0) | (s1 == -1) << 1 | (s2 == -1);
+        const long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
+        const T R = W[cs * NP + p];
+        if (R == (T)0) continue;
+        for (int k = 0; k < K; ++k) {
+            const T ra = R * A[k * N + q];
+            if (ra == (T)0) continue;
+            const int o[3] = {offs[3 * k], offs[3 * k + 1], offs[3 * k + 2]};
+            const long pj = p + (DIM == 3 ? o[0] * P0 : 0) + o[1] * P1 + o[2];
+            // the coarse offsets O of the coarse points whose weight reaches j = F(I) + v, v = s + o
+            int lo[3], hi[3];
+            for (int a = 0; a < 3; ++a) {
+                const int v = s[a] + o[a];
+                if (!ax[a]) { lo[a] = hi[a] = v; }
+                else if (v % 2 == 0) { lo[a] = hi[a] = v / 2; }
+                else { lo[a] = (v - 1) / 2; hi[a] = lo[a] + 1; }
+            }
+            for (int O0 = lo[0]; O0 <= hi[0]; ++O0)
+            for (int O1 = lo[1]; O1 <= hi[1]; ++O1)
+            for (int O2 = lo[2]; O2 <= hi[2]; ++O2) {
+                const int t0 = ax[0] ? s0 + o[0] - 2 * O0 : 0, t1 = ax[1] ? s1 + o[1] - 2 * O1 : 0,
+                          t2 = ax[2] ? s2 + o[2] - 2 * O2 : 0;
+                const int ct = (DIM == 3 ? (t0 == -1) << 2 : 0) | (t1 == -1) << 1 | (t2 == -1);
+                const int slot = DIM == 3 ? (O0 + 1) * 9 + (O1 + 1) * 3 + O2 + 1 : (O1 + 1) * 3 + O2 + 1;
+                acc[slot] += ra * W[ct * NP + pj];
+            }
+        }
+    }
+    const long Nc = (long)c0 * c1 * c2, qc = ((long)I[0] * c1 + I[1]) * c2 + I[2];
+    for (int k = 0; k < NC; ++k)
+        out[k * Nc + qc] = rscale * acc[k];
+}
