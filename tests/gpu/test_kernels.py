@@ -267,6 +267,27 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
     assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max()
 
 
+@pytest.mark.parametrize("box", [grid.Box((9, 8, 7)), SUBBOXES[0], SUBBOXES[2], grid.Box((1, 5))], ids=str)
+@pytest.mark.parametrize("dtype,tol", [("float64", 0.0), ("float32", 1e-6), ("complex128", None)])
+def test_compress_statistics_batched_match_per_offset(box, dtype, tol):
+    """stencil.compress's batched GPU statistics against the per-offset ones: a zero offset, a
+    constant one (other values only where the neighbour is missing), variable ones."""
+    cp = backend.cupy
+    rng = np.random.default_rng(7)
+    offs = stencil.box_offsets(box.dim)
+    coefs = []
+    for k, o in enumerate(offs):
+        c = rng.uniform(-2, -1, box.shape)
+        if k == 1:
+            c = 0 * c
+        elif k == 2:
+            c = np.where(stencil.inside_mask(box, o, np) > 0, -1.5, 9.0)
+        coefs.append(cp.asarray(c, dtype))
+    ref = stencil._stats(box, offs, coefs, cp, tol)
+    got = backend.to_host(stencil._stats_batched(box, offs, coefs, cp, tol))
+    assert np.array_equal(ref, got)
+
+
 # boxes holding the grid's last points (and one that does not), for the non-uniform last cell
 END_BOXES = [grid.Box((31, 30, 29), (20, 19, 17), (11, 11, 12)), grid.Box((31, 30, 29)),
              grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((45, 38), (25, 20), (20, 18)),
