@@ -53,7 +53,8 @@ OPTIONS = [
            "Defect correction: stop once the residual fell by this many digits (0: off; at most 50 cycles)",
            lo=0, hi=15),
     options.Option("pc_gmg_fused", "bool", True,
-           "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers) and for stored stencils (multicolour GS)"),
+           "On the GPU, fused CUDA kernels for the constant Laplacian (red-black GS, linear transfers) "
+           "and for stored stencils (multicolour GS)"),
     options.Option("pc_gmg_gpu_levels", "int", None,
            "Hybrid CPU-GPU cycle (Feng et al. Algorithm 3): the finest levels on the GPU, the rest "
            "on the CPU (0: all on the CPU; default: all on the GPU)", lo=0),
