@@ -13,6 +13,7 @@ kernel             NumPy twin (compared with it in tests/gpu/test_kernels.py)
 ``stored_residual``  ``StencilOperator.residual``
 ``stored_colour``    one colour of ``smoothers.ColourGS`` (red-black or 2^d colours)
 ``blackbox_rap``     ``galerkin.stencil_product`` (setup: R A P with black box transfers)
+``blackbox_class``   ``transfer.BlackBox._class`` (setup: one class of its weights)
 =================  =====================================================================
 
 Colours come from global grid indices exactly as grid.colours makes them, so the kernels work on
@@ -43,12 +44,12 @@ def _module(dtype, dim, k):
 
 def galerkin_product(op, T, cbox, dtype):
     """{coarse offset: array}: R A P of the fine StencilOperator ``op`` (on the GPU) and the
-    transfer.BlackBox ``T`` (its full_weights), one thread per coarse point; the twin is
-    galerkin.stencil_product."""
+    transfer.BlackBox ``T`` (its weight_planes), one thread per coarse point, each array zero
+    where the neighbour lies outside the coarse grid; the twin is galerkin.stencil_product."""
     xp, d = op.xp, op.box.dim
-    A = xp.stack([xp.asarray(c, dtype) for c in op.coef_arrays()])
-    W = xp.stack([xp.asarray(T.full_weights[c], dtype) for c in itertools.product((-1, 1), repeat=d)])
-    offs = xp.asarray([[0] * (3 - d) + list(o) for o in op.offsets], numpy.int32)
+    A = coefficient_planes(op, dtype)
+    W = xp.asarray(T.weight_planes, dtype)
+    offs = offset_table(op)
     offsets = list(itertools.product((-1, 0, 1), repeat=d))
     out = xp.empty((len(offsets),) + cbox.shape, dtype)
     kernel = _module(dtype, d, len(op.offsets)).get_function("blackbox_rap")
@@ -57,6 +58,31 @@ def galerkin_product(op, T, cbox, dtype):
                                      *([0] * (3 - d) + list(T.phase)))]
     _launch(kernel, grid.dims3(cbox.shape), [out, A, W, offs, *i32, numpy.dtype(dtype).type(T.rscale)])
     return dict(zip(offsets, out))
+
+
+def coefficient_planes(op, dtype):
+    """The operator's coefficients as one array of planes, constants broadcast (not masked)."""
+    xp = op.xp
+    return xp.stack([xp.broadcast_to(xp.asarray(c, dtype), op.box.shape) for c in op.coefs])
+
+
+def offset_table(op):
+    """The operator's offsets as the kernels take them: 3 ints each, axis 0 first."""
+    return op.xp.asarray([[0] * (3 - op.box.dim) + list(o) for o in op.offsets], numpy.int32)
+
+
+def blackbox_class(planes, A, offs, box, lat, B):
+    """transfer.BlackBox's weights of the class B (axes) on its lattice ``lat`` (slices of padded
+    indices) into ``planes`` (the 2^d weight planes), from the coefficient planes ``A`` and their
+    ``offs``: one thread per point of the class."""
+    d, pad = box.dim, 3 - box.dim
+    st = [1] * pad + [s.start for s in lat]
+    sp = [1] * pad + [s.step or 1 for s in lat]
+    m = [1] * pad + [len(range(s.start, s.stop, s.step or 1)) for s in lat]
+    bmask = sum(1 << (2 - pad - a) for a in B)
+    kernel = _module(planes.dtype, d, A.shape[0]).get_function("blackbox_class")
+    i32 = [numpy.int32(v) for v in (*grid.dims3(box.shape), *st, *sp, *m, bmask)]
+    _launch(kernel, tuple(m), [planes, A, offs, *i32])
 
 
 class Stored:

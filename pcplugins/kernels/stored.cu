@@ -74,10 +74,11 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
 
 // The Galerkin product R A P of a stored fine stencil with black box multigrid's prolongation,
 // one thread per coarse point I (galerkin.stencil_product is its NumPy twin; the formula is
-// there): A holds the K fine coefficient planes (zero where the neighbour lies outside the
-// grid), W the 2^d weight planes of the padded fine grid by corner (bit a set where the corner
-// lies at +1 along axis a, galerkin's corner index), offs the K offsets (3 ints each, axis 0
-// first). out gets the 3^d coarse planes, box offsets in itertools order, times rscale.
+// there): A holds the K fine coefficient planes (couplings to points outside the grid are
+// skipped), W the 2^d weight planes of the padded fine grid by corner (bit a set where the
+// corner lies at +1 along axis a, galerkin's corner index), offs the K offsets (3 ints each,
+// axis 0 first). out gets the 3^d coarse planes, box offsets in itertools order, times rscale,
+// zero where the coarse neighbour lies outside the grid.
 // Coarsened axes: ax_a = 1, coarse point I on fine point ph_a + 2 I; the others: fine = coarse.
 #define NC (DIM == 3 ? 27 : 9)
 extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ W,
@@ -106,9 +107,11 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict
         const T R = W[cs * NP + p];
         if (R == (T)0) continue;
         for (int k = 0; k < K; ++k) {
+            const int o[3] = {offs[3 * k], offs[3 * k + 1], offs[3 * k + 2]};
+            if (i0 + o[0] < 0 || i0 + o[0] >= n0 || i1 + o[1] < 0 || i1 + o[1] >= n1 || i2 + o[2] < 0
+                || i2 + o[2] >= n2) continue;
             const T ra = R * A[k * N + q];
             if (ra == (T)0) continue;
-            const int o[3] = {offs[3 * k], offs[3 * k + 1], offs[3 * k + 2]};
             const long pj = p + (DIM == 3 ? o[0] * P0 : 0) + o[1] * P1 + o[2];
             // the coarse offsets O of the coarse points whose weight reaches j = F(I) + v, v = s + o
             int lo[3], hi[3];
@@ -130,6 +133,59 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict
         }
     }
     const long Nc = (long)c0 * c1 * c2, qc = ((long)I[0] * c1 + I[1]) * c2 + I[2];
-    for (int k = 0; k < NC; ++k)
-        out[k * Nc + qc] = rscale * acc[k];
+    const int c[3] = {c0, c1, c2};
+    for (int k = 0; k < NC; ++k) {
+        const int O[3] = {DIM == 3 ? k / 9 - 1 : 0, (DIM == 3 ? k / 3 % 3 : k / 3) - 1, k % 3 - 1};
+        bool inside = true;
+        for (int a = 0; a < 3; ++a)
+            inside = inside && I[a] + O[a] >= 0 && I[a] + O[a] < c[a];
+        out[k * Nc + qc] = inside ? rscale * acc[k] : (T)0;
+    }
+}
+
+// One class of black box multigrid's prolongation weights, one thread per point of the class
+// (transfer/blackbox.py: BlackBox._class is its NumPy twin, and says what the weights are): the
+// points between coarse points along the axes of bmask (bit 2 - a: axis a) and on coarse points
+// along the other coarsened axes, at padded indices st_a + sp_a j_a, j_a < m_a. A holds the K
+// coefficient planes as the operator has them, offs their offsets; W the 2^d weight planes of
+// the padded fine grid by corner (as blackbox_rap), read at the neighbours of smaller classes
+// and written at the class's points.
+extern "C" __global__ void blackbox_class(T* W, const T* __restrict__ A, const int* __restrict__ offs,
+                                          int n0, int n1, int n2, int st0, int st1, int st2,
+                                          int sp0, int sp1, int sp2, int m0, int m1, int m2, int bmask)
+{
+    const int j2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j2 >= m2) return;
+    const int i0 = DIM == 3 ? st0 + sp0 * (int)blockIdx.z - 1 : 0, i1 = st1 + sp1 * (int)blockIdx.y - 1,
+              i2 = st2 + sp2 * j2 - 1;
+    STRIDES;
+    const long NP = (long)(n0 + 2 * PAD0) * P0, N = (long)n0 * n1 * n2, p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
+    const int b0 = DIM == 3 && (bmask >> 2 & 1), b1 = bmask >> 1 & 1, b2 = bmask & 1;
+    // the stencil collapsed onto the class's axes: Ac[(v0 + 1) 9 + (v1 + 1) 3 + v2 + 1]
+    T Ac[27];
+    for (int k = 0; k < 27; ++k)
+        Ac[k] = 0;
+    for (int k = 0; k < K; ++k) {
+        const int v0 = b0 ? offs[3 * k] : 0, v1 = b1 ? offs[3 * k + 1] : 0, v2 = b2 ? offs[3 * k + 2] : 0;
+        Ac[(v0 + 1) * 9 + (v1 + 1) * 3 + v2 + 1] += A[k * N + q];
+    }
+    const T centre = Ac[13], fallback = (T)1 / (T)(1 << (b0 + b1 + b2));
+    for (int s0 = -b0; s0 <= b0; s0 += 2)
+    for (int s1 = -b1; s1 <= b1; s1 += 2)
+    for (int s2 = -b2; s2 <= b2; s2 += 2) {
+        // corner bits: +1 along a class axis where s_a = +1 (-1 elsewhere)
+        const int corner = (DIM == 3 ? (s0 == 1) << 2 : 0) | (s1 == 1) << 1 | (s2 == 1);
+        T acc = 0;
+        for (int v0 = 0; v0 <= b0; ++v0)
+        for (int v1 = 0; v1 <= b1; ++v1)
+        for (int v2 = 0; v2 <= b2; ++v2) {
+            if (!(v0 | v1 | v2)) continue;
+            // the neighbour p + v s lies on a coarse point along the axes where v_a = 1
+            const int o0 = v0 * s0, o1 = v1 * s1, o2 = v2 * s2;
+            const int nb = corner & ~((DIM == 3 ? v0 << 2 : 0) | v1 << 1 | v2);
+            acc += Ac[(o0 + 1) * 9 + (o1 + 1) * 3 + o2 + 1]
+                   * W[nb * NP + p + (DIM == 3 ? o0 * P0 : 0) + o1 * P1 + o2];
+        }
+        W[corner * NP + p] = centre == (T)0 ? fallback : -acc / centre;
+    }
 }

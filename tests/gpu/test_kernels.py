@@ -242,7 +242,7 @@ def test_fused_stored_stencil_matches_twin(box, kind, dtype, omega, zero, revers
 @pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True),
                                         ((17, 16, 15), False)])
 @pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
-@pytest.mark.parametrize("points", ["star", "box"])
+@pytest.mark.parametrize("points", ["star", "box", "constant"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype):
     """kernels/stored.cu's blackbox_rap against galerkin.stencil_product (NumPy) on variable
@@ -257,11 +257,15 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
     offs = stencil.star_offsets(d) if points == "star" else stencil.box_offsets(d)
     coefs = [rng.uniform(1, 2, shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
              for o in offs]
+    if points == "constant":        # couplings across the boundary given: the kernel skips them
+        coefs = [26.0 if not any(o) else -1.0 for o in offs]
     cbox = box.coarsen(axes)
-    ops = [stencil.StencilOperator(box, offs, [xp.asarray(c) for c in coefs], xp) for xp in (np, cp)]
+    ops = [stencil.StencilOperator(box, offs, [c if np.isscalar(c) else xp.asarray(c) for c in coefs], xp)
+           for xp in (np, cp)]
     Ts = [transfer.BlackBox(box, cbox, axes, op, lambda u: u) for op in ops]
     ref = galerkin.stencil_product(ops[0], Ts[0], cbox, np.float64)
-    got = galerkin._coarse_stencil(cbox, fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype), cp, dtype)
+    coefs = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)      # zero beyond the grid itself
+    got = stencil.compress(cbox, list(coefs), list(coefs.values()), cp, dtype)
     Dr, Dg = ref.to_dense(), got.to_dense()
     tol = 1e-13 if dtype == "float64" else 1e-5
     assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max()
@@ -286,6 +290,40 @@ def test_compress_statistics_batched_match_per_offset(box, dtype, tol):
     ref = stencil._stats(box, offs, coefs, cp, tol)
     got = backend.to_host(stencil._stats_batched(box, offs, coefs, cp, tol))
     assert np.array_equal(ref, got)
+
+
+@pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True),
+                                        ((17, 16, 15), False)])
+@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
+@pytest.mark.parametrize("points", ["star", "box", "constant"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dtype):
+    """kernels/stored.cu's blackbox_class against BlackBox._class (NumPy): every weight plane,
+    halo included, on variable star and box stencils (with a zero collapsed row: the fallback)
+    and on a constant stencil (its couplings across the boundary kept)."""
+    cp = backend.cupy
+    box = grid.Box(shape, keep_ends=keep)
+    d = len(shape)
+    kept = {"all": -1, "first-kept": 0, "last-kept": d - 1}[coarsened]
+    axes = tuple(a != kept for a in range(d))
+    rng = np.random.default_rng(8)
+    offs = stencil.star_offsets(d) if points == "star" else stencil.box_offsets(d)
+    if points == "constant":
+        coefs = [26.0 if not any(o) else -1.0 for o in offs]
+    else:
+        coefs = [rng.uniform(1, 2, shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
+                 for o in offs]
+        coefs[offs.index((0,) * d)][(0,) * d] = 0.0           # a point whose collapsed rows may vanish
+        for k, o in enumerate(offs):
+            if any(o):
+                coefs[k][(0,) * d] = 0.0
+    cbox = box.coarsen(axes)
+    planes = []
+    for xp in (np, cp):
+        op = stencil.StencilOperator(box, offs, [c if np.isscalar(c) else xp.asarray(c) for c in coefs], xp, dtype)
+        planes.append(backend.to_host(transfer.BlackBox(box, cbox, axes, op, lambda u: u).weight_planes))
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    assert np.abs(planes[0] - planes[1]).max() <= tol
 
 
 # boxes holding the grid's last points (and one that does not), for the non-uniform last cell

@@ -26,12 +26,13 @@ the collapsed diagonal (the row's diagonal holds it), the interpolated value the
 Grids that keep their ends (Neumann) have zero row sums and weights that sum to one.
 
 The weights are made once, as arrays over the fine level (one per corner of the point's cell,
-2^d of them), with the fine level's ghost update between the classes under MPI; the transfers
-then are the linear transfer's lattice sums with those arrays as coefficients.
+2^d of them; on the GPU a kernel per class, fused_stored.blackbox_class, whose twin is
+``BlackBox._class``), with the fine level's ghost update between the classes under MPI; the
+transfers then are the linear transfer's lattice sums with those arrays as coefficients.
 """
 import itertools
 
-from .. import grid
+from .. import fused, fused_stored, grid
 from .linear import Transfer
 
 
@@ -44,7 +45,8 @@ class BlackBox(Transfer):
         super().__init__(fine, coarse, coarsened, "linear")
         self.kind = "blackbox"
         W = self._weights(op, exchange)
-        self.full_weights = W     # for the Galerkin product (galerkin.stencil_product), until released
+        # for the Galerkin product (galerkin.stencil_product), until released
+        self.full_weights = W
         # the linear transfer's lattice sums, each weight array cut to its lattice (the full
         # arrays are freed: the cycle keeps about 2 (3/2)^d fine levels' worth of weights)
         self._restrict_terms = [(grid.view(W[self.corner(o)], lat, padded=True) * self.rscale, lat)
@@ -54,8 +56,8 @@ class BlackBox(Transfer):
                               for flat, terms in self._prolongation_lattices()]
 
     def release_weights(self):
-        """Free ``full_weights`` (the cycle needs only the lattice cuts)."""
-        self.full_weights = None
+        """Free ``full_weights`` and ``weight_planes`` (the cycle needs only the lattice cuts)."""
+        self.full_weights = self.weight_planes = None
 
     def stored_values(self):
         return (sum(c.size for c, _ in self._restrict_terms)
@@ -81,15 +83,22 @@ class BlackBox(Transfer):
         along B]; along the other axes a point's corner is the point itself, stored under s_a = -1."""
         xp, dtype, d = op.xp, op.dtype, self.fine.dim
         corners = list(itertools.product((-1, 1), repeat=d))
-        W = {s: xp.zeros(self.fine.padded_shape, dtype) for s in corners}
+        # one array of 2^d planes, corner bits in itertools order (the GPU kernels' layout)
+        self.weight_planes = xp.zeros((len(corners),) + self.fine.padded_shape, dtype)
+        W = dict(zip(corners, self.weight_planes))
         first = (-1,) * d
         W[first][self._lattice((), halo=True)] = 1          # coarse points, the ghost ones too
         coefs = dict(zip(op.offsets, op.coefs))
+        fast = fused.supported(xp, dtype)       # a kernel per class (fused_stored.blackbox_class)
+        if fast:
+            A, offs = fused_stored.coefficient_planes(op, dtype), fused_stored.offset_table(op)
         axes = [a for a in range(d) if self.coarsened[a]]
         for k in range(1, len(axes) + 1):
             for B in itertools.combinations(axes, k):
                 lat = self._lattice(B)
-                if lat is not None:
+                if lat is not None and fast:
+                    fused_stored.blackbox_class(self.weight_planes, A, offs, self.fine, lat, B)
+                elif lat is not None:
                     self._class(W, B, lat, coefs, xp, dtype)
             for s in corners:
                 exchange(W[s])
