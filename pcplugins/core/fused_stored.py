@@ -127,12 +127,20 @@ class StoredGS:
         n0, n1, n2 = stored.shape3
         sizes = stored._sizes
         tail = [numpy.int32(stored.op.kdiag), t(omega)]
+        # the coefficients split by the parity of each index (kernels/stored.cu: stored_colour),
+        # so a colour reads only its own; a copy the smoother keeps beside the level's
+        xp, C = stored.op.xp, stored.C.reshape((-1,) + stored.shape3)
+        h = [(n + 1) // 2 for n in stored.shape3]
+        self.split = xp.zeros((C.shape[0], 2, 2, 2, *h), stored.dtype)
+        for q in itertools.product((0, 1), repeat=3):
+            part = C[(slice(None),) + tuple(slice(v, None, 2) for v in q)]
+            self.split[(slice(None), *q) + tuple(slice(0, m) for m in part.shape[1:])] = part
         self._launches = []          # per colour: (grid shape, arguments after u and f)
         if kind == "redblack":
             base = sum(s + (0 if keep else 1) for s, keep in zip(box.start, box.keep_ends))
             for c in (0, 1):
                 flags = [numpy.int32(0), numpy.int32(0), numpy.int32((c + base) % 2), numpy.int32(1)]
-                self._launches.append(((n0, n1, (n2 + 1) // 2), [stored.C, stored.delta, *sizes, *flags, *tail]))
+                self._launches.append(((n0, n1, (n2 + 1) // 2), [self.split, stored.delta, *sizes, *flags, *tail]))
         elif kind == "multicolor":
             for lats in grid.colours(box, "multicolor"):
                 if not lats:
@@ -143,7 +151,7 @@ class StoredGS:
                 first3 = [0] * (3 - self.stored.dim) + first
                 counts3 = [1] * (3 - self.stored.dim) + counts
                 flags = [numpy.int32(v) for v in first3] + [numpy.int32(0)]
-                self._launches.append((tuple(counts3), [stored.C, stored.delta, *sizes, *flags, *tail]))
+                self._launches.append((tuple(counts3), [self.split, stored.delta, *sizes, *flags, *tail]))
         else:
             raise ValueError(f"fused_stored.StoredGS: unknown colouring {kind!r}")
 

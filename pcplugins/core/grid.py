@@ -152,6 +152,16 @@ def parity_lattice(box, parity):
     return tuple(lat)
 
 
+def face_lattices(box):
+    """The points of the box's faces, a lattice per face (the two faces of an axis with one point
+    are one)."""
+    lats = []
+    for a, n in enumerate(box.shape):
+        for first in sorted({0, n - 1}) if n else ():
+            lats.append(tuple((first, 1, 1) if b == a else (0, 1, m) for b, m in enumerate(box.shape)))
+    return lats
+
+
 def lattice_empty(lat):
     return any(c <= 0 for _, _, c in lat)
 

@@ -354,7 +354,8 @@ class Multigrid:
         """Values stored by the hierarchy (work arrays and operator coefficients)."""
         total = sum(lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
                     + getattr(_plain(lev.transfer), "stored_values", lambda: 0)()
-                    + sum(getattr(lev.smoother, name).size for name in ("r", "d") if hasattr(lev.smoother, name))
+                    + sum(getattr(lev.smoother, name).size for name in ("r", "d", "split")
+                          if hasattr(lev.smoother, name))
                     for lev in self.levels)
         cs = self.levels[-1].coarse_solve
         return total + (cs.inv.size if cs is not None and cs.inv is not None else 0)

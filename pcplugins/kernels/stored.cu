@@ -47,7 +47,11 @@ extern "C" __global__ void stored_residual(T* out, const T* __restrict__ f, cons
 // (a star stencil's two colours; s0, s1 unused); redblack 0: the lattice i_a = s_a + 2 j_a, one
 // thread per point of it (2^d colours, valid for box stencils too). The colour's points never
 // read each other, so the order of the threads does not matter.
-extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T* __restrict__ C,
+// The coefficients come split by parity, S[k][q][j0][j1][j2] with q = 4 (i0 & 1) + 2 (i1 & 1) +
+// (i2 & 1), j_a = i_a >> 1 and h_a = (n_a + 1) / 2 planes of j_a (h0 = 1 and i0 & 1 = 0 in 2D):
+// a colour's points are every other point of a row, and in the natural layout it would read
+// whole rows of every plane to use half of them.
+extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T* __restrict__ S,
                                          const int* __restrict__ delta, int n0, int n1, int n2,
                                          int s0, int s1, int s2, int redblack, int kdiag, T omega)
 {
@@ -67,9 +71,19 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
     }
     if (i0 >= n0 || i1 >= n1 || i2 >= n2) return;
     STRIDES;
-    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2), N = (long)n0 * n1 * n2;
-    T s = row(C, delta, u, p, q, N);
-    u[p] += omega * (f[q] - s) / C[kdiag * N + q];
+    const long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
+#if DIM == 3
+    const long h0 = (n0 + 1) / 2;
+#else
+    const long h0 = 1;
+#endif
+    const long h1 = (n1 + 1) / 2, h2 = (n2 + 1) / 2, H = h0 * h1 * h2;
+    const long at = (((i0 & 1) * 2 + (i1 & 1)) * 2 + (i2 & 1)) * H + ((i0 >> 1) * h1 + (i1 >> 1)) * h2 + (i2 >> 1);
+    T s = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+        s += S[k * 8 * H + at] * u[p + delta[k]];
+    u[p] += omega * (f[q] - s) / S[kdiag * 8 * H + at];
 }
 
 // The Galerkin product R A P of a stored fine stencil with black box multigrid's prolongation,

@@ -321,24 +321,27 @@ class DMDAPC(PythonPC):
         return self.comm.allsum(float(self.xp.vdot(a, a))) ** 0.5
 
     def _eliminate(self, f, x, y):
-        """y_B = x_B / d_B on the identity layer, and f_I = x_I - A_IB y_B."""
+        """y_B = x_B / d_B on the identity layer, and f_I = x_I - A_IB y_B: f = x inside, and the
+        stencil on the rows of the faces of this rank's box, the only ones that reach the layer
+        or another rank's points (which are zero in y)."""
         if self._elim_fused is not None:
             return self._elim_fused.eliminate(f, x, y, self._invdb)
-        if self.mpi.size == 1:          # this rank's box is the whole grid: y is its own halo
-            self.xp.multiply(x, self._invdb, out=y)
-            if numpy.isscalar(self._invdb):
-                y[self._inner] = 0
-            return self._elim.residual(f, x[self._inner], y)
-        # in parallel a neighbouring boundary value may live on another rank: a ghost update
-        yp = self._ypad
-        yi = grid.interior(yp)
+        # in parallel a neighbouring boundary value may live on another rank: a ghost update;
+        # on one rank y is its own halo
+        yp = y if self.mpi.size == 1 else self._ypad
+        yi = yp if self.mpi.size == 1 else grid.interior(yp)
         self.xp.multiply(x, self._invdb, out=yi)
         if numpy.isscalar(self._invdb):
             yi[self._inner] = 0
-        self.comm.exchange(-1, yp)
-        y[...] = yi
-        halo = tuple(slice(s.start, s.stop + 2) for s in self._inner)
-        self._elim.residual(f, x[self._inner], yp[halo])
+        if self.mpi.size > 1:
+            self.comm.exchange(-1, yp)
+            y[...] = yi
+            yp = yp[tuple(slice(s.start, s.stop + 2) for s in self._inner)]
+        xi = x[self._inner]
+        f[...] = xi
+        for lat in grid.face_lattices(self._elim.box):
+            self._elim.residual(grid.view(f, lat), grid.view(xi, lat), yp, lat)
+        return f
 
     # -- view --------------------------------------------------------------------------------------------
     def _precision_note(self):
