@@ -120,28 +120,36 @@ def entry_slots(indptr, cols, shape, start=None, col_positions=None):
 def _entry_slots_by_difference(indptr, cols, shape):
     """entry_slots on the host for a matrix in the box's natural order, from the difference column
     - row: with at least 3 points along every axis but the slowest, the 3^d offsets have distinct
-    differences, so a table lookup gives each entry's slot, and the row's grid position tells
-    whether that neighbour exists or the column wrapped around (far). Per-row positions and a few
-    gathers replace the per-entry positions, several times faster on large grids."""
+    differences, so a table lookup gives each entry's slot. A column can have wrapped around (the
+    difference of an offset whose neighbour lies outside the grid) only in a row on the grid's
+    faces, so only those rows' entries are checked by grid position. 32-bit indices where they
+    fit: the passes over the entries are the cost."""
     d = len(shape)
     nrows = indptr.size - 1
-    rows = numpy.repeat(numpy.arange(nrows), numpy.diff(indptr))
+    itype = numpy.int32 if nrows < 2 ** 31 - 1 else numpy.int64
+    rows = numpy.repeat(numpy.arange(nrows, dtype=itype), numpy.diff(indptr))
     strides = [int(numpy.prod(shape[a + 1:])) for a in range(d)]
     offsets = numpy.array(stencil.box_offsets(d))
     diffs = offsets @ numpy.array(strides)
     reach = int(numpy.abs(diffs).max())
-    table = numpy.full(2 * reach + 1, -1, numpy.int64)
-    table[diffs + reach] = numpy.arange(len(offsets))
-    diff = cols.astype(numpy.int64) - rows
-    near = numpy.abs(diff) <= reach
-    slot = numpy.where(near, table[numpy.clip(diff, -reach, reach) + reach], -1)
+    table = numpy.full(2 * reach + 3, -1, numpy.int8)      # -1 also at both ends: beyond the reach
+    table[diffs + reach + 1] = numpy.arange(len(offsets))
+    diff = cols.astype(itype) - rows
+    numpy.clip(diff, -reach - 1, reach + 1, out=diff)
+    diff += reach + 1
+    slot = table[diff]
     far = slot < 0
     slot[far] = 0
-    row_pos = numpy.unravel_index(numpy.arange(nrows), shape)
+    face = numpy.zeros(shape, bool)
     for a in range(d):
-        o = offsets[slot, a]
-        p = row_pos[a][rows] + o
-        far |= (p < 0) | (p >= shape[a])
+        face[(slice(None),) * a + (0,)] = face[(slice(None),) * a + (-1,)] = True
+    edge = numpy.flatnonzero(face.ravel()[rows])
+    row_pos = numpy.unravel_index(rows[edge], shape)
+    wrapped = numpy.zeros(edge.size, bool)
+    for a in range(d):
+        p = row_pos[a] + offsets[slot[edge], a]
+        wrapped |= (p < 0) | (p >= shape[a])
+    far[edge[wrapped]] = True
     return rows, slot, far
 
 

@@ -50,6 +50,9 @@ def test_entry_slots_by_difference_match_the_positions(shape):
     rng = np.random.default_rng(3)
     for i, j in zip(rng.integers(0, n, 12), rng.integers(0, n, 12)):
         A[i, j] = 1.0                             # far couplings, some wrapping around an axis
+    for k in (1, shape[-1], shape[-1] + 1, int(np.prod(shape[1:]))):
+        for i in range(n - k):                    # every stencil difference from every row: the
+            A[i, i + k] = A[i + k, i] = 1.0       # face rows' columns wrap around
     A = A.tocsr()
     rows, slot, far = csrstencil._entry_slots_by_difference(A.indptr, A.indices, shape)
     pos = csrstencil.natural_positions(A.indices.astype(np.int64), shape)
