@@ -162,6 +162,19 @@ def face_lattices(box):
     return lats
 
 
+def global_face_indices(box, axis):
+    """The local indices along ``axis`` of the global grid's two faces across it that lie in the
+    box (none, one or two)."""
+    n, s, m = box.shape[axis], box.start[axis], box.global_shape[axis]
+    return sorted({i - s for i in (0, m - 1) if s <= i < s + n})
+
+
+def global_inner_slice(box, axis):
+    """The box's indices along ``axis`` without the global grid's faces."""
+    n, s, m = box.shape[axis], box.start[axis], box.global_shape[axis]
+    return slice(1 if s == 0 else 0, n - 1 if s + n == m else n)
+
+
 def lattice_empty(lat):
     return any(c <= 0 for _, _, c in lat)
 

@@ -280,11 +280,20 @@ def _stats(box, offsets, coefs, xp, tol):
             stats.append(xp.stack([nonzero, nonzero, nonzero]))
             continue
         inside = c[inside_slices(box, o)]
+        if backend.is_gpu(xp) and not inside.flags.c_contiguous:
+            # CuPy reduces a strided array to one value in a single thread block, a contiguous
+            # one device-wide
+            inside = xp.ascontiguousarray(inside)
         if inside.size == 0:             # no point of the box has this neighbour
             stats.append(xp.stack([nonzero, xp.asarray(numpy.inf), xp.asarray(-numpy.inf)]))
             continue
         stats.append(xp.stack([nonzero, inside.min().astype(numpy.float64), inside.max().astype(numpy.float64)]))
     return backend.to_host(xp.stack(stats)) if stats else numpy.zeros((0, 3))
+
+
+# compress's statistics in one batch up to this many points (GPU): on small levels the launches
+# set the pace, on large ones the batch's extra passes over memory do
+BATCHED_STATS_SIZE = 2 ** 18
 
 
 def _stats_batched(box, offsets, coefs, xp, tol):
@@ -331,7 +340,7 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     # per offset: any nonzero, and the least and largest value where the neighbour exists; all
     # brought to the host at once (a transfer per value synchronised the GPU 3 times an offset,
     # most of a Galerkin level's setup)
-    if backend.is_gpu(xp) and box.size and coefs:
+    if backend.is_gpu(xp) and 0 < box.size <= BATCHED_STATS_SIZE and coefs:
         stats = backend.to_host(_stats_batched(box, offsets, coefs, xp, tol))
     else:
         stats = _stats(box, offsets, coefs, xp, tol)

@@ -116,7 +116,9 @@ class DMDAPC(PythonPC):
             coefs = [c[inner] for c in coefs]
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
-        masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)]
+        # a matrix has no entry beyond the grid; the interior rows' couplings to an eliminated
+        # layer are dropped here
+        masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)] if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
         keep = () if layer else self._neumann_axes(mgbox, masked, d, collective)
         if any(keep):
@@ -152,17 +154,17 @@ class DMDAPC(PythonPC):
         condition on vertex-centred unknowns gives; a Dirichlet condition eliminated from the
         interior rows leaves a positive row sum there. Collective."""
         xp = backend.array_module(d)
-        bad = xp.abs(sum(masked)) > 1e-10 * xp.abs(d)
-        found = []
-        faces = [dmda.face_mask(box, a, xp) for a in range(box.dim)]
+        inner = [grid.global_inner_slice(box, b) for b in range(box.dim)]
+        flags = []                       # per axis and face of the global grid on this rank: any bad row
         for a in range(box.dim):
-            # the faces' own points, without the edges and corners they share with other faces
-            # (those rows carry the other faces' conditions too)
-            on_faces = faces[a]
-            for b in range(box.dim):
-                if b != a:
-                    on_faces = on_faces & ~faces[b]
-            found.append(int(box.global_shape[a] >= 3 and not backend.any_true(bad & on_faces)))
+            for at in grid.global_face_indices(box, a):
+                sl = tuple(slice(at, at + 1) if b == a else inner[b] for b in range(box.dim))
+                rows = sum(m[sl] for m in masked)
+                if rows.size:
+                    flags.append((a, backend.any_flag(xp.abs(rows) > 1e-10 * xp.abs(d[sl]))))
+        bad = backend.to_host(xp.stack([f for _, f in flags])) if flags else []
+        found = [int(box.global_shape[a] >= 3 and not any(v for (b, _), v in zip(flags, bad) if b == a))
+                 for a in range(box.dim)]
         return tuple(collective.allmin(v) == 1 for v in found)
 
     def _neumann_names(self):
