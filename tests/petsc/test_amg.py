@@ -184,8 +184,10 @@ class ThreadComm:
         self.size = len(shared["slots"])
 
     def allgather(self, x):
+        # a copy, as MPI's allgather makes: a rank leaving the second barrier may change its
+        # array in place before the others have read it
         self.shared["barrier"].wait()
-        self.shared["slots"][self.rank] = x
+        self.shared["slots"][self.rank] = x.copy() if hasattr(x, "copy") else x
         self.shared["barrier"].wait()
         return list(self.shared["slots"])
 
