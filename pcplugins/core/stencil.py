@@ -301,6 +301,7 @@ def _stats_batched(box, offsets, coefs, xp, tol):
     points whose neighbour exists as the product of one mask per axis."""
     d = box.dim
     C = xp.stack([xp.broadcast_to(xp.asarray(c), box.shape) for c in coefs])
+
     def over_points(X, reduce):
         # axis by axis from the last: CuPy gives each output of a reduction one thread block, so
         # the first passes keep many outputs and only the last few points' worth meet in one
