@@ -25,7 +25,7 @@ import itertools
 import numpy
 
 from .. import kernels
-from . import grid
+from . import grid, stencil
 
 
 def _launch(kernel, shape3, args):
@@ -50,7 +50,7 @@ def galerkin_product(op, T, cbox, dtype):
     A = coefficient_planes(op, dtype)
     W = xp.asarray(T.weight_planes, dtype)
     offs = offset_table(op)
-    offsets = list(itertools.product((-1, 0, 1), repeat=d))
+    offsets = stencil.box_offsets(d)
     out = xp.empty((len(offsets),) + cbox.shape, dtype)
     kernel = _module(dtype, d, len(op.offsets)).get_function("blackbox_rap")
     i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
@@ -94,7 +94,7 @@ class Stored:
         self.op, self.box, self.dim, self.dtype = op, op.box, op.box.dim, op.dtype
         if op.constant:
             raise ValueError("fused_stored.Stored: the operator has constant coefficients")
-        C = xp.stack([xp.asarray(c, op.dtype) for c in op.coefs])
+        C = coefficient_planes(op, op.dtype)
         op.coefs = list(C)
         op.diag = op.coefs[op.kdiag]
         self.C = C

@@ -29,7 +29,7 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     ghost update comes between the probes' kernels, so plain transfers take them in batches."""
     xp = op.xp
     one_rank = comm is None or comm.size == 1
-    if one_rank and type(T) is transfer.BlackBox and cxp is xp and T.full_weights is not None:
+    if one_rank and type(T) is transfer.BlackBox and cxp is xp and T.weight_planes is not None:
         if not backend.is_gpu(xp):
             return stencil_product(op, T, cbox, dtype)
         if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
@@ -141,7 +141,7 @@ def stencil_product(op, T, cbox, dtype):
 
     # zero beyond the grid: a by one layer (F(I) + s reaches it), the weights by two (F(I) + s + o)
     A = {o: split(xp.pad(c, 1)) for o, c in zip(op.offsets, op.coef_arrays())}
-    W = {k: split(xp.pad(w, 1)) for k, w in T.full_weights.items()}
+    W = {k: split(xp.pad(w, 1)) for k, w in T.weights().items()}
     acc = {O: xp.zeros(nc, dtype) for O in stencil.box_offsets(d)}
     ra = xp.empty(nc, dtype)
     for s in itertools.product(*[(-1, 0, 1) if c else (0,) for c in ax]):

@@ -44,9 +44,8 @@ class BlackBox(Transfer):
     def __init__(self, fine, coarse, coarsened, op, exchange):
         super().__init__(fine, coarse, coarsened, "linear")
         self.kind = "blackbox"
+        # weight_planes stay for the Galerkin product (galerkin.stencil_product) until released
         W = self._weights(op, exchange)
-        # for the Galerkin product (galerkin.stencil_product), until released
-        self.full_weights = W
         # the linear transfer's lattice sums, each weight array cut to its lattice (the full
         # arrays are freed: the cycle keeps about 2 (3/2)^d fine levels' worth of weights)
         self._restrict_terms = [(grid.view(W[self.corner(o)], lat, padded=True) * self.rscale, lat)
@@ -55,9 +54,13 @@ class BlackBox(Transfer):
                                       for o, lat in terms])
                               for flat, terms in self._prolongation_lattices()]
 
+    def weights(self):
+        """{corner s in {-1, +1}^d: its plane of ``weight_planes``} (see _weights)."""
+        return dict(zip(itertools.product((-1, 1), repeat=self.fine.dim), self.weight_planes))
+
     def release_weights(self):
-        """Free ``full_weights`` and ``weight_planes`` (the cycle needs only the lattice cuts)."""
-        self.full_weights = self.weight_planes = None
+        """Free ``weight_planes`` (the cycle needs only the lattice cuts)."""
+        self.weight_planes = None
 
     def stored_values(self):
         return (sum(c.size for c, _ in self._restrict_terms)
@@ -82,10 +85,9 @@ class BlackBox(Transfer):
         """{corner s in {-1, +1}^d: padded fine array}: W[s][p] = P[p, the coarse point at p + s
         along B]; along the other axes a point's corner is the point itself, stored under s_a = -1."""
         xp, dtype, d = op.xp, op.dtype, self.fine.dim
-        corners = list(itertools.product((-1, 1), repeat=d))
         # one array of 2^d planes, corner bits in itertools order (the GPU kernels' layout)
-        self.weight_planes = xp.zeros((len(corners),) + self.fine.padded_shape, dtype)
-        W = dict(zip(corners, self.weight_planes))
+        self.weight_planes = xp.zeros((2 ** d,) + self.fine.padded_shape, dtype)
+        W = self.weights()
         first = (-1,) * d
         W[first][self._lattice((), halo=True)] = 1          # coarse points, the ghost ones too
         coefs = dict(zip(op.offsets, op.coefs))
@@ -100,7 +102,7 @@ class BlackBox(Transfer):
                     fused_stored.blackbox_class(self.weight_planes, A, offs, self.fine, lat, B)
                 elif lat is not None:
                     self._class(W, B, lat, coefs, xp, dtype)
-            for s in corners:
+            for s in W:
                 exchange(W[s])
         return W
 
