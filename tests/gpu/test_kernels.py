@@ -239,6 +239,24 @@ def test_fused_stored_stencil_matches_twin(box, kind, dtype, omega, zero, revers
     assert np.array_equal(backend.to_host(dop.coefs[dop.kdiag]), backend.to_host(fast.C[dop.kdiag]))
 
 
+def blackbox_case(shape, keep, coarsened, points, seed):
+    """(fine box, coarsened axes, coarse box, offsets, coefficients) for the black box kernels'
+    tests: random variable star or box stencils (zero across the boundary), or the constant
+    27-point stencil ('constant'); ``coarsened``: all axes, or all but the first or the last."""
+    box = grid.Box(shape, keep_ends=keep)
+    d = len(shape)
+    kept = {"all": -1, "first-kept": 0, "last-kept": d - 1}[coarsened]
+    axes = tuple(a != kept for a in range(d))
+    offs = stencil.star_offsets(d) if points == "star" else stencil.box_offsets(d)
+    if points == "constant":
+        coefs = [26.0 if not any(o) else -1.0 for o in offs]
+    else:
+        rng = np.random.default_rng(seed)
+        coefs = [rng.uniform(1, 2, shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
+                 for o in offs]
+    return box, axes, box.coarsen(axes), offs, coefs
+
+
 @pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True),
                                         ((17, 16, 15), False)])
 @pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
@@ -249,17 +267,8 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
     coefficients: odd and even sizes, grids that keep their ends, semi-coarsening."""
     from pcplugins.core import fused_stored, galerkin
     cp = backend.cupy
-    box = grid.Box(shape, keep_ends=keep)
-    d = len(shape)
-    kept = {"all": -1, "first-kept": 0, "last-kept": d - 1}[coarsened]
-    axes = tuple(a != kept for a in range(d))
-    rng = np.random.default_rng(6)
-    offs = stencil.star_offsets(d) if points == "star" else stencil.box_offsets(d)
-    coefs = [rng.uniform(1, 2, shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
-             for o in offs]
-    if points == "constant":        # couplings across the boundary given: the kernel skips them
-        coefs = [26.0 if not any(o) else -1.0 for o in offs]
-    cbox = box.coarsen(axes)
+    # constant: couplings across the boundary given, which the kernel skips
+    box, axes, cbox, offs, coefs = blackbox_case(shape, keep, coarsened, points, seed=6)
     ops = [stencil.StencilOperator(box, offs, [c if np.isscalar(c) else xp.asarray(c) for c in coefs], xp)
            for xp in (np, cp)]
     Ts = [transfer.BlackBox(box, cbox, axes, op, lambda u: u) for op in ops]
@@ -302,22 +311,10 @@ def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dty
     halo included, on variable star and box stencils (with a zero collapsed row: the fallback)
     and on a constant stencil (its couplings across the boundary kept)."""
     cp = backend.cupy
-    box = grid.Box(shape, keep_ends=keep)
-    d = len(shape)
-    kept = {"all": -1, "first-kept": 0, "last-kept": d - 1}[coarsened]
-    axes = tuple(a != kept for a in range(d))
-    rng = np.random.default_rng(8)
-    offs = stencil.star_offsets(d) if points == "star" else stencil.box_offsets(d)
-    if points == "constant":
-        coefs = [26.0 if not any(o) else -1.0 for o in offs]
-    else:
-        coefs = [rng.uniform(1, 2, shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
-                 for o in offs]
-        coefs[offs.index((0,) * d)][(0,) * d] = 0.0           # a point whose collapsed rows may vanish
-        for k, o in enumerate(offs):
-            if any(o):
-                coefs[k][(0,) * d] = 0.0
-    cbox = box.coarsen(axes)
+    box, axes, cbox, offs, coefs = blackbox_case(shape, keep, coarsened, points, seed=8)
+    if points != "constant":
+        for c in coefs:                  # a point whose collapsed rows vanish: the fallback weights
+            c[(0,) * box.dim] = 0.0
     planes = []
     for xp in (np, cp):
         op = stencil.StencilOperator(box, offs, [c if np.isscalar(c) else xp.asarray(c) for c in coefs], xp, dtype)
