@@ -39,9 +39,12 @@ from gmg_poisson import GMG, backend, measure_configs, write  # noqa: E402
 
 CONFIGS = {
     "pcplugins.GMG (declared laplacian)": dict(GMG, pc_gmg_operator="laplacian"),
+    "pcplugins.GMG (declared laplacian, CUDA IPC ordered by MPI messages)":
+        dict(GMG, pc_gmg_operator="laplacian", pc_gmg_ghost_transport="ipc"),
     "pcplugins.GMG (declared laplacian, ghost layers through the host)":
         dict(GMG, pc_gmg_operator="laplacian", pc_gmg_ghost_transport="host"),
     "pcplugins.GMG (fast option string)": FAST,
+    "pcplugins.GMG (fast option string, whole cycle a CUDA graph)": dict(FAST, pc_gmg_graph=1),
     "pcplugins.GMG (defaults, operator from the matrix)": dict(GMG),
     "CG + Jacobi": {"pc_type": "jacobi"},
     "pcplugins.AMG": {"pc_type": "python", "pc_python_type": "pcplugins.AMG"},
@@ -60,7 +63,7 @@ def worker(opts):
     ranks = PETSc.COMM_WORLD.getSize()
 
     def line(r):
-        extra = ""
+        extra = f"  {r['ghost_transport']}" if r.get("ghost_transport") else ""
         if "ghost_updates_per_application" in r:
             extra = (f"  {r['ghost_updates_per_application']:.0f} ghost updates/application, "
                      f"{r['ms_per_ghost_update_rank0']:.3f} ms each")

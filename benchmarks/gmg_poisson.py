@@ -133,8 +133,11 @@ def _run(name, options, n, dim, gpu, jump=0.0):
             res["graph"] = ctx.graph_note
         res["ranks"] = PETSc.COMM_WORLD.getSize()
         if res["ranks"] > 1 and hasattr(ctx, "applications"):
-            res["ghost_updates_per_application"] = ctx.comm.exchanges / max(ctx.applications, 1)
-            res["ms_per_ghost_update_rank0"] = 1e3 * ctx.comm.exchange_time / max(ctx.comm.exchanges, 1)
+            res["ghost_transport"] = ctx.comm.transport
+            graphs = getattr(ctx, "_graphs", None)
+            if graphs is None or not graphs.graphs:      # a replayed graph makes no host call to count
+                res["ghost_updates_per_application"] = ctx.comm.exchanges / max(ctx.applications, 1)
+                res["ms_per_ghost_update_rank0"] = 1e3 * ctx.comm.exchange_time / max(ctx.comm.exchanges, 1)
     ksp.destroy()
     A.destroy()
     return res

@@ -165,6 +165,7 @@ class GatheredStencilSolve:
 
     def __init__(self, op, comm, level, make):
         box, whole, xp = op.box, op.box.whole(), op.xp
+        comm.expect_gather(level, box)
         coefs = op.coefs if op.constant else [comm.gather(level, c, box, xp.zeros(whole.shape, op.dtype))
                                               for c in op.coefs]
         self.inner = make(stencil.StencilOperator(whole, op.offsets, coefs, xp, op.dtype))

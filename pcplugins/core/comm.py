@@ -6,16 +6,20 @@ petsc/mpi.py supplies the MPI ones (``DMDAComm`` for the structured levels of GM
 ShiftedLaplace, ``CSRComm`` for AMG's distributed rows). Every rank must make the same sequence
 of the collective calls.
 
-- ``size``, ``rank``;
+- ``size``, ``rank``; ``capturable``: whether exchanges and gathers may be captured in a CUDA
+  graph (they never wait for the host);
 - global reductions of host values: ``allsum``, ``allmin``, ``allmax``, ``allgather`` (a list, one
   entry per rank);
 - structured levels (multigrid.Multigrid): ``distribute(level, box)`` whether a level with this
   rank's ``box`` stays distributed (every rank owns points of it), ``exchange(level, u)`` the
   ghost update of a distributed level's padded array, ``gather(level, part, part_box, out)`` a
-  replicated coarse level assembled from every rank's part;
+  replicated coarse level assembled from every rank's part, announced once at setup by
+  ``expect_gather(level, part_box)`` (collective: the communicator may prepare buffers for it);
 - rows (distributed.Rows): ``halo(ghosts, starts, xp)``, a callable giving the values of the global
   unknowns ``ghosts`` from every rank's owned values (``starts``: each rank's first row and the
   total);
+- ``prepare()``: open now what the exchanges need (collective, after the hierarchy is built, so
+  a cycle captured later opens nothing); ``check()``: raise on every rank if an exchange failed;
 - ``free()``: release what the exchanges hold (collective under MPI).
 """
 
@@ -23,6 +27,7 @@ of the collective calls.
 class Comm:
     """One rank."""
     size, rank = 1, 0
+    capturable = True
 
     def allsum(self, x):
         return x
@@ -38,12 +43,20 @@ class Comm:
     def exchange(self, level, u):
         return u
 
+    def expect_gather(self, level, part_box):
+        pass
+
     def gather(self, level, part, part_box, out):
         out[...] = part
         return out
 
     def halo(self, ghosts, starts, xp):
         return lambda x: x[:0]              # one rank owns every column
+
+    def prepare(self):
+        pass
+
+    check = prepare
 
     def free(self):
         """Release what the exchanges hold (collective under MPI: Multigrid.free calls it)."""

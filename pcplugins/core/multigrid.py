@@ -264,9 +264,9 @@ class Multigrid:
         """Replay each visit of the coarse levels, from the first level of at most
         ``max_unknowns`` unknowns down, as one CUDA graph (one per kind of visit) captured at its
         first use on the levels' own arrays. For when the whole cycle is not captured: those kernels
-        are latency-bound, and the host's launches would set their pace. On the GPU, one rank, every
-        level on the device; returns the first level replayed, or None."""
-        if not backend.is_gpu(self.xp) or self.comm.size > 1 or self.host_levels:
+        are latency-bound and the host's launches would set their pace. On the GPU, every level on
+        the device, exchanges capturable (comm.Comm); returns the first level replayed, or None."""
+        if not backend.is_gpu(self.xp) or not self.comm.capturable or self.host_levels:
             return None
         last = len(self.levels) - 1
         self.coarse_graph = next((l for l in range(1, last) if self.levels[l].box.size <= max_unknowns), None)

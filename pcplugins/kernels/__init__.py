@@ -17,6 +17,9 @@ file                      kernels                                      Python wr
 ``stored.cu``             stored-stencil residual and colour sweep     ``pcplugins.core.fused_stored``
                                                                        (twins: ``core.stencil``,
                                                                        ``core.smoothers``)
+``mailbox.cu``            the waits and signals of device mailboxes    ``pcplugins.petsc.mailbox`` (no
+                          (MPI ranks ordering their exchanges on the   twin: they compute nothing; the
+                          GPU)                                         MPI tests compare the transports)
 ========================  ==========================================  =================================
 
 The tests (``tests/gpu/test_kernels.py`` and the core tests) compare each kernel with its twin.

@@ -116,8 +116,7 @@ class DMDAPC(PythonPC):
             coefs = [c[inner] for c in coefs]
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
-        # a matrix has no entry beyond the grid; the interior rows' couplings to an eliminated
-        # layer are dropped here
+        # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)] if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
         keep = () if layer else self._neumann_axes(mgbox, masked, d, collective)
@@ -182,8 +181,7 @@ class DMDAPC(PythonPC):
                 "(-da_processors_x/y/z, DMDASetOwnershipRanges) that gives every rank an interior point")
 
     def _use_fused_elimination(self, v, op, w):
-        """The one-pass boundary elimination kernel, for a constant Laplacian on one GPU rank (in
-        parallel a boundary neighbour may live on another rank)."""
+        """The one-pass boundary elimination kernel: a constant Laplacian on one GPU rank."""
         if v.get("fused", True) and fused.supported(self.xp, self.dtype) and self.mpi.size == 1:
             self._elim_fused = fused.Laplacian(op, w)
 
@@ -193,6 +191,7 @@ class DMDAPC(PythonPC):
         self.applications += 1
         if not bool(self._finite):      # the previous application's check
             pcbase.set_failed(pc, True)
+        self.comm.check()                 # MPI: an exchange that failed stops every rank
         with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
             src, dst = xa.reshape(shape), ya.reshape(shape)
             host_vecs = backend.array_module(xa) is not xp or backend.array_module(ya) is not xp
@@ -233,13 +232,14 @@ class DMDAPC(PythonPC):
             self._r64 = xp.zeros(self.mg.fine_box.shape)
             self._r32 = xp.zeros(self.mg.fine_box.shape, numpy.float32)
             self.inner_cycles = []
-        # ghost updates (MPI), host levels (hybrid cycle) and the digits test are host work: no
-        # graph capture
-        use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.mpi.size == 1
+        # ghost updates through the host (MPI), host levels (hybrid cycle) and the digits test are
+        # host work: no graph capture. What the exchanges need opens now, not in a capture
+        self.comm.prepare()
+        use_graph = (backend.is_gpu(xp) and self.values.get("graph", True) and self.comm.capturable
                      and not getattr(self.mg, "host_levels", 0) and not self.mixed[1])
         self._graphs = backend.CycleGraphs(self._cycle) if use_graph else None
         # otherwise the coarse levels alone, on their own arrays (Multigrid.replay_coarse_levels)
-        if (not use_graph and self.values.get("graph_coarse", True) and self.mpi.size == 1
+        if (not use_graph and self.values.get("graph_coarse", True) and self.comm.capturable
                 and hasattr(self.mg, "replay_coarse_levels")):
             self.mg.replay_coarse_levels()
 
@@ -386,10 +386,7 @@ class DMDAPC(PythonPC):
         if self.copy_time:
             lines.append(f"host-device copies so far: {self.copy_time:.3g} s")
         if self.mpi.size > 1 and self.applications:
-            n = self.comm.exchanges
-            lines.append(f"ghost updates: {n / self.applications:.0f} per application (face by face, "
-                         f"{self.comm.transport_note()}; one per smoothing colour and transfer), "
-                         f"{1e3 * self.comm.exchange_time / max(n, 1):.3g} ms each on this rank (host wall time)")
+            lines.append(self.comm.describe(self.applications))
         return lines
 
 

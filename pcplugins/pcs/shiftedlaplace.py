@@ -69,16 +69,18 @@ class ShiftedLaplace(PythonPC):
 
     def __init__(self):
         super().__init__()
-        self._run = None
+        self._run = self._comm = None
 
     def _release(self):
-        self._run = None
+        self._run = self._comm = None
 
     def not_symmetric(self, pc):
         return ("the cycle is not its own transpose (the F-cycle; in the real-equivalent form the transpose is "
                 "the conjugate); use -ksp_type bcgs, gmres or fgmres")
 
     def _apply(self, pc, x, y):
+        if self._comm is not None:
+            self._comm.check()            # MPI: an exchange that failed stops every rank
         with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
             if backend.array_module(xa) is self.xp and backend.array_module(ya) is self.xp:
                 self._run(xa, ya)
@@ -150,7 +152,9 @@ class ShiftedLaplace(PythonPC):
                                      pre=v["pre"], post=v["post"], max_kh=v["max_kh"], coarse_solve=v["coarse"],
                                      degree=v["coarse_degree"], event=lambda name: self.event(name.capitalize()),
                                      prolongation=prolongation)
+            self._comm = comm
         else:
+            self._comm = None
             Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
             backend.synchronize(self.xp)
             t1 = log.clock()

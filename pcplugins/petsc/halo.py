@@ -7,7 +7,10 @@ spans the whole padded extent of the other axes, so the edges and corners of the
 trilinear transfers read) arrive through two or three hops, as in a box-stencil DMDA ghost
 update, without the diagonal messages (the standard trick of structured-grid codes).
 
-Transport: with NumPy arrays the layers go through MPI from host buffers. With CuPy arrays, where
+Transport: with NumPy arrays the layers go through MPI from host buffers. With the device
+transport (``mailboxes``: ranks whose kernels run at the same time) each rank packs its layers into
+a device mailbox its neighbours have mapped and the mailbox's counters order the updates on the GPU
+(mailbox.py): nothing waits for the host. Otherwise, with CuPy arrays, where
 every rank's neighbours run on the same node and CUDA IPC works between them (``ipc_works``, tried
 once for the whole communicator), each rank packs its layers into a device buffer its neighbours
 have mapped (cudaIpcOpenMemHandle, through CuPy), signals them by a one-byte MPI message and copies
@@ -28,6 +31,7 @@ axes in the core's (z, y, x) order the ranks are the C-order ravel of the proces
 import numpy
 
 from .. import backend
+from . import mailbox
 
 # tags of the ghost updates on the PC's communicator (the application's, which PETSc leaves to the
 # application): within MPI's guaranteed 32767, and well away from the small tags programs use
@@ -40,8 +44,8 @@ class FaceExchange:
     ``ipc``: CuPy arrays travel through CUDA IPC, ``events``: with interprocess events instead of
     waits for the stream (``ipc_works`` said yes on every rank)."""
 
-    def __init__(self, mpi, shape, neighbours, xp, ipc=False, events=False):
-        self.mpi, self.xp = mpi, xp
+    def __init__(self, mpi, shape, neighbours, xp, ipc=False, events=False, mailboxes=None):
+        self.mpi, self.xp, self.mailboxes = mpi, xp, mailboxes
         self.shape = tuple(shape)
         # per axis with a neighbour: the neighbours, and the layers sent (first and last owned)
         # and received (the halo) towards the lower and upper one
@@ -55,16 +59,27 @@ class FaceExchange:
     def _slab(self, a, i):
         return tuple(i if b == a else slice(None) for b in range(len(self.shape)))
 
+    def open(self):
+        """Open the device mailboxes of every axis now (collective; the device transport's layers
+        serve every value type, so a captured cycle finds them open)."""
+        for a, lo, hi, _ in self.axes:
+            self._open(a, lo, hi, None)
+
+    def _open(self, a, lo, hi, dtype):
+        key = a if self.mailboxes is not None else (a, dtype.str)
+        if key not in self._layers:       # made at the first update, when the neighbours make theirs
+            layer = tuple(n + 2 for b, n in enumerate(self.shape) if b != a)
+            if self.mailboxes is not None:
+                self._layers[key] = _DeviceLayers(self.mpi, a, lo, hi, layer, self.mailboxes)
+            elif self.ipc:
+                self._layers[key] = _IpcLayers(self.mpi, a, lo, hi, layer, dtype, self.xp, self.events)
+            else:
+                self._layers[key] = _HostLayers(self.mpi, a, lo, hi, layer, dtype, self.xp)
+        return self._layers[key]
+
     def __call__(self, u):
         for a, lo, hi, slabs in self.axes:
-            key = (a, u.dtype.str)
-            if key not in self._layers:       # made at the first update, when the neighbours make theirs
-                layer = tuple(n + 2 for b, n in enumerate(self.shape) if b != a)
-                if self.ipc:
-                    self._layers[key] = _IpcLayers(self.mpi, a, lo, hi, layer, u.dtype, self.xp, self.events)
-                else:
-                    self._layers[key] = _HostLayers(self.mpi, a, lo, hi, layer, u.dtype, self.xp)
-            self._layers[key].update(u, slabs)
+            self._open(a, lo, hi, u.dtype).update(u, slabs)
         return u
 
     def free(self):
@@ -184,6 +199,51 @@ class _IpcLayers:
                 cp.cuda.runtime.eventDestroy(ev)
         self._opened, self.peer_events = [], [None, None]
         self.mine = self.mem = None
+
+
+class _DeviceLayers:
+    """The two layers of one axis through a device mailbox (mailbox.py): packed into this rank's
+    payload, read by the neighbours from theirs, every wait on the GPU. The payload holds the
+    widest value type (mailbox.WIDEST), so one mailbox serves the setup's and the cycle's."""
+
+    def __init__(self, mpi, a, lo, hi, layer, mailboxes):
+        self.lo, self.hi = lo, hi
+        self.shape = (2,) + layer
+        self.box = mailboxes.open(int(numpy.prod(self.shape)) * mailbox.WIDEST,
+                                  swap_with(mpi, [p for p in (lo, hi) if p is not None], TAG + 100 + a))
+        self._views = {}
+
+    def _payloads(self, dtype):
+        """This rank's payload and its neighbours' (lower, upper) as arrays of ``dtype``."""
+        if dtype.str not in self._views:
+            self._views[dtype.str] = (self.box.payload(self.shape, dtype),
+                                      [None if p is None else self.box.payload(self.shape, dtype, p)
+                                       for p in (self.lo, self.hi)])
+        return self._views[dtype.str]
+
+    def update(self, u, slabs):
+        mine, theirs = self._payloads(u.dtype)
+        self.box.ready()
+        _pack(mine, u, slabs, self.lo, self.hi)
+        self.box.post()
+        # the lower neighbour's upper layer, the upper neighbour's lower layer
+        _unpack(u, *(t[1 - side] if t is not None else None for side, t in enumerate(theirs)),
+                slabs, self.lo, self.hi)
+        self.box.done()
+
+    def free(self):
+        self._views = {}                          # the mailboxes themselves: Mailboxes.free
+
+
+def swap_with(mpi, peers, tag):
+    """``handles_of`` for mailbox.Mailboxes.open: this rank's handle to every peer, theirs back."""
+    def handles_of(mine):
+        from mpi4py import MPI
+        requests = [mpi.isend(mine, dest=p, tag=tag) for p in peers]
+        theirs = {p: mpi.recv(source=p, tag=tag) for p in peers}
+        MPI.Request.waitall(requests)
+        return theirs
+    return handles_of
 
 
 def ipc_works(mpi, neighbours, collective):

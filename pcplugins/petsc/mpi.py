@@ -8,14 +8,16 @@ import numpy
 
 from .. import backend
 from ..core.comm import Comm
-from . import halo
+from . import halo, mailbox
 from .errors import PCPluginError, error
 
 # -pc_gmg_ghost_transport and -pc_sl_ghost_transport
-TRANSPORTS = ("auto", "ipc", "host")
-TRANSPORT_HELP = ("MPI on the GPU: how ghost layers travel between ranks: ipc (CUDA IPC, device to device; ranks "
-                  "of one node), host (pinned host buffers and MPI), auto (ipc where every rank can map its "
-                  "neighbours' memory)")
+TRANSPORTS = ("auto", "device", "ipc", "host")
+TRANSPORT_HELP = ("MPI on the GPU: how ghost layers travel between ranks: device (CUDA IPC, ordered by counters on "
+                  "the GPU: no host wait, the cycle captured as a CUDA graph; for ranks whose kernels run at the "
+                  "same time: one GPU each, or MPS), ipc (CUDA IPC, ordered by MPI messages), host (pinned host "
+                  "buffers and MPI), auto (device where the ranks' kernels run at the same time, else ipc where "
+                  "every rank can map its neighbours' memory, else host)")
 
 
 class Collective:
@@ -144,7 +146,9 @@ class DMDAComm(Comm):
         counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:self.dim]][::-1]
         own_start = [s for s, _ in dm.getRanges()[:self.dim]][::-1]
         self._coords, self._neighbours = halo.process_grid(counts, own_start, self.mpi.rank, self.mpi)
+        self.mailboxes, self.signal_time = None, None
         self.transport, self.ipc_events = self._transport(transport, xp)
+        self._gathers, self._parts = {}, {}
         ranges = [[(int(s), int(s + c)) for s, c in zip(numpy.cumsum(cs) - cs, cs)] for cs in counts]
         gshape = tuple(dm.getSizes()[:self.dim][::-1])
         self._ranges = {-1: (gshape, ranges)}
@@ -177,7 +181,8 @@ class DMDAComm(Comm):
                         f"match the hierarchy's box {box}")
         shape = tuple(e - s for s, e in own)
         self._levels[level] = halo.FaceExchange(self.mpi.mpi, shape, self._neighbours, self.xp,
-                                                ipc=self.transport == "ipc", events=self.ipc_events)
+                                                ipc=self.transport == "ipc", events=self.ipc_events,
+                                                mailboxes=self.mailboxes)
         return True
 
     def _transport(self, requested, xp):
@@ -186,25 +191,71 @@ class DMDAComm(Comm):
         if not backend.is_gpu(xp) or requested == "host":
             return "host", False
         works, events = halo.ipc_works(self.mpi.mpi, self._neighbours, self.mpi)
-        if requested == "ipc" and not works:
-            raise error(f"{self.who}: ghost transport ipc: some rank cannot map its neighbours' GPU memory "
+        if requested in ("ipc", "device") and not works:
+            raise error(f"{self.who}: ghost transport {requested}: some rank cannot map its neighbours' GPU memory "
                         "through CUDA IPC (ranks on different nodes?); use auto or host")
-        return ("ipc", events) if works else ("host", False)
+        if not works:
+            return "host", False
+        if requested in ("auto", "device"):
+            self.mailboxes = mailbox.Mailboxes(self.mpi.rank, self.size)
+            peers = sorted({p for pair in self._neighbours for p in pair if p is not None})
+            gpus = self.mpi.allgather(backend.cupy.cuda.Device().pci_bus_id)
+            if all(gpus[p] != gpus[self.mpi.rank] for p in peers):
+                together = True                     # every neighbour on a GPU of its own
+            elif requested == "device" or mailbox.mps_running():
+                # ranks sharing a GPU run at the same time under MPS only: measured (time-sliced
+                # ranks would cost a time slice per round, so without MPS it is not tried)
+                swap = halo.swap_with(self.mpi.mpi, peers, halo.TAG + 300)
+                together, self.signal_time = mailbox.concurrent(self.mailboxes, swap, self.mpi.mpi.Barrier)
+            else:
+                together = False
+            if requested == "device" or self.mpi.allmin(int(together)) == 1:
+                return "device", False
+            self.mailboxes = None
+        return "ipc", events
+
+    @property
+    def capturable(self):
+        return self.transport == "device"
+
+    def describe(self, applications):
+        """-ksp_view's line on the ghost updates, after ``applications`` applications."""
+        how = f"face by face, {self.transport_note()}; one per smoothing colour and transfer"
+        if self.capturable:          # a replayed graph makes no host call to count or time
+            return f"ghost updates: {how}"
+        n = self.exchanges
+        return (f"ghost updates: {n / max(applications, 1):.0f} per application ({how}), "
+                f"{1e3 * self.exchange_time / max(n, 1):.3g} ms each on this rank (host wall time)")
 
     def transport_note(self):
+        probe = ("" if self.signal_time is None
+                 else f"; an empty exchange on the GPU took {self.signal_time * 1e6:.0f} us")
+        if self.transport == "device":
+            return f"device to device by CUDA IPC, ordered by counters on the GPU{probe}"
         if self.transport == "ipc":
             return "device to device by CUDA IPC" + (", ordered by interprocess events" if self.ipc_events
-                                                     else ", each rank waiting for its stream")
+                                                     else ", each rank waiting for its stream") + probe
         return "through pinned host buffers" if backend.is_gpu(self.xp) else "through host buffers"
 
     def free(self):
         """Unmap the neighbours' IPC buffers once every rank's device work is done (collective)."""
-        if self.transport == "ipc":
+        if self.transport in ("ipc", "device"):
             backend.synchronize(self.xp)
             self.mpi.mpi.Barrier()
         for ex in self._levels.values():
             ex.free()
-        self._levels = {}
+        self._levels, self._gathers = {}, {}
+        if self.mailboxes is not None:
+            self.mailboxes.free()
+
+    def check(self):
+        """Raise on every rank where a device transport's wait timed out on some rank (a read of
+        the status word and an MPI reduction; the device transport only)."""
+        if self.mailboxes is not None and self.mpi.allmax(int(not self.mailboxes.check())):
+            raise error(f"{self.who}: a ghost update waited {mailbox.TIMEOUT_S:.0f} s for a neighbouring rank "
+                        "on the GPU and gave up: the ranks are out of step (a rank stopped?); the results "
+                        "are wrong. Try the ghost transport ipc or host (-pc_gmg_ghost_transport, "
+                        "-pc_sl_ghost_transport)")
 
     def exchange(self, level, u):
         t = time.perf_counter()
@@ -220,7 +271,31 @@ class DMDAComm(Comm):
     def allmin(self, x):
         return self.mpi.allmin(x)
 
+    def expect_gather(self, level, part_box):
+        if self.mailboxes is not None:
+            self._parts[level] = part_box
+
+    def prepare(self):
+        """Open the device transport's mailboxes of every level and gather now (collective, at
+        setup): a cycle captured as a CUDA graph then finds them open."""
+        if self.mailboxes is None:
+            return
+        for ex in self._levels.values():
+            ex.open()
+        for level, part_box in sorted(self._parts.items()):
+            self._open_gather(level, part_box)
+
+    def _open_gather(self, level, part_box):
+        if level not in self._gathers:
+            boxes = self.mpi.allgather((tuple(part_box.start), tuple(part_box.shape)))
+            peers = [r for r in range(self.size) if r != self.mpi.rank]
+            self._gathers[level] = mailbox.DeviceGather(self.mailboxes, boxes,
+                                                        halo.swap_with(self.mpi.mpi, peers, halo.TAG + 400))
+        return self._gathers[level]
+
     def gather(self, level, part, part_box, out):
+        if self.mailboxes is not None and backend.is_gpu(backend.array_module(part)):
+            return self._open_gather(level, part_box)(part, out)
         full = numpy.zeros(out.shape, dtype=out.dtype)
         for start, shape, a in self.mpi.allgather((part_box.start, part_box.shape, backend.to_host(part))):
             full[tuple(slice(s, s + n) for s, n in zip(start, shape))] = a

@@ -38,15 +38,21 @@ else:
 u = natural_array(da, x)
 levels = replicated = axis_levels = 0
 galerkin_error = -1.0
+transport = graph = ""
 pc = ksp.getPC()
 if mg:
     ctx = pc.getPythonContext()
     levels, replicated = len(ctx.mg.levels), sum(getattr(lev, "replicated", False) for lev in ctx.mg.levels)
     # coarse levels of an even axis (stencil.AxisLaplacian)
     axis_levels = sum(hasattr(lev.op, "tail") for lev in getattr(ctx.mg, "levels", []))
+    comm = getattr(ctx, "comm", None) or getattr(ctx, "_comm", None)
+    transport = getattr(comm, "transport", "")
+    graphs = getattr(ctx, "_graphs", None)        # its note, once a cycle was captured
+    graph = graphs.note if graphs is not None and graphs.graphs else ""
 elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
     galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
     levels = len(pc.getPythonContext().mg.levels)
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
-                levels=levels, replicated=replicated, galerkin_error=galerkin_error, axis_levels=axis_levels)
+                levels=levels, replicated=replicated, galerkin_error=galerkin_error, axis_levels=axis_levels,
+                transport=transport, graph=graph)

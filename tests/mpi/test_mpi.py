@@ -67,9 +67,16 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
 GPU = ["-mat_type", "aijcusparse"]
 GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6], CASES[8],
              ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"]),
-             # the layers through pinned host buffers instead of CUDA IPC (auto's choice here)
+             # the layers through pinned host buffers, and CUDA IPC ordered by MPI messages
              (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "host"]),
-             (CASES[1][0], CASES[1][1] + ["-pc_gmg_ghost_transport", "host"])]
+             (CASES[1][0], CASES[1][1] + ["-pc_gmg_ghost_transport", "ipc"]),
+             # ordered by counters on the GPU (time-sliced ranks wait a time slice per exchange),
+             # the cycle a CUDA graph after the first application; the coarse levels gathered
+             # through a mailbox too
+             (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "device"]),
+             (CASES[5][0], CASES[5][1] + ["-pc_gmg_ghost_transport", "device"]),
+             ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single",
+                                         "-pc_gmg_ghost_transport", "device"])]
 
 
 @gpu
@@ -86,6 +93,9 @@ def test_gpu_fixed_iterations_equal_serial(tmp_path, problem, options):
         got = run(tmp_path, P, problem, fixed + GPU)
         assert got["levels"] == ref["levels"] and got["replicated"] >= 1
         assert np.linalg.norm(got["u"] - ref["u"]) <= tol * np.linalg.norm(ref["u"])
+        if "-pc_gmg_ghost_transport" in options:
+            assert str(got["transport"]) == options[options.index("-pc_gmg_ghost_transport") + 1]
+        assert str(got["graph"]).startswith("on") == (str(got["transport"]) == "device"), got["graph"]
 
 
 def test_converged_counts_match_serial(tmp_path):
@@ -146,9 +156,9 @@ def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
     ranks give the one-rank GPU solution to 1e-10."""
     fixed = STENCIL + ["-pc_sl_gather_size", "0", "-ksp_max_it", "4"] + GPU
     ref = run(tmp_path, 1, problem, fixed)
-    for P, transport in ((2, "auto"), (3, "auto"), (2, "host")):
+    for P, transport in ((2, "auto"), (3, "auto"), (2, "host"), (2, "device")):
         got = run(tmp_path, P, problem, fixed + ["-pc_sl_ghost_transport", transport])
-        assert got["its"] == 4
+        assert got["its"] == 4 and transport in ("auto", str(got["transport"]))
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 

@@ -233,6 +233,7 @@ class Gathered:
 
     def __init__(self, inner, part, comm, level, xp, dtype):
         self.inner, self.part, self.comm, self.level = inner, part, comm, level
+        comm.expect_gather(level, part)
         self.kind = getattr(inner, "kind", None)
         self.f_part = xp.zeros(part.shape, dtype)
         self.e_part = xp.zeros(part.padded_shape, dtype)

@@ -1,0 +1,178 @@
+"""Device mailboxes: exchanges between the ranks of one node with no host in the loop.
+
+A mailbox is one device allocation per rank, a few counters and a payload, that its peers map
+through CUDA IPC (CuPy's IPC handles). An exchange is five steps queued on the current stream:
+``ready`` (a one-thread kernel waits until every peer has read this rank's previous payload),
+the caller's copies into ``payload``, ``post`` (a one-thread kernel posts the exchange and waits
+until every peer has posted it), the caller's copies out of the peers' payloads, ``done`` (tells
+the peers they are read). The counters live in device memory and count the exchanges
+themselves (kernels/mailbox.cu), so the host never waits, and an exchange captured in a CUDA
+graph stays right when the graph is replayed: a whole multigrid cycle with its ghost updates
+becomes one graph under MPI.
+
+The waits spin on the GPU, so the ranks' kernels must run at the same time: one GPU per rank, or
+several ranks on one GPU under NVIDIA's multi-process service (MPS). Ranks time-sliced on one GPU
+still finish, a time slice per wait; ``mps_running`` and ``concurrent`` tell which case holds
+(petsc.mpi.DMDAComm chooses the transport by them). A wait that times out sets a status word that
+``Mailboxes.check`` reads, so a rank that stopped is an error, not a hang.
+"""
+import math
+import os
+import time
+
+import numpy
+
+from .. import backend, kernels
+
+# kernels/mailbox.cu's TIMEOUT_NS
+TIMEOUT_S = 60.0
+# bytes per value a payload is sized for: complex128, so one mailbox serves every value type
+WIDEST = 16
+# the counters take the first bytes of the allocation; the payload starts aligned after them
+_ALIGN = 256
+
+
+class Mailboxes:
+    """The mailboxes of one communicator: their shared status word and the ranks' count."""
+
+    def __init__(self, rank, size):
+        self.rank, self.size = rank, size
+        self.status = backend.cupy.zeros(1, numpy.int32)
+        self.boxes = []
+
+    def open(self, nbytes, handles_of):
+        """A mailbox with ``nbytes`` of payload; ``handles_of(mine)`` gives {peer rank: (its
+        handle, its payload bytes)} for this rank's (handle, nbytes) (collective among peers).
+        Refused while the stream is being captured, before any message: the capture fails and
+        the call runs again eagerly, on every rank alike."""
+        if backend.cupy.cuda.get_current_stream().is_capturing():
+            raise RuntimeError("a mailbox cannot be opened during a CUDA graph capture")
+        box = Mailbox(self, nbytes, handles_of)
+        self.boxes.append(box)
+        return box
+
+    def check(self):
+        """Whether every wait so far has finished (reads the status word: a synchronisation)."""
+        return int(self.status.get()[0]) == 0
+
+    def free(self):
+        for box in self.boxes:
+            box.free()
+        self.boxes = []
+
+
+class Mailbox:
+    def __init__(self, owner, nbytes, handles_of):
+        cp = backend.cupy
+        self.owner = owner
+        head = -(-4 * (1 + owner.size) // _ALIGN) * _ALIGN
+        self.mem = cp.cuda.Memory(head + max(nbytes, 1))   # its own cudaMalloc: IPC maps whole allocations
+        self.words = cp.ndarray((1 + owner.size,), numpy.uint32, cp.cuda.MemoryPointer(self.mem, 0))
+        self.words.fill(0)
+        self.seq = cp.zeros(1, numpy.uint32)
+        self.head, self.nbytes = head, nbytes
+        backend.synchronize(cp)                            # zeroed before any peer can read it
+        theirs = handles_of((cp.cuda.runtime.ipcGetMemHandle(self.mem.ptr), nbytes))
+        self.peers = sorted(theirs)
+        self._opened, self._payloads = [], {}
+        device = cp.cuda.Device().id
+        for r in self.peers:
+            handle, size = theirs[r]
+            ptr = cp.cuda.runtime.ipcOpenMemHandle(handle, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
+            self._opened.append(ptr)
+            self._payloads[r] = cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(ptr, head + size, self, device_id=device),
+                                                      head)
+        self._peer_words = cp.asarray(numpy.array(self._opened, numpy.uint64))
+        self._ranks = cp.asarray(numpy.array(self.peers, numpy.int32))
+
+    def payload(self, shape, dtype, rank=None):
+        """This rank's payload (``rank`` None) or peer ``rank``'s, as an array."""
+        ptr = (backend.cupy.cuda.MemoryPointer(self.mem, self.head) if rank is None
+               else self._payloads[rank])
+        return backend.cupy.ndarray(shape, dtype, ptr)
+
+    def ready(self):
+        _launch("mailbox_ready", self.seq, self._peer_words, numpy.int32(len(self.peers)),
+                numpy.int32(self.owner.rank), self.owner.status)
+
+    def post(self):
+        _launch("mailbox_post", self.seq, self.words, self._peer_words, numpy.int32(len(self.peers)),
+                self.owner.status)
+
+    def done(self):
+        _launch("mailbox_done", self.seq, self.words, self._ranks, numpy.int32(len(self.peers)))
+
+    def free(self):
+        cp = backend.cupy
+        self._payloads = {}
+        for ptr in self._opened:
+            cp.cuda.runtime.ipcCloseMemHandle(ptr)
+        self._opened = []
+        self.mem = self.words = None
+
+
+def _launch(name, *args):
+    kernels.kernel("mailbox", name)((1,), (1,), args)
+
+
+def mps_running():
+    """Whether NVIDIA's multi-process service answers this process: its control pipe exists where
+    CUDA looks for it (CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps)."""
+    pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
+    return os.path.exists(os.path.join(pipes, "control"))
+
+
+def concurrent(owner, handles_of, barrier, rounds=10, limit=2e-4):
+    """Whether this rank's kernels and its peers' run at the same time: ``rounds`` empty
+    exchanges, each within ``limit`` seconds on average (time-sliced ranks take a time slice per
+    wait), and the seconds per exchange. Collective (``barrier``: over every rank); the caller
+    agrees the answer over every rank."""
+    box = owner.open(0, handles_of)
+    for _ in range(2):                      # compiles the kernels; the peers start together
+        _round(box)
+    backend.synchronize(backend.cupy)
+    barrier()
+    t = time.perf_counter()
+    for _ in range(rounds):
+        _round(box)
+    backend.synchronize(backend.cupy)
+    elapsed = (time.perf_counter() - t) / rounds
+    barrier()                               # no peer still reads this rank's counters
+    owner.boxes.remove(box)
+    box.free()
+    return owner.check() and elapsed < limit, elapsed
+
+
+def _round(box):
+    box.ready()
+    box.post()
+    box.done()
+
+
+class DeviceGather:
+    """A replicated level from every rank's part (DMDAComm.gather), through one mailbox shared by
+    every rank: each rank copies its part into its payload and every part out of its peers'.
+    ``boxes``: every rank's (start, shape) of the level (allgathered, collective)."""
+
+    def __init__(self, owner, boxes, handles_of):
+        self.owner, self.boxes = owner, boxes
+        self.box = owner.open(math.prod(boxes[owner.rank][1]) * WIDEST, handles_of)
+        self.where = [tuple(slice(s, s + n) for s, n in zip(start, shape)) for start, shape in boxes]
+        self._views = {}
+
+    def _payloads(self, dtype):
+        if dtype.str not in self._views:
+            me = self.owner.rank
+            self._views[dtype.str] = {r: self.box.payload(self.boxes[r][1], dtype, None if r == me else r)
+                                      for r in [me] + self.box.peers}
+        return self._views[dtype.str]
+
+    def __call__(self, part, out):
+        payloads = self._payloads(part.dtype)
+        self.box.ready()
+        payloads[self.owner.rank][...] = part
+        self.box.post()
+        for r, where in enumerate(self.where):
+            out[where] = part if r == self.owner.rank else payloads[r]
+        self.box.done()
+        return out
