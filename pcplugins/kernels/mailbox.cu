@@ -1,4 +1,6 @@
-// The waits and signals of a device mailbox (pcplugins/petsc/mailbox.py): ranks whose kernels run
+// The waits and signals of a device mailbox (pcplugins/petsc/mailbox.py), and the ghost-layer copies
+// with the waits folded in (halo_pack, halo_unpack; define WORD, an unsigned type of the values'
+// size: they only copy). Ranks whose kernels run
 // at the same time on GPUs of one node (NVIDIA MPS, or one GPU per rank) order their exchanges by
 // counters in memory they have mapped through CUDA IPC, so no exchange waits for the host and a
 // cycle with exchanges is captured as one CUDA graph. One thread each: they only wait and signal;
@@ -6,9 +8,10 @@
 //
 // Each rank's words: [0] posted, the number of its exchanges whose payload is in its buffer;
 // [1 + r] the number of exchanges whose payload it has read from rank r. ``seq`` (not shared)
-// counts this mailbox's finished exchanges, so exchange k = seq + 1 needs no host argument and a
-// replayed graph goes on counting. No twin: these kernels compute nothing; the exchanges they
-// order are compared with the host transport by the MPI tests.
+// counts this mailbox's finished exchanges (seq[0]; seq[1] counts the finished blocks of a layer
+// kernel), so exchange k = seq + 1 needs no host argument and a replayed graph goes on counting.
+// No twin: these kernels compute nothing; the layers they move are halo.py's _pack and _unpack,
+// and the MPI tests compare the transports.
 //
 // A wait that lasts TIMEOUT_NS (a rank that stopped, or ranks that disagree on their exchanges)
 // sets *status and gives up, as does every later wait: petsc/mailbox.py turns it into an error.
@@ -72,4 +75,81 @@ extern "C" __global__ void mailbox_done(unsigned int* seq, unsigned int* mine, c
         ((volatile unsigned int*)mine)[1 + ranks[p]] = k;
     __threadfence_system();
     *seq = k;
+}
+
+#ifndef WORD
+#define WORD unsigned int
+#endif
+
+// whether this block is the last of the grid to get here (its threads' writes done and visible);
+// the last one resets the count for the next layer kernel
+__device__ bool last_block(unsigned int* count)
+{
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(count, 1) == gridDim.x - 1;
+        if (last)
+            *count = 0;
+    }
+    __syncthreads();
+    return last;
+}
+
+// element e of the layer at index i along the axis: u[i sa + (e / nc) sb + (e % nc) sc]
+#define LAYER_OFFSET(e) (((e) / nc) * sb + ((e) % nc) * sc)
+
+// exchange k, first half: wait until the peers have read exchange k - 1 (mailbox_ready), copy the
+// layers i_lo and i_hi (-1: no neighbour on that side) into this rank's payload, rows 0 and 1 of
+// L values, and the last block posts and waits for the peers' posts (mailbox_post). The grid is
+// small (petsc/mailbox.py) so that its spinning blocks leave room for the peers' kernels.
+extern "C" __global__ void halo_pack(const WORD* u, WORD* buf, long L, long nc, long sa, long sb, long sc,
+                                     long i_lo, long i_hi, unsigned int* seq, unsigned int* mine,
+                                     const unsigned long long* peers, int npeers, int me, int* status)
+{
+    unsigned int k = seq[0] + 1;
+    if (threadIdx.x == 0)
+        for (int p = 0; p < npeers; ++p)
+            wait_for(PEER_WORDS(p) + 1 + me, k - 1, status);
+    __syncthreads();
+    for (long e = (long)blockIdx.x * blockDim.x + threadIdx.x; e < L; e += (long)gridDim.x * blockDim.x) {
+        long off = LAYER_OFFSET(e);
+        if (i_lo >= 0)
+            buf[e] = u[i_lo * sa + off];
+        if (i_hi >= 0)
+            buf[L + e] = u[i_hi * sa + off];
+    }
+    if (last_block(seq + 1) && threadIdx.x == 0) {
+        __threadfence_system();
+        *(volatile unsigned int*)mine = k;
+        __threadfence_system();
+        for (int p = 0; p < npeers; ++p)
+            wait_for(PEER_WORDS(p), k, status);
+    }
+}
+
+// exchange k, second half: the lower neighbour's row 1 into the halo layer h_lo, the upper one's
+// row 0 into h_hi (a null payload: no neighbour), read past L1 (the peers wrote them); the last
+// block tells the peers they are read and counts exchange k done (mailbox_done)
+extern "C" __global__ void halo_unpack(WORD* u, unsigned long long from_lo, unsigned long long from_hi, long L,
+                                       long nc, long sa, long sb, long sc, long h_lo, long h_hi, unsigned int* seq,
+                                       unsigned int* mine, const int* ranks, int npeers)
+{
+    const WORD* lo = (const WORD*)from_lo;
+    const WORD* hi = (const WORD*)from_hi;
+    for (long e = (long)blockIdx.x * blockDim.x + threadIdx.x; e < L; e += (long)gridDim.x * blockDim.x) {
+        long off = LAYER_OFFSET(e);
+        if (lo)
+            u[h_lo * sa + off] = __ldcg(lo + L + e);
+        if (hi)
+            u[h_hi * sa + off] = __ldcg(hi + e);
+    }
+    if (last_block(seq + 1) && threadIdx.x == 0) {
+        unsigned int k = seq[0] + 1;
+        for (int p = 0; p < npeers; ++p)
+            ((volatile unsigned int*)mine)[1 + ranks[p]] = k;
+        __threadfence_system();
+        seq[0] = k;
+    }
 }

@@ -207,29 +207,27 @@ class _DeviceLayers:
     widest value type (mailbox.WIDEST), so one mailbox serves the setup's and the cycle's."""
 
     def __init__(self, mpi, a, lo, hi, layer, mailboxes):
-        self.lo, self.hi = lo, hi
+        self.a, self.lo, self.hi = a, lo, hi
         self.shape = (2,) + layer
         self.box = mailboxes.open(int(numpy.prod(self.shape)) * mailbox.WIDEST,
                                   swap_with(mpi, [p for p in (lo, hi) if p is not None], TAG + 100 + a))
         self._views = {}
 
-    def _payloads(self, dtype):
-        """This rank's payload and its neighbours' (lower, upper) as arrays of ``dtype``."""
-        if dtype.str not in self._views:
-            self._views[dtype.str] = (self.box.payload(self.shape, dtype),
-                                      [None if p is None else self.box.payload(self.shape, dtype, p)
-                                       for p in (self.lo, self.hi)])
-        return self._views[dtype.str]
-
     def update(self, u, slabs):
-        mine, theirs = self._payloads(u.dtype)
-        self.box.ready()
-        _pack(mine, u, slabs, self.lo, self.hi)
-        self.box.post()
-        # the lower neighbour's upper layer, the upper neighbour's lower layer
-        _unpack(u, *(t[1 - side] if t is not None else None for side, t in enumerate(theirs)),
-                slabs, self.lo, self.hi)
-        self.box.done()
+        """Two kernels (mailbox.Mailbox.pack, unpack): the copies of halo.py's ``_pack`` and
+        ``_unpack`` with the mailbox's waits folded in."""
+        key = (u.dtype.str, u.strides)
+        if key not in self._views:
+            # the layer across axis a: its stride, and the other axes' extents and strides as a
+            # (rows, row) block (one row of one block in 2D)
+            st = [s // u.itemsize for s in u.strides]
+            rest = [b for b in range(u.ndim) if b != self.a]
+            nb, sb = (u.shape[rest[0]], st[rest[0]]) if len(rest) == 2 else (1, 0)
+            self._views[key] = (st[self.a], nb * u.shape[rest[-1]], u.shape[rest[-1]], sb, st[rest[-1]])
+        layer, n = self._views[key], u.shape[self.a] - 2
+        lo, hi = (1 if self.lo is not None else None), (n if self.hi is not None else None)
+        self.box.pack(u, layer, lo, hi)
+        self.box.unpack(u, layer, 0 if lo is not None else None, n + 1 if hi is not None else None, self.lo, self.hi)
 
     def free(self):
         self._views = {}                          # the mailboxes themselves: Mailboxes.free

@@ -5,7 +5,8 @@ through CUDA IPC (CuPy's IPC handles). An exchange is five steps queued on the c
 ``ready`` (a one-thread kernel waits until every peer has read this rank's previous payload),
 the caller's copies into ``payload``, ``post`` (a one-thread kernel posts the exchange and waits
 until every peer has posted it), the caller's copies out of the peers' payloads, ``done`` (tells
-the peers they are read). The counters live in device memory and count the exchanges
+the peers they are read); ghost layers take the same five steps in two kernels (``pack``,
+``unpack``). The counters live in device memory and count the exchanges
 themselves (kernels/mailbox.cu), so the host never waits, and an exchange captured in a CUDA
 graph stays right when the graph is replayed: a whole multigrid cycle with its ghost updates
 becomes one graph under MPI.
@@ -69,7 +70,7 @@ class Mailbox:
         self.mem = cp.cuda.Memory(head + max(nbytes, 1))   # its own cudaMalloc: IPC maps whole allocations
         self.words = cp.ndarray((1 + owner.size,), numpy.uint32, cp.cuda.MemoryPointer(self.mem, 0))
         self.words.fill(0)
-        self.seq = cp.zeros(1, numpy.uint32)
+        self.seq = cp.zeros(2, numpy.uint32)               # finished exchanges, finished blocks
         self.head, self.nbytes = head, nbytes
         backend.synchronize(cp)                            # zeroed before any peer can read it
         theirs = handles_of((cp.cuda.runtime.ipcGetMemHandle(self.mem.ptr), nbytes))
@@ -102,6 +103,25 @@ class Mailbox:
     def done(self):
         _launch("mailbox_done", self.seq, self.words, self._ranks, numpy.int32(len(self.peers)))
 
+    def pack(self, u, layer, lo, hi):
+        """``ready``, the layers ``lo`` and ``hi`` of ``u`` (indices along the layer's axis, None:
+        no neighbour there) into rows 0 and 1 of the payload, and ``post``: one kernel.
+        ``layer``: (axis stride, values per layer, values per row of it, their strides)."""
+        sa, L, nc, sb, sc = layer
+        _copy("halo_pack", u, L, (u, self.payload((2 * L,), u.dtype), *_longs(L, nc, sa, sb, sc),
+                                  *_longs(-1 if lo is None else lo, -1 if hi is None else hi), self.seq, self.words,
+                                  self._peer_words, numpy.int32(len(self.peers)), numpy.int32(self.owner.rank),
+                                  self.owner.status))
+
+    def unpack(self, u, layer, lo, hi, lo_rank, hi_rank):
+        """Row 1 of peer ``lo_rank``'s payload into the layer ``lo`` of ``u``, row 0 of
+        ``hi_rank``'s into ``hi`` (None: no neighbour there), and ``done``: one kernel."""
+        sa, L, nc, sb, sc = layer
+        ptr = [numpy.uint64(0 if r is None else self._payloads[r].ptr) for r in (lo_rank, hi_rank)]
+        _copy("halo_unpack", u, L, (u, *ptr, *_longs(L, nc, sa, sb, sc),
+                                    *_longs(-1 if lo is None else lo, -1 if hi is None else hi), self.seq, self.words,
+                                    self._ranks, numpy.int32(len(self.peers))))
+
     def free(self):
         cp = backend.cupy
         self._payloads = {}
@@ -113,6 +133,21 @@ class Mailbox:
 
 def _launch(name, *args):
     kernels.kernel("mailbox", name)((1,), (1,), args)
+
+
+# the layer kernels copy the values' bits, by their size; a grid of at most MAX_BLOCKS blocks, whose
+# waits leave the peers' kernels room on a shared GPU
+WORDS = {4: "unsigned int", 8: "unsigned long long", 16: "ulonglong2"}
+MAX_BLOCKS, THREADS = 64, 256
+
+
+def _copy(name, u, L, args):
+    blocks = max(1, min(MAX_BLOCKS, -(-L // THREADS)))
+    kernels.kernel("mailbox", name, WORD=WORDS[u.dtype.itemsize])((blocks,), (THREADS,), args)
+
+
+def _longs(*values):
+    return [numpy.int64(v) for v in values]
 
 
 def mps_running():
