@@ -133,11 +133,8 @@ def _run(name, options, n, dim, gpu, jump=0.0):
             res["graph"] = ctx.graph_note
         res["ranks"] = PETSc.COMM_WORLD.getSize()
         if res["ranks"] > 1 and hasattr(ctx, "applications"):
-            res["ghost_transport"] = ctx.comm.transport
-            graphs = getattr(ctx, "_graphs", None)
-            if graphs is None or not graphs.graphs:      # a replayed graph makes no host call to count
-                res["ghost_updates_per_application"] = ctx.comm.exchanges / max(ctx.applications, 1)
-                res["ms_per_ghost_update_rank0"] = 1e3 * ctx.comm.exchange_time / max(ctx.comm.exchanges, 1)
+            res.update(ghost_updates(ctx, gpu), ghost_transport=ctx.comm.transport)
+            res["ghost_share"] = res["ghost_ms_per_application"] / res["apply_ms"]
     ksp.destroy()
     A.destroy()
     return res
@@ -236,6 +233,44 @@ def apply_ms(pc, x, gpu, reps=10):
     sync()
     y.destroy()
     return (time.perf_counter() - t) * 1e3 / reps
+
+
+def ghost_updates(ctx, gpu, reps=20):
+    """The ghost updates of one application of a DMDA PC under MPI (collective): how many per
+    level (counted in one eager application, so a replayed graph's count too) and each level's
+    milliseconds per update on rank 0, timed alone (``reps`` in a row, the ranks started together;
+    on the GPU with events, so a device-ordered update counts its device time). Their sum over an
+    application estimates the updates' share of it: alone they overlap nothing."""
+    comm, counts = ctx.comm, {}
+    exchange = comm.exchange
+
+    def counting(level, u):
+        counts[level] = counts.get(level, 0) + 1
+        return exchange(level, u)
+    comm.exchange = counting
+    x = ctx.xp.ones(ctx.box.shape)           # the values do not matter here
+    try:
+        ctx._cycle(x, ctx.xp.empty_like(x))
+    finally:
+        del comm.exchange
+    sync = synchronizer(gpu)
+    arrays = {lev.index: lev.u for lev in ctx.mg.levels}
+    arrays[-1] = getattr(ctx, "_ypad", None)
+    per_update = {}
+    for level in sorted(counts):
+        u = arrays[level]
+        sync()
+        comm.mpi.mpi.Barrier()
+        t = time.perf_counter()
+        for _ in range(reps):
+            comm.exchange(level, u)
+        sync()
+        per_update[level] = (time.perf_counter() - t) * 1e3 / reps
+    return {"ghost_updates_per_application": sum(counts.values()),
+            "ghost_updates_per_level": {str(k): v for k, v in sorted(counts.items())},
+            "ms_per_ghost_update_per_level": {str(k): v for k, v in per_update.items()},
+            "ghost_ms_per_application": sum(counts[k] * per_update[k] for k in counts),
+            "ms_per_ghost_update_rank0": sum(counts[k] * per_update[k] for k in counts) / max(sum(counts.values()), 1)}
 
 
 def skipped(name, skip):

@@ -135,6 +135,8 @@ def mpi_section(name):
     for r in sorted(rows, key=lambda r: (r["solver"], r["n"], r["ranks"])):
         ghost = (f"{r['ghost_updates_per_application']:.0f} x {r['ms_per_ghost_update_rank0']:.3f} ms"
                  if "ghost_updates_per_application" in r else "")
+        if "ghost_share" in r:
+            ghost += f" = {r['ghost_ms_per_application']:.2f} ms, {100 * r['ghost_share']:.0f}% of an application"
         if r.get("ghost_transport"):
             ghost = r["ghost_transport"] + (f": {ghost}" if ghost else ", cycle a CUDA graph")
         out.append(f"| {r['solver']} | {label(r['n'], r['dim'])} | {r['ranks']} | {ms(r['setup_s'])} + "

@@ -142,7 +142,6 @@ class StencilMG:
     (h doubles per level; ``h`` is the finest level's), and the coarsest solve is chosen the same
     way (``coarse_solve`` 'auto': the dense inverse up to AUTO_DIRECT unknowns, else the
     polynomial)."""
-    on_device_only = False
 
     def __init__(self, op, kmax, h, comm=None, cycle="f", omega=0.9, pre=1, post=1, max_kh=2.5,
                  coarse_solve="auto", degree=16, event=None, prolongation="bilinear"):
@@ -157,6 +156,14 @@ class StencilMG:
                                     transfer="dezeeuw" if prolongation == "dezeeuw" else "linear")
         self.mg = multigrid.Multigrid(op, options, comm, event)
         self.dtype, self.levels, self.omega, self.prolongation = op.dtype, self.mg.levels, omega, prolongation
+
+    @property
+    def on_device_only(self):
+        """Every level and the coarsest solve on the GPU, exchanges that never wait for the host
+        (comm.Comm)."""
+        coarse = self.mg.levels[-1].coarse_solve
+        host_lu = getattr(getattr(coarse, "inner", coarse), "lu", None) is not None
+        return backend.is_gpu(self.mg.xp) and not self.mg.host_levels and self.mg.comm.capturable and not host_lu
 
     def free(self):
         self.mg.free()

@@ -152,9 +152,11 @@ class ShiftedLaplace(PythonPC):
                                      pre=v["pre"], post=v["post"], max_kh=v["max_kh"], coarse_solve=v["coarse"],
                                      degree=v["coarse_degree"], event=lambda name: self.event(name.capitalize()),
                                      prolongation=prolongation)
-            self._comm = comm
+            self._comm, local = comm, box.size
+            if comm is not None:
+                comm.prepare()            # what a captured cycle's exchanges need, opened now
         else:
-            self._comm = None
+            self._comm, local = None, points
             Mh = helmholtz.operator(n, k.reshape((n,) * dim) if k.ndim else k, shift, v["boundary"], self.xp, dim)
             backend.synchronize(self.xp)
             t1 = log.clock()
@@ -167,7 +169,7 @@ class ShiftedLaplace(PythonPC):
         self.timings = {"operator": t1 - t0, "hierarchy": log.clock() - t1}
         if backend.is_gpu(self.xp) and v["graph"] and self.mg.on_device_only:
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
-            m = points * dof              # one rank: the whole grid
+            m = local * dof               # this rank's part of the grid
             dtype = numpy.float64 if self.real_equivalent else numpy.complex128
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
                                                buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))

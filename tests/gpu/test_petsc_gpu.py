@@ -203,8 +203,11 @@ def test_shifted_laplace_stencil_levels_on_cuda_vecs(dim, N):
                              ksp_type="bcgs", pc="pcplugins.ShiftedLaplace", rtol=1e-6)
         pc, y = ksp.getPC(), b.duplicate()
         pc.apply(b, y)
-        out[mat_type] = (ksp.getIterationNumber(), pc.getPythonContext().device, y.getArray().copy())
+        ctx = pc.getPythonContext()
+        out[mat_type] = (ksp.getIterationNumber(), ctx.device, y.getArray().copy(), ctx._graphs)
     assert out["aij"][1] == "cpu" and out["aijcusparse"][1] == "gpu"
+    # on the GPU the cycle is captured as a CUDA graph, as the CSR levels' is
+    assert out["aijcusparse"][3] is not None and out["aijcusparse"][3].graphs
     assert abs(out["aij"][0] - out["aijcusparse"][0]) <= 1
     ref = out["aij"][2]
     assert np.allclose(out["aijcusparse"][2], ref, rtol=0, atol=1e-12 * np.abs(ref).max())
