@@ -238,9 +238,10 @@ def apply_ms(pc, x, gpu, reps=10):
 def ghost_updates(ctx, gpu, reps=20):
     """The ghost updates of one application of a DMDA PC under MPI (collective): how many per
     level (counted in one eager application, so a replayed graph's count too) and each level's
-    milliseconds per update on rank 0, timed alone (``reps`` in a row, the ranks started together;
-    on the GPU with events, so a device-ordered update counts its device time). Their sum over an
-    application estimates the updates' share of it: alone they overlap nothing."""
+    milliseconds per update on rank 0, timed alone: ``reps`` in a row, launched from the host (no
+    graph), the ranks started together, the device synchronised before the clock is read. Their
+    sum over an application estimates the updates' share of it: alone they overlap nothing, and
+    a captured cycle launches them faster than the host does."""
     comm, counts = ctx.comm, {}
     exchange = comm.exchange
 

@@ -70,7 +70,7 @@ class FaceExchange:
         if key not in self._layers:       # made at the first update, when the neighbours make theirs
             layer = tuple(n + 2 for b, n in enumerate(self.shape) if b != a)
             if self.mailboxes is not None:
-                self._layers[key] = _DeviceLayers(self.mpi, a, lo, hi, layer, self.mailboxes)
+                self._layers[key] = _DeviceLayers(a, lo, hi, layer, self.mailboxes)
             elif self.ipc:
                 self._layers[key] = _IpcLayers(self.mpi, a, lo, hi, layer, dtype, self.xp, self.events)
             else:
@@ -206,11 +206,10 @@ class _DeviceLayers:
     payload, read by the neighbours from theirs, every wait on the GPU. The payload holds the
     widest value type (mailbox.WIDEST), so one mailbox serves the setup's and the cycle's."""
 
-    def __init__(self, mpi, a, lo, hi, layer, mailboxes):
+    def __init__(self, a, lo, hi, layer, mailboxes):
         self.a, self.lo, self.hi = a, lo, hi
         self.shape = (2,) + layer
-        self.box = mailboxes.open(int(numpy.prod(self.shape)) * mailbox.WIDEST,
-                                  swap_with(mpi, [p for p in (lo, hi) if p is not None], TAG + 100 + a))
+        self.box = mailboxes.open(int(numpy.prod(self.shape)) * mailbox.WIDEST, [p for p in (lo, hi) if p is not None])
         self._views = {}
 
     def update(self, u, slabs):
@@ -231,17 +230,6 @@ class _DeviceLayers:
 
     def free(self):
         self._views = {}                          # the mailboxes themselves: Mailboxes.free
-
-
-def swap_with(mpi, peers, tag):
-    """``handles_of`` for mailbox.Mailboxes.open: this rank's handle to every peer, theirs back."""
-    def handles_of(mine):
-        from mpi4py import MPI
-        requests = [mpi.isend(mine, dest=p, tag=tag) for p in peers]
-        theirs = {p: mpi.recv(source=p, tag=tag) for p in peers}
-        MPI.Request.waitall(requests)
-        return theirs
-    return handles_of
 
 
 def ipc_works(mpi, neighbours, collective):

@@ -1,15 +1,15 @@
 """Device mailboxes: exchanges between the ranks of one node with no host in the loop.
 
-A mailbox is one device allocation per rank, a few counters and a payload, that its peers map
-through CUDA IPC (CuPy's IPC handles). An exchange is five steps queued on the current stream:
-``ready`` (a one-thread kernel waits until every peer has read this rank's previous payload),
-the caller's copies into ``payload``, ``post`` (a one-thread kernel posts the exchange and waits
-until every peer has posted it), the caller's copies out of the peers' payloads, ``done`` (tells
-the peers they are read); ghost layers take the same five steps in two kernels (``pack``,
-``unpack``). The counters live in device memory and count the exchanges
-themselves (kernels/mailbox.cu), so the host never waits, and an exchange captured in a CUDA
-graph stays right when the graph is replayed: a whole multigrid cycle with its ghost updates
-becomes one graph under MPI.
+A mailbox is a few counters and a payload per rank in device memory its peers have mapped through
+CUDA IPC (CuPy's IPC handles; the mailboxes of a communicator share one allocation per rank). An
+exchange is five steps queued on the current stream: ``ready`` (a one-thread kernel waits until
+every peer has read this rank's previous payload), the caller's copies into ``payload``, ``post``
+(a one-thread kernel posts the exchange and waits until every peer has posted it), the caller's
+copies out of the peers' payloads, ``done`` (tells the peers they are read); ghost layers take the
+same five steps in two kernels (``pack``, ``unpack``). The counters live in device memory and
+count the exchanges themselves (kernels/mailbox.cu), so the host never waits, and an exchange
+captured in a CUDA graph stays right when the graph is replayed: a whole multigrid cycle with its
+ghost updates becomes one graph under MPI.
 
 The waits spin on the GPU, so the ranks' kernels must run at the same time: one GPU per rank, or
 several ranks on one GPU under NVIDIA's multi-process service (MPS). Ranks time-sliced on one GPU
@@ -34,62 +34,89 @@ _ALIGN = 256
 
 
 class Mailboxes:
-    """The mailboxes of one communicator: their shared status word and the ranks' count."""
+    """The mailboxes of one communicator, carved out of arenas: one device allocation per rank
+    that every other rank maps once (an IPC mapping per arena and peer, not per mailbox), and the
+    status word the waits share. ``collective``: petsc.mpi.Collective; every ``open`` is
+    collective over all ranks, in the same order on each (a rank's mailboxes may differ in size)."""
 
-    def __init__(self, rank, size):
-        self.rank, self.size = rank, size
+    ARENA = 16 << 20                     # bytes per arena, or one mailbox's if larger
+
+    def __init__(self, collective):
+        self.collective = collective
+        self.rank, self.size = collective.rank, collective.size
         self.status = backend.cupy.zeros(1, numpy.int32)
-        self.boxes = []
+        self.boxes, self._arenas = [], []          # (memory, [each rank's base pointer here])
+        self._used = 0
 
-    def open(self, nbytes, handles_of):
-        """A mailbox with ``nbytes`` of payload; ``handles_of(mine)`` gives {peer rank: (its
-        handle, its payload bytes)} for this rank's (handle, nbytes) (collective among peers).
+    def open(self, nbytes, peers):
+        """A mailbox with ``nbytes`` of payload whose exchanges are with ``peers`` (ranks).
         Refused while the stream is being captured, before any message: the capture fails and
         the call runs again eagerly, on every rank alike."""
         if backend.cupy.cuda.get_current_stream().is_capturing():
             raise RuntimeError("a mailbox cannot be opened during a CUDA graph capture")
-        box = Mailbox(self, nbytes, handles_of)
+        head = -(-4 * (1 + self.size) // _ALIGN) * _ALIGN
+        need = head + -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        fits = bool(self._arenas) and self._used + need <= self._arenas[-1][0].mem.size
+        if self.collective.allmin(int(fits)) == 0:
+            self._new_arena(max(self.ARENA, self.collective.allmax(need)))
+        offsets = self.collective.allgather(self._used)
+        self._used += need
+        memory, bases = self._arenas[-1]
+        box = Mailbox(self, memory, [bases[r] + offsets[r] for r in range(self.size)], head, sorted(peers))
         self.boxes.append(box)
         return box
+
+    def _new_arena(self, nbytes):
+        cp = backend.cupy
+        memory = cp.cuda.MemoryPointer(cp.cuda.Memory(nbytes), 0)   # its own cudaMalloc: IPC maps whole ones
+        memory.memset(0, nbytes)
+        backend.synchronize(cp)                    # zeroed before any peer can read it
+        handles = self.collective.allgather(cp.cuda.runtime.ipcGetMemHandle(memory.ptr))
+        bases = []
+        for r, handle in enumerate(handles):
+            bases.append(memory.ptr if r == self.rank else cp.cuda.runtime.ipcOpenMemHandle(
+                handle, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess))
+        self._arenas.append((memory, bases))
+        self._used = 0
 
     def check(self):
         """Whether every wait so far has finished (reads the status word: a synchronisation)."""
         return int(self.status.get()[0]) == 0
 
     def free(self):
+        """Unmap the other ranks' arenas (once every rank's device work is done) and free this
+        rank's."""
+        cp = backend.cupy
         for box in self.boxes:
             box.free()
-        self.boxes = []
+        for _, bases in self._arenas:
+            for r, ptr in enumerate(bases):
+                if r != self.rank:
+                    cp.cuda.runtime.ipcCloseMemHandle(ptr)
+        self.boxes, self._arenas = [], []
 
 
 class Mailbox:
-    def __init__(self, owner, nbytes, handles_of):
+    """One mailbox: this rank's counters (``words``) and payload at ``at[rank]`` of its arena
+    ``memory``, every rank's at ``at``, exchanges with ``peers``."""
+
+    def __init__(self, owner, memory, at, head, peers):
         cp = backend.cupy
-        self.owner = owner
-        head = -(-4 * (1 + owner.size) // _ALIGN) * _ALIGN
-        self.mem = cp.cuda.Memory(head + max(nbytes, 1))   # its own cudaMalloc: IPC maps whole allocations
-        self.words = cp.ndarray((1 + owner.size,), numpy.uint32, cp.cuda.MemoryPointer(self.mem, 0))
-        self.words.fill(0)
+        self.owner, self.memory, self.at, self.head, self.peers = owner, memory, at, head, peers
+        mine = cp.cuda.MemoryPointer(memory.mem, at[owner.rank] - memory.ptr)
+        self.words = cp.ndarray((1 + owner.size,), numpy.uint32, mine)
         self.seq = cp.zeros(2, numpy.uint32)               # finished exchanges, finished blocks
-        self.head, self.nbytes = head, nbytes
-        backend.synchronize(cp)                            # zeroed before any peer can read it
-        theirs = handles_of((cp.cuda.runtime.ipcGetMemHandle(self.mem.ptr), nbytes))
-        self.peers = sorted(theirs)
-        self._opened, self._payloads = [], {}
         device = cp.cuda.Device().id
-        for r in self.peers:
-            handle, size = theirs[r]
-            ptr = cp.cuda.runtime.ipcOpenMemHandle(handle, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess)
-            self._opened.append(ptr)
-            self._payloads[r] = cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(ptr, head + size, self, device_id=device),
-                                                      head)
-        self._peer_words = cp.asarray(numpy.array(self._opened, numpy.uint64))
-        self._ranks = cp.asarray(numpy.array(self.peers, numpy.int32))
+        # a peer's payload runs at most to the end of its arena (the same size as this one)
+        self._payloads = {r: cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(at[r] + head, memory.mem.size, self,
+                                                                         device_id=device), 0) for r in peers}
+        self._peer_words = cp.asarray(numpy.array([at[r] for r in peers], numpy.uint64))
+        self._ranks = cp.asarray(numpy.array(peers, numpy.int32))
 
     def payload(self, shape, dtype, rank=None):
         """This rank's payload (``rank`` None) or peer ``rank``'s, as an array."""
-        ptr = (backend.cupy.cuda.MemoryPointer(self.mem, self.head) if rank is None
-               else self._payloads[rank])
+        ptr = (backend.cupy.cuda.MemoryPointer(self.memory.mem, self.at[self.owner.rank] + self.head - self.memory.ptr)
+               if rank is None else self._payloads[rank])
         return backend.cupy.ndarray(shape, dtype, ptr)
 
     def ready(self):
@@ -123,12 +150,8 @@ class Mailbox:
                                     self._ranks, numpy.int32(len(self.peers))))
 
     def free(self):
-        cp = backend.cupy
         self._payloads = {}
-        for ptr in self._opened:
-            cp.cuda.runtime.ipcCloseMemHandle(ptr)
-        self._opened = []
-        self.mem = self.words = None
+        self.memory = self.words = None
 
 
 def _launch(name, *args):
@@ -157,12 +180,12 @@ def mps_running():
     return os.path.exists(os.path.join(pipes, "control"))
 
 
-def concurrent(owner, handles_of, barrier, rounds=10, limit=2e-4):
+def concurrent(owner, peers, barrier, rounds=10, limit=2e-4):
     """Whether this rank's kernels and its peers' run at the same time: ``rounds`` empty
     exchanges, each within ``limit`` seconds on average (time-sliced ranks take a time slice per
     wait), and the seconds per exchange. Collective (``barrier``: over every rank); the caller
     agrees the answer over every rank."""
-    box = owner.open(0, handles_of)
+    box = owner.open(0, peers)
     for _ in range(2):                      # compiles the kernels; the peers start together
         _round(box)
     backend.synchronize(backend.cupy)
@@ -189,9 +212,10 @@ class DeviceGather:
     every rank: each rank copies its part into its payload and every part out of its peers'.
     ``boxes``: every rank's (start, shape) of the level (allgathered, collective)."""
 
-    def __init__(self, owner, boxes, handles_of):
+    def __init__(self, owner, boxes):
         self.owner, self.boxes = owner, boxes
-        self.box = owner.open(math.prod(boxes[owner.rank][1]) * WIDEST, handles_of)
+        self.box = owner.open(math.prod(boxes[owner.rank][1]) * WIDEST,
+                              [r for r in range(owner.size) if r != owner.rank])
         self.where = [tuple(slice(s, s + n) for s, n in zip(start, shape)) for start, shape in boxes]
         self._views = {}
 

@@ -197,7 +197,7 @@ class DMDAComm(Comm):
         if not works:
             return "host", False
         if requested in ("auto", "device"):
-            self.mailboxes = mailbox.Mailboxes(self.mpi.rank, self.size)
+            self.mailboxes = mailbox.Mailboxes(self.mpi)
             peers = sorted({p for pair in self._neighbours for p in pair if p is not None})
             gpus = self.mpi.allgather(backend.cupy.cuda.Device().pci_bus_id)
             if all(gpus[p] != gpus[self.mpi.rank] for p in peers):
@@ -205,12 +205,12 @@ class DMDAComm(Comm):
             elif requested == "device" or mailbox.mps_running():
                 # ranks sharing a GPU run at the same time under MPS only: measured (time-sliced
                 # ranks would cost a time slice per round, so without MPS it is not tried)
-                swap = halo.swap_with(self.mpi.mpi, peers, halo.TAG + 300)
-                together, self.signal_time = mailbox.concurrent(self.mailboxes, swap, self.mpi.mpi.Barrier)
+                together, self.signal_time = mailbox.concurrent(self.mailboxes, peers, self.mpi.mpi.Barrier)
             else:
                 together = False
             if requested == "device" or self.mpi.allmin(int(together)) == 1:
                 return "device", False
+            self.mailboxes.free()                   # the probe's arena (its device work is done)
             self.mailboxes = None
         return "ipc", events
 
@@ -288,9 +288,7 @@ class DMDAComm(Comm):
     def _open_gather(self, level, part_box):
         if level not in self._gathers:
             boxes = self.mpi.allgather((tuple(part_box.start), tuple(part_box.shape)))
-            peers = [r for r in range(self.size) if r != self.mpi.rank]
-            self._gathers[level] = mailbox.DeviceGather(self.mailboxes, boxes,
-                                                        halo.swap_with(self.mpi.mpi, peers, halo.TAG + 400))
+            self._gathers[level] = mailbox.DeviceGather(self.mailboxes, boxes)
         return self._gathers[level]
 
     def gather(self, level, part, part_box, out):
