@@ -353,7 +353,7 @@ class Multigrid:
     def memory_values(self):
         """Values stored by the hierarchy (work arrays and operator coefficients)."""
         total = sum(lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
-                    + getattr(_plain(lev.transfer), "stored_values", lambda: 0)()
+                    + sum(getattr(o, "stored_values", lambda: 0)() for o in (_plain(lev.transfer), lev.smoother))
                     + sum(getattr(lev.smoother, name).size for name in ("r", "d", "split")
                           if hasattr(lev.smoother, name))
                     for lev in self.levels)

@@ -519,3 +519,33 @@ def test_csr_prolongation_1d_follows_the_coarsening_rule():
             ones = P @ np.ones(nc)
             inner = slice(0 if keep else 1, n - 1)
             assert np.allclose(ones[inner], 1.0), (n, keep)
+
+
+@pytest.mark.parametrize("global_shape,start,shape,keep", [
+    ((9, 8), None, None, False), ((10, 12), None, None, True), ((7, 8, 9), None, None, False),
+    ((6, 7, 5), None, None, True), ((12, 11, 9), (3, 0, 4), (5, 11, 4), False)])   # a rank's part: halo read
+@pytest.mark.parametrize("points,kind", [("star", "redblack"), ("star", "multicolor"), ("box", "multicolor")])
+@pytest.mark.parametrize("omega", [1.0, 0.8])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_host_colour_gs_equals_colour_gs(global_shape, start, shape, keep, points, kind, omega, dtype):
+    """smoothers.HostColourGS (a SciPy CSR product per colour, the host's Gauss-Seidel of stored
+    stencils) gives ColourGS's sweeps to rounding: random stencils, odd and even sizes, a rank's
+    part with a random halo, both colourings, SOR, both orders, a zero first guess; the factory
+    chooses it for stored coefficients on the host."""
+    from pcplugins.core import smoothers
+    box = grid.Box(global_shape, start, shape, keep_ends=keep)
+    rng = np.random.default_rng(3)
+    offs = stencil.star_offsets(box.dim) if points == "star" else stencil.box_offsets(box.dim)
+    coefs = [rng.uniform(1, 2, box.shape) * (2 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
+             * (1 + 0.3j if dtype is np.complex128 else 1) for o in offs]
+    op = stencil.StencilOperator(box, offs, coefs, np, dtype)
+    f = rng.standard_normal(box.shape).astype(dtype)
+    u0 = rng.standard_normal(box.padded_shape).astype(dtype)
+    ref_gs, got_gs = smoothers.ColourGS(op, kind, omega), smoothers.make(kind, op, omega)
+    assert isinstance(got_gs, smoothers.HostColourGS)
+    for reverse, zero in [(False, False), (True, False), (False, True)]:
+        ref, got = u0.copy(), u0.copy()
+        ref_gs.smooth(ref, f, 2, reverse=reverse, zero_guess=zero)
+        got_gs.smooth(got, f, 2, reverse=reverse, zero_guess=zero)
+        assert np.abs(grid.interior(got) - grid.interior(ref)).max() <= 1e-12 * np.abs(ref).max()
+        assert np.abs(got - u0).max() > 0               # the sweeps did change u

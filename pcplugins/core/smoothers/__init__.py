@@ -9,18 +9,30 @@ of ranks. ``reverse=True`` runs the colours in the opposite order (the post-smoo
 the pre-smoother, which keeps the cycle symmetric for CG); ``zero_guess=True`` starts from u = 0
 whatever ``u`` holds.
 
-- ``stencil``: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev on stencil operators;
+- ``stencil``: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev on stencil operators
+  (HostColourGS: the Gauss-Seidel of stored coefficients on the host, by SciPy CSR products);
 - ``lines``: zebra line Gauss-Seidel and ADI (anisotropic problems);
 - ``csr``: the same methods on CSR levels, and their hybrid form across ranks;
 - fused.RedBlack: red-black Gauss-Seidel as fused CUDA kernels (the fast path);
   fused_stored.StoredGS: multicolour Gauss-Seidel of stored stencils, a CUDA kernel per colour.
 """
+import numpy
+
 from .. import fused, fused_stored
 from .csr import CSRChebyshev, CSRColourGS, CSRHybrid, CSRL1Jacobi
 from .lines import LineGS
-from .stencil import Chebyshev, ColourGS, Jacobi, _noop, chebyshev_steps, estimate_lambda_max, lanczos_lambda_max
+from .stencil import (
+    Chebyshev,
+    ColourGS,
+    HostColourGS,
+    Jacobi,
+    _noop,
+    chebyshev_steps,
+    estimate_lambda_max,
+    lanczos_lambda_max,
+)
 
-__all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev", "ColourGS", "Jacobi",
+__all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev", "ColourGS", "HostColourGS", "Jacobi",
            "LineGS", "chebyshev_steps", "estimate_lambda_max", "lanczos_lambda_max", "make", "make_csr"]
 
 
@@ -55,6 +67,8 @@ def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, d
             kind = "multicolor"   # red-black is not a valid colouring of a box stencil
         if isinstance(fused_level, fused_stored.Stored):
             return fused_stored.StoredGS(fused_level, kind, gs_omega)
+        if op.xp is numpy and not op.constant:     # stored coefficients on the host: SciPy CSR products
+            return HostColourGS(op, kind, gs_omega)
         return ColourGS(op, kind, gs_omega)
     if kind.startswith("line_") or kind == "adi":
         d = op.box.dim
