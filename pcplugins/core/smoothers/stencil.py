@@ -52,27 +52,45 @@ class HostColourGS(ColourGS):
     sum); ColourGS is its reference in the tests, and the GPU's (fused_stored.StoredGS) twin."""
 
     def __init__(self, op, kind="multicolor", omega=1.0):
-        import scipy.sparse
         super().__init__(op, kind, omega)
-        padded = op.box.padded_shape
+        self._made = None
+
+    @property
+    def _rows(self):
+        """Per colour (CSR rows, f's and u's flat indices, 1/diagonal): made at the
+        first sweep, as PETSc's MatSOR inverts its diagonal at first use."""
+        if self._made is None:
+            self._made = [self._colour_rows(col) for col in self.colours]
+        return self._made
+
+    def _colour_rows(self, col):
+        import scipy.sparse
+        op, padded = self.op, self.op.box.padded_shape
         strides = [int(numpy.prod(padded[a + 1:])) for a in range(op.box.dim)]
         off = sorted((sum(o * s for o, s in zip(off, strides)), k) for k, off in enumerate(op.offsets)
                      if k != op.kdiag)
-        deltas = numpy.array([d for d, _ in off], numpy.int32)
-        self._rows = []
-        for col in self.colours:
-            def gather(a, pad=False):            # the colour's values of a level array, lattice by lattice
-                return numpy.concatenate([grid.view(a, lat, padded=pad).ravel() for lat in col] or [a[:0].ravel()])
-            n = sum(int(numpy.prod([c for _, _, c in lat])) for lat in col)
-            rows_f = gather(numpy.arange(op.box.size).reshape(op.box.shape))
-            rows_u = gather(numpy.arange(int(numpy.prod(padded)), dtype=numpy.int32).reshape(padded), pad=True)
-            data = numpy.empty((n, len(off)), op.dtype)
-            for j, (_, k) in enumerate(off):
-                data[:, j] = gather(op.coefs[k])
-            cols = rows_u[:, None] + deltas[None, :]
-            B = scipy.sparse.csr_matrix((data.ravel(), cols.ravel(), numpy.arange(0, data.size + 1, len(off))),
-                                        shape=(n, int(numpy.prod(padded))))
-            self._rows.append((B, rows_f, rows_u, gather(op.invdiag)))
+
+        def gather(a):                        # the colour's values of a level array, lattice by lattice
+            return numpy.concatenate([grid.view(a, lat).ravel() for lat in col] or [a[:0].ravel()])
+
+        def flat(shape, pad):                 # the colour's flat indices into an array of ``shape``
+            parts = []
+            for lat in col:
+                idx = numpy.zeros((1,) * len(lat), numpy.int64)
+                for a, (first, step, count) in enumerate(lat):
+                    axis = (first + pad + step * numpy.arange(count)) * int(numpy.prod(shape[a + 1:]))
+                    idx = idx + axis.reshape((-1,) + (1,) * (len(lat) - a - 1))
+                parts.append(idx.ravel())
+            return numpy.concatenate(parts or [numpy.zeros(0, numpy.int64)])
+
+        rows_f, rows_u = flat(op.box.shape, 0), flat(padded, 1)
+        data = numpy.empty((rows_f.size, len(off)), op.dtype)
+        for j, (_, k) in enumerate(off):
+            data[:, j] = gather(op.coefs[k])
+        cols = rows_u.astype(numpy.int32)[:, None] + numpy.array([d for d, _ in off], numpy.int32)
+        B = scipy.sparse.csr_matrix((data.ravel(), cols.ravel(), numpy.arange(0, data.size + 1, len(off))),
+                                    shape=(rows_f.size, int(numpy.prod(padded))))
+        return B, rows_f, rows_u, gather(op.invdiag)
 
     def smooth(self, u, f, sweeps, exchange=_noop, reverse=False, zero_guess=False):
         if not u.flags.c_contiguous:                    # the products index u's memory
@@ -94,7 +112,9 @@ class HostColourGS(ColourGS):
         return u
 
     def stored_values(self):
-        return sum(B.nnz + 2 * len(invd) for B, _, _, invd in self._rows)
+        """The rows' values, made or to be made: the off-diagonal coefficients, 1/diagonal and a
+        row index per point."""
+        return self.op.box.size * (len(self.op.offsets) + 1)
 
 
 class Jacobi:
