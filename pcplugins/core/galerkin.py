@@ -118,7 +118,12 @@ def stencil_product(op, T, cbox, dtype):
                         t = s + o - 2 O  in {-1, 0, 1} along coarsened axes (O = o, t = 0 along the others),
 
     s the fine offsets of I's restriction, o the fine stencil's offsets; each term is a product
-    of strided views over the coarse grid."""
+    of strided views over the coarse grid. The terms are grouped by v = s + o, on which t and the
+    weight's point F(I) + v depend, so each weight multiplies one sum
+
+        G_v = sum_{s + o = v} R[I, F(I) + s] a_o(F(I) + s):   A_c[I, I + O] = sum_v G_v W_{v - 2O}(F(I) + v)
+
+    (5^d sums of 27 x 27 terms on a Galerkin level instead of a product per term and O)."""
     xp, d = op.xp, op.box.dim
     ax, phase, nc = T.coarsened, T.phase, cbox.shape
     parities = list(itertools.product(*[(0, 1) if c else (0,) for c in ax]))
@@ -143,15 +148,17 @@ def stencil_product(op, T, cbox, dtype):
     A = {o: split(xp.pad(c, 1)) for o, c in zip(op.offsets, op.coef_arrays())}
     W = {k: split(xp.pad(w, 1)) for k, w in T.weights().items()}
     acc = {O: xp.zeros(nc, dtype) for O in stencil.box_offsets(d)}
-    ra = xp.empty(nc, dtype)
+    G = xp.empty(nc, dtype)
+    by_v = {}                    # v: the (R, a_o) view pairs of its terms
     for s in itertools.product(*[(-1, 0, 1) if c else (0,) for c in ax]):
         R = at(W[transfer.BlackBox.corner(s)], s, 2)
         for o, a in A.items():
-            v = tuple(x + y for x, y in zip(s, o))
-            kernels.lincomb(ra, [at(a, s, 1)], [R])
-            for O in _coarse_offsets(v, ax):
-                t = tuple(x - 2 * y if c else 0 for x, y, c in zip(v, O, ax))
-                kernels.lincomb(acc[O], [ra], [at(W[transfer.BlackBox.corner(t)], v, 2)], add=True)
+            by_v.setdefault(tuple(x + y for x, y in zip(s, o)), []).append((R, at(a, s, 1)))
+    for v, terms in by_v.items():
+        kernels.lincomb(G, [a for _, a in terms], [R for R, _ in terms])
+        for O in _coarse_offsets(v, ax):
+            t = tuple(x - 2 * y if c else 0 for x, y, c in zip(v, O, ax))
+            kernels.lincomb(acc[O], [G], [at(W[transfer.BlackBox.corner(t)], v, 2)], add=True)
     for c in acc.values():
         c *= T.rscale
     return _coarse_stencil(cbox, acc, xp, dtype)
