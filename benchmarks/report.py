@@ -18,7 +18,8 @@ RESULTS = os.path.join(HERE, "results")
 BENCHMARKS = {
     "gmg_poisson.py": ["gmg_poisson_h200.json", "gmg_poisson_h100.json", "gmg_poisson_2d_h200.json",
                        "gmg_poisson_2d_h100.json", "gmg_poisson_cpu_local.json", "hybrid_sweep_3d_h100.json",
-                       "hybrid_sweep_2d_h100.json", "gmg_jumps_129_h100.json", "gmg_jumps_257_h100.json"],
+                       "hybrid_sweep_2d_h100.json", "gmg_jumps_129_h100.json", "gmg_jumps_257_h100.json",
+                       "gmg_jumps_97_cpu_local.json"],
     "gmg_sizes.py": ["gmg_sizes_3d_h100.json", "gmg_sizes_2d_h100.json"],
     "gmg_mpi.py": ["gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json", "gmg_mpi_1gpu_mps_transports_h100.json",
                    "gmg_mpi_1gpu_jacobi_h100.json",
