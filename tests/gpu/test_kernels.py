@@ -239,6 +239,18 @@ def test_fused_stored_stencil_matches_twin(box, kind, dtype, omega, zero, revers
     assert np.array_equal(backend.to_host(dop.coefs[dop.kdiag]), backend.to_host(fast.C[dop.kdiag]))
 
 
+def blackbox_cases(test):
+    """The black box kernels' tests' parameters (blackbox_case's arguments, and a value type)."""
+    marks = [pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False),
+                                                    ((6, 7, 5), True), ((17, 16, 15), False)]),
+             pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"]),
+             pytest.mark.parametrize("points", ["star", "box", "constant"]),
+             pytest.mark.parametrize("dtype", ["float64", "float32"])]
+    for mark in reversed(marks):        # applied bottom-up, as a stack of decorators is
+        test = mark(test)
+    return test
+
+
 def blackbox_case(shape, keep, coarsened, points, seed):
     """(fine box, coarsened axes, coarse box, offsets, coefficients) for the black box kernels'
     tests: random variable star or box stencils (zero across the boundary), or the constant
@@ -257,11 +269,7 @@ def blackbox_case(shape, keep, coarsened, points, seed):
     return box, axes, box.coarsen(axes), offs, coefs
 
 
-@pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True),
-                                        ((17, 16, 15), False)])
-@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
-@pytest.mark.parametrize("points", ["star", "box", "constant"])
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@blackbox_cases
 def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype):
     """kernels/stored.cu's blackbox_rap against galerkin.stencil_product (NumPy) on variable
     coefficients: odd and even sizes, grids that keep their ends, semi-coarsening."""
@@ -301,11 +309,7 @@ def test_compress_statistics_batched_match_per_offset(box, dtype, tol):
     assert np.array_equal(ref, got)
 
 
-@pytest.mark.parametrize("shape,keep", [((9, 11), False), ((10, 12), True), ((7, 8, 9), False), ((6, 7, 5), True),
-                                        ((17, 16, 15), False)])
-@pytest.mark.parametrize("coarsened", ["all", "first-kept", "last-kept"])
-@pytest.mark.parametrize("points", ["star", "box", "constant"])
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@blackbox_cases
 def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dtype):
     """kernels/stored.cu's blackbox_class against BlackBox._class (NumPy): every weight plane,
     halo included, on variable star and box stencils (with a zero collapsed row: the fallback)
