@@ -58,3 +58,69 @@ extern "C" __global__ void csr_scatter(const IDX* __restrict__ indptr, const IDX
         if (!wide && compact[s] >= 0) coefs[compact[s] * nrows + r] = (T)vals[j];
     }
 }
+
+// The boundary classes of the (row, neighbour) pairs of a rank's box (local shape n, first point s,
+// global grid m; a 2D grid is (1, n1, n2) with DIM 2): 0 a row off the global grid's outer layer
+// with its neighbour off it too, 1 such a row with its neighbour on the layer, 2 a row on the layer
+// with its neighbour inside the grid. Per offset k (blockIdx.y, offs[3k..3k+2]) over the plane
+// coefs[k]: partial[((k * gridDim.x + block) * 3 + class) * 3 + {0, 1, 2}] = any nonzero (0/1),
+// least and largest value, of the block's lines (a line: fixed i0, i1; the threads walk i2).
+__device__ __forceinline__ bool on_layer2(long g, long m) { return g == 0 || g == m - 1; }
+
+__device__ __forceinline__ void take(double v, double* s)
+{
+    s[0] = fmax(s[0], v != 0.0 ? 1.0 : 0.0);
+    s[1] = fmin(s[1], v);
+    s[2] = fmax(s[2], v);
+}
+
+extern "C" __global__ void class_stats(const T* __restrict__ coefs, int n0, int n1, int n2,
+                                       int s0, int s1, int s2, int m0, int m1, int m2,
+                                       const int* __restrict__ offs, double* __restrict__ partial)
+{
+    const int k = blockIdx.y, o0 = offs[3 * k], o1 = offs[3 * k + 1], o2 = offs[3 * k + 2];
+    const long npts = (long)n0 * n1 * n2;
+    const T* c = coefs + k * npts;
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    double st[9];
+    for (int q = 0; q < 3; ++q) { st[3 * q] = 0.0; st[3 * q + 1] = inf; st[3 * q + 2] = -inf; }
+    for (long line = blockIdx.x; line < (long)n0 * n1; line += gridDim.x) {
+        long g0 = line / n1 + s0, g1 = line % n1 + s1, q0 = g0 + o0, q1 = g1 + o1;
+#if DIM == 3
+        bool row_layer = on_layer2(g0, m0) || on_layer2(g1, m1);
+        bool nb_layer = on_layer2(q0, m0) || on_layer2(q1, m1);
+        bool nb_in = q0 >= 0 && q0 < m0 && q1 >= 0 && q1 < m1;
+#else
+        bool row_layer = on_layer2(g1, m1), nb_layer = on_layer2(q1, m1), nb_in = q1 >= 0 && q1 < m1;
+#endif
+        for (int i2 = threadIdx.x; i2 < n2; i2 += blockDim.x) {
+            long g2 = i2 + s2, q2 = g2 + o2;
+            double v = (double)c[line * n2 + i2];
+            if (row_layer || on_layer2(g2, m2)) {
+                if (nb_in && q2 >= 0 && q2 < m2) take(v, st + 6);
+            } else if (nb_layer || on_layer2(q2, m2)) {
+                take(v, st + 3);
+            } else {
+                take(v, st);
+            }
+        }
+    }
+    // the block's nine numbers: within each warp, then across the warps
+    __shared__ double part[32][9];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    for (int i = 0; i < 9; ++i) {
+        double v = st[i];
+        for (int d = 16; d > 0; d >>= 1) {
+            double u = __shfl_xor_sync(0xffffffffu, v, d);
+            v = (i % 3 == 1) ? fmin(v, u) : fmax(v, u);
+        }
+        if (lane == 0) part[warp][i] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 9) {
+        int i = threadIdx.x;
+        double v = part[0][i];
+        for (int w = 1; w < nwarps; ++w) v = (i % 3 == 1) ? fmin(v, part[w][i]) : fmax(v, part[w][i]);
+        partial[(long)(k * gridDim.x + blockIdx.x) * 9 + i] = v;
+    }
+}

@@ -14,7 +14,7 @@ The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_b
 import numpy
 
 from .. import backend
-from ..core import fused, grid, kernels, stencil
+from ..core import csrstencil, fused, grid, kernels, stencil
 from ..core.comm import Comm
 from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
 from ..petsc.pcbase import PythonPC
@@ -98,6 +98,9 @@ class DMDAPC(PythonPC):
                 self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
+        found = dmda.constant_stencil(box, offsets, coefs, dt, collective) if v["operator"] == "auto" else None
+        if found is not None:
+            return self._constant_operator(v, found, box, offsets)
         layer = dmda.dirichlet_layer(box, offsets, coefs, collective)
         mgbox = box
         if layer:
@@ -119,7 +122,7 @@ class DMDAPC(PythonPC):
         # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)] if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
-        keep = () if layer else self._neumann_axes(mgbox, masked, d, collective)
+        keep = () if layer else csrstencil.neumann_axes(mgbox, masked, d, collective)
         if any(keep):
             # the boundary nodes across these axes are unknowns of a Neumann-type condition (ex29,
             # ex50): they stay coarse points on every level (coarse k on fine 2k), so interpolation
@@ -146,25 +149,22 @@ class DMDAPC(PythonPC):
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
         return op, layer, kind
 
-    @staticmethod
-    def _neumann_axes(box, masked, d, collective):
-        """Per axis, whether the rows on both grid faces across it (edges and corners left out)
-        annihilate the constants (row sum zero to rounding), as a Neumann or natural boundary
-        condition on vertex-centred unknowns gives; a Dirichlet condition eliminated from the
-        interior rows leaves a positive row sum there. Collective."""
-        xp = backend.array_module(d)
-        inner = [grid.global_inner_slice(box, b) for b in range(box.dim)]
-        flags = []                       # per axis and face of the global grid on this rank: any bad row
-        for a in range(box.dim):
-            for at in grid.global_face_indices(box, a):
-                sl = tuple(slice(at, at + 1) if b == a else inner[b] for b in range(box.dim))
-                rows = sum(m[sl] for m in masked)
-                if rows.size:
-                    flags.append((a, backend.any_flag(xp.abs(rows) > 1e-10 * xp.abs(d[sl]))))
-        bad = backend.to_host(xp.stack([f for _, f in flags])) if flags else []
-        found = [int(box.global_shape[a] >= 3 and not any(v for (b, _), v in zip(flags, bad) if b == a))
-                 for a in range(box.dim)]
-        return tuple(collective.allmin(v) == 1 for v in found)
+    def _constant_operator(self, v, found, box, offsets):
+        """The fine operator of a constant stencil read from the matrix (csrstencil.ConstantRead):
+        what the arrays' path builds, from numbers alone."""
+        xp, dt = self.xp, self.dtype
+        mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=found.keep_ends)
+        if found.layer:
+            mgbox = dmda.interior_box(box)
+            self._check_interior(mgbox)
+            self._invdb = 1.0 / found.layer_diagonal
+            self._elim = stencil.StencilOperator(mgbox, offsets, found.elim, xp, dt)
+        op = stencil.StencilOperator(mgbox, found.offsets, found.consts, xp, dt)
+        w = stencil.laplacian_weights(op)
+        same = dict(zip(found.offsets, found.consts))
+        if found.layer and w is not None and all(same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)):
+            self._use_fused_elimination(v, op, w)
+        return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)"
 
     def _neumann_names(self):
         return ", ".join("xyz"[self.box.dim - 1 - a] for a, k in enumerate(self.mg.fine_box.keep_ends) if k)

@@ -112,9 +112,9 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     wide = (f"{who}: the operator couples grid points more than one apart (nonzero entries); "
             "supported are stencils of width 1 (5/7/9/27-point): use pcplugins.AMG for others")
     if mpi.size == 1:            # natural ordering, one box: core.csrstencil (GPU kernels or twin)
-        # an aijcusparse matrix is read on the device; getValuesCSR walks the host copy
-        csr = _device_csr(M.handle, M.getSize()[0], M) if backend.is_gpu(xp) and M.getType() == "seqaijcusparse" \
-            else None
+        # an aijcusparse matrix is read on the device, in place; getValuesCSR walks the host copy
+        csr = _device_csr(M.handle, M.getSize()[0], M, copy=False) \
+            if backend.is_gpu(xp) and M.getType() == "seqaijcusparse" else None
         indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
         found = csrstencil.stencil_of_csr(indptr, cols, vals, box.shape, dtype)
         if found.nonfinite or found.wide:
@@ -144,6 +144,19 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     rows, slot, vals = rows[keep], slot[keep], vals[keep]
     present = sorted(set().union(*mpi.allgather(set(csrstencil.slots_present(slot, box.dim)))))
     return csrstencil.scatter(rows, slot, vals, present, box.shape, dtype)
+
+
+def constant_stencil(box, offsets, coefs, dtype, mpi):
+    """The constant stencil (csrstencil.ConstantRead) that the coefficient arrays of an assembled
+    operator hold, decided on every rank alike; None where they hold none. On the host a diagonal
+    that varies over the interior rows is seen first, by two reductions over one array."""
+    xp = backend.array_module(coefs[0])
+    if xp is numpy:
+        d = coefs[offsets.index((0,) * box.dim)][tuple(grid.global_inner_slice(box, a) for a in range(box.dim))]
+        if mpi.allmax(int(d.size > 0 and d.min() != d.max())):
+            return None
+    stats = mpi.allgather(csrstencil.class_stats(box, offsets, coefs))
+    return csrstencil.constant_read(box, offsets, stats, dtype)
 
 
 def face_mask(box, axis, xp=numpy):

@@ -121,10 +121,11 @@ def _petsc_int():
     return ctypes.c_int64 if numpy.dtype(PETSc.IntType).itemsize == 8 else ctypes.c_int32
 
 
-def _device_csr(handle, nrows, owner):
+def _device_csr(handle, nrows, owner, copy=True):
     """(indptr, indices, values) of the seqaijcusparse matrix ``handle`` (``nrows`` rows) as CuPy
     copies of PETSc's device CSR, through MatSeqAIJGetCSRAndMemType. None when unavailable.
-    ``owner``: the petsc4py object that keeps the matrix alive while it is read."""
+    ``owner``: the petsc4py object that keeps the matrix alive while it is read. ``copy=False``:
+    views of PETSc's arrays instead, for a reader done with them before the matrix changes."""
     import ctypes
     lib = _petsc_lib()
     if lib is None:
@@ -144,7 +145,8 @@ def _device_csr(handle, nrows, owner):
         if count == 0:
             return cupy.zeros(0, dtype)
         mem = cupy.cuda.UnownedMemory(ptr.value, count * dtype.itemsize, owner)
-        return cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(mem, 0)).copy()
+        a = cupy.ndarray((count,), dtype, cupy.cuda.MemoryPointer(mem, 0))
+        return a.copy() if copy else a
 
     indptr = view(ii, nrows + 1, it)
     nnz = int(indptr[-1])

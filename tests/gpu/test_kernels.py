@@ -738,6 +738,25 @@ def test_all_finite_kernel_matches_numpy(dtype):
                 assert bool(out) == want, (n, bad)
 
 
+@pytest.mark.parametrize("box", [grid.Box((5, 7)), grid.Box((300, 9), (40, 2), (70, 6)), grid.Box((4, 6, 3)),
+                                 grid.Box((33, 17, 300)), grid.Box((9, 8, 7), (3, 0, 2), (6, 5, 5))], ids=str)
+@pytest.mark.parametrize("kind", ["star", "box"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_class_stats_kernel_matches_twin(box, kind, dtype):
+    """core.csrstencil's class_stats kernel against its twin: planes of one array (as the scatter
+    makes them) and separate arrays, whole grids and rank boxes, lines longer than a block."""
+    from pcplugins.core import csrstencil
+    cp = backend.cupy
+    offsets = stencil.star_offsets(box.dim) if kind == "star" else stencil.box_offsets(box.dim)
+    rng = np.random.default_rng(2)
+    host = np.where(rng.random((len(offsets), *box.shape)) < 0.2, 0.0,
+                    rng.integers(-4, 5, (len(offsets), *box.shape))).astype(dtype)
+    ref = csrstencil.class_stats_twin(box, offsets, list(host))
+    planes = cp.asarray(host.reshape(len(offsets), -1))
+    for coefs in ([c.reshape(box.shape) for c in planes], [cp.asarray(c) for c in host]):
+        assert np.array_equal(csrstencil.class_stats(box, offsets, coefs), ref)
+
+
 @pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (33, 17, 9)])
 @pytest.mark.parametrize("kind", ["star", "box"])
 @pytest.mark.parametrize("index", ["int32", "int64"])

@@ -278,3 +278,32 @@ def test_neumann_on_the_gpu_matches_the_host(dim, n):
         assert ctx.mg.levels[0].box.keep_ends and ctx.device == ("gpu" if mat_type == "aijcusparse" else "cpu")
         out[mat_type] = x.getArray().copy()
     assert np.linalg.norm(out["aij"] - out["aijcusparse"]) <= 1e-10 * np.linalg.norm(out["aij"])
+
+
+@gpu
+@real_scalars
+@pytest.mark.parametrize("n,dim,convention", [(17, 3, "interior"), (16, 3, "petsc"), ((20, 9), 2, "petsc"),
+                                              ((12, 9, 10), 3, "interior")], ids=str)
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_constant_read_on_the_gpu(n, dim, convention, precision, monkeypatch):
+    """A constant stencil read from an aijcusparse matrix (dmda.constant_stencil, the class_stats
+    kernel) builds what the arrays' path builds on the GPU, and gives the host's iterates."""
+    from petsc4py import PETSc
+
+    import pcplugins.petsc.dmda as dmda
+
+    from problems import poisson_system
+    out = {}
+    for name, mat_type in (("host", "aij"), ("read", "aijcusparse"), ("arrays", "aijcusparse")):
+        if name == "arrays":
+            monkeypatch.setattr(dmda, "constant_stencil", lambda *a: None)
+        with petsc_options({"mat_type": mat_type, "pc_gmg_precision": precision}):
+            da, A, b = poisson_system(n, dim, convention)
+            ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=4,
+                                 norm_type=PETSc.KSP.NormType.NONE)
+        ctx = ksp.getPC().getPythonContext()
+        assert ctx.device == ("cpu" if name == "host" else "gpu") and ctx.mg.levels[0].op.constant
+        out[name] = x.getArray().copy()
+    assert np.array_equal(out["read"], out["arrays"])
+    tol = 1e-10 if precision == "double" else 1e-5
+    assert np.linalg.norm(out["host"] - out["read"]) <= tol * np.linalg.norm(out["host"])

@@ -273,6 +273,47 @@ def test_declared_laplacian_matches_detected():
     assert np.allclose(x1.getArray(), x2.getArray(), rtol=1e-12, atol=1e-14)
 
 
+def _read_systems():
+    shifted = stencil_system(9, 2, lambda idx, a, step: 1.0)        # Dirichlet values eliminated
+    shifted[1].shift(0.5)
+    shifted[1].assemble()
+    return {"interior 3D odd": lambda: poisson_system(9, 3, "interior"),
+            "interior 3D box": lambda: poisson_system((8, 5, 6), 3, "interior"),
+            "petsc 3D even": lambda: poisson_system(10, 3, "petsc"),
+            "petsc 2D box": lambda: poisson_system((12, 7), 2, "petsc"),
+            "shifted 2D": lambda: shifted,
+            # planes coupled along x and y only: the z faces' rows sum to zero (Neumann-type)
+            "planes 3D": lambda: stencil_system(7, 3, lambda idx, a, step: 0.0 if a == 2 else 1.0,
+                                                lambda idx, a: 0.0 if a == 2 else 1.0),
+            "neumann vertex 2D": lambda: neumann_system(9, 2, "vertex"),
+            "jumps 3D": lambda: poisson_system(9, 3, "interior", jump=100.0)}
+
+
+@pytest.mark.parametrize("case", list(_read_systems()))
+def test_constant_read_builds_what_the_arrays_path_builds(case, monkeypatch):
+    """A constant stencil read from the matrix is decided from the class statistics
+    (dmda.constant_stencil); the arrays' own tests (identity layer, Neumann faces, compress) decide
+    the same: the same fine operator, boundary handling and preconditioner output."""
+    da, A, b = _read_systems()[case]()
+    opts = dict(GMG, ksp_max_it=3, ksp_norm_type="none")
+    k1, x1 = solve(da, A, b, opts)
+    import pcplugins.petsc.dmda as dmda
+    read = []
+    monkeypatch.setattr(dmda, "constant_stencil", lambda *a: read.append(a) or None)
+    k2, x2 = solve(da, A, b, opts)
+    assert read
+    c1, c2 = k1.getPC().getPythonContext(), k2.getPC().getPythonContext()
+    op1, op2 = c1.mg.levels[0].op, c2.mg.levels[0].op
+    assert op1.constant == op2.constant == (case not in ("neumann vertex 2D", "jumps 3D"))
+    b1, b2 = c1.mg.fine_box, c2.mg.fine_box
+    assert c1.layer == c2.layer
+    assert (b1.global_shape, b1.start, b1.shape, b1.keep_ends) == (b2.global_shape, b2.start, b2.shape, b2.keep_ends)
+    assert op1.offsets == op2.offsets and (not op1.constant or op1.coefs == op2.coefs)
+    if c1.layer:
+        assert np.array_equal(c1._invdb, c2._invdb) and (c1._elim_fused is None) == (c2._elim_fused is None)
+    assert np.array_equal(x1.getArray(), x2.getArray())
+
+
 def test_matrix_free_shell_with_declared_laplacian():
     n = 15
     da, A, b = poisson_system(n, 2, "interior")
