@@ -9,7 +9,8 @@ than one apart along some axis, and NaN or Inf values, are reported (``Found.wid
 ``Found.nonfinite``) rather than stored.
 
 On the GPU two small kernels do it, one thread per row: ``csr_offsets`` gathers which offsets
-occur, ``csr_scatter`` writes each entry into its offset's array; the NumPy twin (any array
+occur, ``csr_scatter`` writes each entry into its offset's array (for up to SCATTER_STATS_MAX
+offsets ``csr_scatter_stats`` does, and takes the arrays' class statistics in the same pass); the NumPy twin (any array
 module) does the same with whole-array index arithmetic, in steps (``entry_slots``,
 ``couplings``, ``slots_present``, ``scatter``) that petsc/dmda.py also takes for a matrix split
 over ranks. tests/gpu/test_kernels.py compares the kernels with the twin.
@@ -37,11 +38,17 @@ class Found:
     coefs: list
     wide: bool = False         # an entry couples points more than one apart
     nonfinite: bool = False    # a NaN or Inf value
+    stats: numpy.ndarray = None   # class_stats of the coefficients, where the reading kernel took them
 
 
-def _kernel(name, dim, index, value):
+def _kernel(name, dim, index, value, **defines):
     return kernels.module("csrstencil", DIM=dim, IDX={"int32": "int", "int64": "long long"}[index],
-                          T={"float64": "double", "float32": "float"}[value]).get_function(name)
+                          T={"float64": "double", "float32": "float"}[value], **defines).get_function(name)
+
+
+# offsets present up to which one kernel writes the coefficient arrays and takes their class
+# statistics (csr_scatter_stats keeps the statistics in registers): star stencils, the 2D box
+SCATTER_STATS_MAX = 9
 
 
 def kernels_apply(indptr, cols, vals):
@@ -72,13 +79,24 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
     if wide or bad:
         return Found([], [], bool(wide), bool(bad))
     present = [s for s in range(3 ** d) if bits >> s & 1 or s == centre]
+    offsets = [stencil.box_offsets(d)[s] for s in present]
+    if len(present) <= SCATTER_STATS_MAX and all(m >= 3 for m in shape[1:]):
+        # one pass: the planes (every value written) and their class statistics
+        coefs = cp.empty((len(present), nrows), dtype)
+        strides = numpy.array([n1 * n2, n2, 1][3 - d:])
+        diff = cp.asarray(numpy.array([numpy.dot(o, strides) for o in offsets], numpy.int64))
+        offs = cp.asarray(numpy.array([(0,) * (3 - d) + o for o in offsets], numpy.int32))
+        partial = cp.empty((len(present), min(blocks[0], 2048), 3, 3))
+        _kernel("csr_scatter_stats", d, indptr.dtype.name, dtype.name, K=len(present))(
+            (partial.shape[1],), block, (indptr, cols, vals, *(numpy.int32(v) for v in (n0, n1, n2)), diff, offs,
+                                         coefs, partial))
+        return Found(offsets, [c.reshape(shape) for c in coefs], stats=_merge_blocks(partial))
     compact = numpy.full(3 ** d, -1, numpy.int32)
     compact[present] = numpy.arange(len(present), dtype=numpy.int32)
     coefs = cp.zeros((len(present), nrows), dtype)
     _kernel("csr_scatter", d, indptr.dtype.name, dtype.name)(
         blocks, block, (indptr, cols, vals, *common, cp.asarray(compact), coefs))
-    offsets = stencil.box_offsets(d)
-    return Found([offsets[s] for s in present], [c.reshape(shape) for c in coefs])
+    return Found(offsets, [c.reshape(shape) for c in coefs])
 
 
 def stencil_of_csr_twin(indptr, cols, vals, shape, dtype):
@@ -212,8 +230,14 @@ def _class_stats_gpu(box, offsets, coefs):
     partial = cp.empty((K, blocks, 3, 3))
     _kernel("class_stats", d, "int32", planes.dtype.name)(
         (blocks, K), (256,), (planes, *(numpy.int32(v) for v in (*n, *s, *m)), offs, partial))
+    return _merge_blocks(partial)
+
+
+def _merge_blocks(partial):
+    """class_stats from the kernels' per-block statistics (K, blocks, 3, 3), on the host."""
+    xp = backend.array_module(partial)
     nz, lo, hi = partial[..., 0].max(axis=1), partial[..., 1].min(axis=1), partial[..., 2].max(axis=1)
-    return backend.to_host(cp.stack([nz, lo, hi], axis=-1))
+    return backend.to_host(xp.stack([nz, lo, hi], axis=-1))
 
 
 def _one_array(coefs):

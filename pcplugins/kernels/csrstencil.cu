@@ -124,3 +124,130 @@ extern "C" __global__ void class_stats(const T* __restrict__ coefs, int n0, int 
         partial[(long)(k * gridDim.x + blockIdx.x) * 9 + i] = v;
     }
 }
+
+#ifdef K
+// Order-preserving unsigned keys of floating-point values, so that shared-memory atomicMin/atomicMax
+// take least and largest values.
+__device__ __forceinline__ unsigned ord_key(float f)
+{
+    unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ unsigned long long ord_key(double f)
+{
+    unsigned long long u = (unsigned long long)__double_as_longlong(f);
+    return (u & 0x8000000000000000ull) ? ~u : (u | 0x8000000000000000ull);
+}
+__device__ __forceinline__ float from_key(unsigned k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+__device__ __forceinline__ double from_key(unsigned long long k)
+{
+    return __longlong_as_double((long long)((k & 0x8000000000000000ull) ? (k & 0x7fffffffffffffffull) : ~k));
+}
+typedef decltype(ord_key((T)0)) KEY;
+
+// csr_scatter and class_stats in one pass over the CSR arrays, for a whole grid on one rank whose K
+// offsets present (at most 9) csr_offsets has found. Row r's entry at offset k is the one in column
+// r + diff[k]: with at least 3 points along every axis but the slowest the offsets' differences are
+// distinct, and a column that wraps around the grid (from a row on a face) has a zero value, or
+// csr_offsets has refused the matrix. Every plane value is written (0 where the row has no entry), so
+// the planes need no zeroing first. The statistics of the interior class, almost every row, stay in
+// registers; the face rows' go to the block's shared-memory atomics. partial as class_stats's.
+extern "C" __global__ void csr_scatter_stats(const IDX* __restrict__ indptr, const IDX* __restrict__ cols,
+                                             const double* __restrict__ vals, int n0, int n1, int n2,
+                                             const long long* __restrict__ diff, const int* __restrict__ offs,
+                                             T* __restrict__ coefs, double* __restrict__ partial)
+{
+    __shared__ long long sdiff[K];
+    __shared__ int soff[K][3];
+    __shared__ KEY slo[K * 3], shi[K * 3];
+    __shared__ unsigned snz[3];
+    const T inf = (T)__longlong_as_double(0x7ff0000000000000LL);
+    if (threadIdx.x < K) {
+        sdiff[threadIdx.x] = diff[threadIdx.x];
+        for (int a = 0; a < 3; ++a) soff[threadIdx.x][a] = offs[3 * threadIdx.x + a];
+    }
+    if (threadIdx.x < 3 * K) { slo[threadIdx.x] = ord_key(inf); shi[threadIdx.x] = ord_key(-inf); }
+    if (threadIdx.x < 3) snz[threadIdx.x] = 0u;
+    __syncthreads();
+    const long nrows = (long)n0 * n1 * n2;
+    T lo[K], hi[K];
+    unsigned nz = 0u;
+#pragma unroll
+    for (int k = 0; k < K; ++k) { lo[k] = inf; hi[k] = -inf; }
+    for (long r = (long)blockIdx.x * blockDim.x + threadIdx.x; r < nrows; r += (long)gridDim.x * blockDim.x) {
+        T v[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] = (T)0;
+        for (IDX j = indptr[r]; j < indptr[r + 1]; ++j) {
+            long long dd = (long long)cols[j] - r;
+            T x = (T)vals[j];
+#pragma unroll
+            for (int k = 0; k < K; ++k) if (dd == sdiff[k]) v[k] = x;
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) coefs[k * nrows + r] = v[k];
+        long i2 = r % n2, rest = r / n2, i1 = rest % n1, i0 = rest / n1;
+        // a row at least two points from every face: every neighbour interior (class 0)
+#if DIM == 3
+        bool inner = i0 > 1 && i0 < n0 - 2 && i1 > 1 && i1 < n1 - 2 && i2 > 1 && i2 < n2 - 2;
+#else
+        bool inner = i1 > 1 && i1 < n1 - 2 && i2 > 1 && i2 < n2 - 2;
+#endif
+        if (inner) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                lo[k] = v[k] < lo[k] ? v[k] : lo[k];
+                hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+                if (v[k] != (T)0) nz |= 1u << k;
+            }
+            continue;
+        }
+#if DIM == 3
+        bool row_layer = on_layer2(i0, n0) || on_layer2(i1, n1) || on_layer2(i2, n2);
+#else
+        bool row_layer = on_layer2(i1, n1) || on_layer2(i2, n2);
+#endif
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            long q0 = i0 + soff[k][0], q1 = i1 + soff[k][1], q2 = i2 + soff[k][2];
+#if DIM == 3
+            bool nb_layer = on_layer2(q0, n0) || on_layer2(q1, n1) || on_layer2(q2, n2);
+            bool nb_in = q0 >= 0 && q0 < n0 && q1 >= 0 && q1 < n1 && q2 >= 0 && q2 < n2;
+#else
+            bool nb_layer = on_layer2(q1, n1) || on_layer2(q2, n2);
+            bool nb_in = q1 >= 0 && q1 < n1 && q2 >= 0 && q2 < n2;
+#endif
+            int cls = row_layer ? (nb_in ? 2 : -1) : (nb_layer ? 1 : 0);
+            if (cls < 0) continue;
+            atomicMin(&slo[3 * k + cls], ord_key(v[k]));
+            atomicMax(&shi[3 * k + cls], ord_key(v[k]));
+            if (v[k] != (T)0) atomicOr(&snz[cls], 1u << k);
+        }
+    }
+    // the interior class: within each warp, then one atomic per warp
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        T a = lo[k], b = hi[k];
+        for (int d = 16; d > 0; d >>= 1) {
+            T u = __shfl_xor_sync(0xffffffffu, a, d), w = __shfl_xor_sync(0xffffffffu, b, d);
+            a = u < a ? u : a;
+            b = w > b ? w : b;
+        }
+        if (lane == 0) { atomicMin(&slo[3 * k], ord_key(a)); atomicMax(&shi[3 * k], ord_key(b)); }
+    }
+    nz = __reduce_or_sync(0xffffffffu, nz);
+    if (lane == 0 && nz) atomicOr(&snz[0], nz);
+    __syncthreads();
+    if (threadIdx.x < 3 * K) {
+        int k = threadIdx.x / 3, c = threadIdx.x % 3;
+        double* out = partial + ((long)k * gridDim.x + blockIdx.x) * 9 + 3 * c;
+        out[0] = (snz[c] >> k) & 1u ? 1.0 : 0.0;
+        out[1] = (double)from_key(slo[threadIdx.x]);
+        out[2] = (double)from_key(shi[threadIdx.x]);
+    }
+}
+#endif

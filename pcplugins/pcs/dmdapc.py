@@ -97,8 +97,8 @@ class DMDAPC(PythonPC):
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
                 self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
-        offsets, coefs = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
-        found = dmda.constant_stencil(box, offsets, coefs, dt, collective) if v["operator"] == "auto" else None
+        offsets, coefs, stats = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
+        found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
         if found is not None:
             return self._constant_operator(v, found, box, offsets)
         layer = dmda.dirichlet_layer(box, offsets, coefs, collective)

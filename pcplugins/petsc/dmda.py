@@ -101,10 +101,11 @@ def _grid_positions(index, boxes, xp):
 
 
 def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
-    """Offsets present in an assembled DMDA operator and their coefficient arrays on this rank's
-    box. The index work runs in ``xp``: on the GPU for a 17M-row matrix it takes a fraction of a
-    second instead of the host's many seconds; on one rank an aijcusparse matrix is read from
-    PETSc's device CSR."""
+    """Offsets present in an assembled DMDA operator, their coefficient arrays on this rank's
+    box, and the arrays' class statistics where the reading kernel took them (else None). The
+    index work runs in ``xp``: on the GPU for a 17M-row matrix it takes a fraction of a second
+    instead of the host's many seconds; on one rank an aijcusparse matrix is read from PETSc's
+    device CSR."""
     if not is_aij(M):
         raise error(f"{who} reads assembled AIJ matrices; the operator is '{M.getType()}' "
                     "(declare -pc_gmg_operator laplacian for a matrix-free operator)")
@@ -119,7 +120,7 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
         found = csrstencil.stencil_of_csr(indptr, cols, vals, box.shape, dtype)
         if found.nonfinite or found.wide:
             raise error(nonfinite if found.nonfinite else wide)
-        return found.offsets, found.coefs
+        return found.offsets, found.coefs, found.stats
     # a matrix split over ranks: columns anywhere in PETSc's rank-by-rank ordering, and the
     # decisions taken together, so every rank builds the same stencil (its collectives follow it)
     blocks = mpiaij_blocks(M, xp)
@@ -143,13 +144,16 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     keep = csrstencil.couplings(slot, far, vals, box.dim)
     rows, slot, vals = rows[keep], slot[keep], vals[keep]
     present = sorted(set().union(*mpi.allgather(set(csrstencil.slots_present(slot, box.dim)))))
-    return csrstencil.scatter(rows, slot, vals, present, box.shape, dtype)
+    return (*csrstencil.scatter(rows, slot, vals, present, box.shape, dtype), None)
 
 
-def constant_stencil(box, offsets, coefs, dtype, mpi):
+def constant_stencil(box, offsets, coefs, dtype, mpi, stats=None):
     """The constant stencil (csrstencil.ConstantRead) that the coefficient arrays of an assembled
-    operator hold, decided on every rank alike; None where they hold none. On the host a diagonal
-    that varies over the interior rows is seen first, by two reductions over one array."""
+    operator hold, decided on every rank alike; None where they hold none. ``stats``: the arrays'
+    class statistics where they are known already (one rank). On the host a diagonal that varies
+    over the interior rows is seen first, by two reductions over one array."""
+    if stats is not None and mpi.size == 1:
+        return csrstencil.constant_read(box, offsets, [stats], dtype)
     xp = backend.array_module(coefs[0])
     if xp is numpy:
         d = coefs[offsets.index((0,) * box.dim)][tuple(grid.global_inner_slice(box, a) for a in range(box.dim))]

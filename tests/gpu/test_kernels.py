@@ -757,7 +757,7 @@ def test_class_stats_kernel_matches_twin(box, kind, dtype):
         assert np.array_equal(csrstencil.class_stats(box, offsets, coefs), ref)
 
 
-@pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (33, 17, 9)])
+@pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (33, 17, 9), (3, 300, 260)])
 @pytest.mark.parametrize("kind", ["star", "box"])
 @pytest.mark.parametrize("index", ["int32", "int64"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -776,6 +776,10 @@ def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
     assert got.offsets == ref.offsets and not got.wide and not got.nonfinite
     for g, r in zip(got.coefs, ref.coefs):
         assert g.dtype == np.dtype(dtype) and np.array_equal(backend.to_host(g), r)
+    # up to 9 offsets one kernel also takes the class statistics of the arrays
+    assert (got.stats is not None) == (len(offsets) <= csrstencil.SCATTER_STATS_MAX)
+    if got.stats is not None:
+        assert np.array_equal(got.stats, csrstencil.class_stats_twin(grid.Box(shape), got.offsets, ref.coefs))
     bad = A.data.copy()
     bad[A.indptr[3] + 1] = np.inf
     assert csrstencil.stencil_of_csr(arrays[0], arrays[1], cp.asarray(bad), shape, dtype).nonfinite
