@@ -8,28 +8,22 @@ whole stencil pattern with explicit zeros), except on the diagonal. Entries coup
 than one apart along some axis, and NaN or Inf values, are reported (``Found.wide``,
 ``Found.nonfinite``) rather than stored.
 
-On the GPU two small kernels do it, one thread per row: ``csr_offsets`` gathers which offsets
-occur, ``csr_scatter`` writes each entry into its offset's array (for up to SCATTER_STATS_MAX
-offsets ``csr_scatter_stats`` does, and takes the arrays' class statistics in the same pass); the NumPy twin (any array
-module) does the same with whole-array index arithmetic, in steps (``entry_slots``,
-``couplings``, ``slots_present``, ``scatter``) that petsc/dmda.py also takes for a matrix split
-over ranks. tests/gpu/test_kernels.py compares the kernels with the twin.
-
-``class_stats`` sums up the coefficient arrays by the boundary class of each (row, neighbour)
-pair, and ``constant_read`` decides from those few numbers what the arrays' own tests (the
-identity layer of ``petsc.dmda.dirichlet_layer``, the Neumann faces, ``stencil.compress``) would
-decide where the stencil is constant: a constant stencil read from a matrix then needs no pass
-over the arrays beyond one (kernel ``class_stats``, or its twin).
+On the GPU small kernels do it, one thread per row: ``csr_offsets`` gathers which offsets occur,
+``csr_scatter`` writes each entry into its offset's array. For up to SCATTER_STATS_MAX offsets
+``csr_scatter_stats`` writes the arrays and takes their class statistics in the same pass; it is
+tried first with the offsets of the grid's central row and reports any entry at another offset, so
+a matrix whose rows all have the central row's offsets (a DMDA's stencil) is read in one pass. The
+NumPy twin (any array module) does the same with whole-array index arithmetic, in steps
+(``entry_slots``, ``couplings``, ``slots_present``, ``scatter``) that petsc/dmda.py also takes for
+a matrix split over ranks. tests/gpu/test_kernels.py compares the kernels with the twin. The
+class statistics (``Found.stats``) are core/detect.py's.
 """
 import dataclasses
 
 import numpy
 
 from .. import backend, kernels
-from . import grid, stencil
-
-# the boundary classes of a (row, neighbour) pair (class_stats)
-INNER, TO_LAYER, LAYER = 0, 1, 2
+from . import detect, grid, stencil
 
 
 @dataclasses.dataclass
@@ -38,7 +32,7 @@ class Found:
     coefs: list
     wide: bool = False         # an entry couples points more than one apart
     nonfinite: bool = False    # a NaN or Inf value
-    stats: numpy.ndarray = None   # class_stats of the coefficients, where the reading kernel took them
+    stats: numpy.ndarray = None   # detect.class_stats of the coefficients, where the kernel took them
 
 
 def _kernel(name, dim, index, value, **defines):
@@ -70,6 +64,12 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
     d, (n0, n1, n2) = len(shape), grid.dims3(shape)
     nrows = n0 * n1 * n2
     centre = (3 ** d - 1) // 2
+    if all(m >= 3 for m in shape):
+        # the offsets of the central row (it has every neighbour) are tried first, in one pass that
+        # also checks them; any entry elsewhere, or NaN, and the pass below decides
+        found = _scatter_stats(indptr, cols, vals, shape, dtype, _central_slots(indptr, cols, vals, shape))
+        if found is not None:
+            return found
     flags = cp.zeros(3, numpy.uint32)
     blocks, block = (max(1, -(-nrows // 256)),), (256,)
     common = [numpy.int64(nrows), numpy.int32(n1), numpy.int32(n2)]
@@ -79,24 +79,54 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
     if wide or bad:
         return Found([], [], bool(wide), bool(bad))
     present = [s for s in range(3 ** d) if bits >> s & 1 or s == centre]
-    offsets = [stencil.box_offsets(d)[s] for s in present]
-    if len(present) <= SCATTER_STATS_MAX and all(m >= 3 for m in shape[1:]):
-        # one pass: the planes (every value written) and their class statistics
-        coefs = cp.empty((len(present), nrows), dtype)
-        strides = numpy.array([n1 * n2, n2, 1][3 - d:])
-        diff = cp.asarray(numpy.array([numpy.dot(o, strides) for o in offsets], numpy.int64))
-        offs = cp.asarray(numpy.array([(0,) * (3 - d) + o for o in offsets], numpy.int32))
-        partial = cp.empty((len(present), min(blocks[0], 2048), 3, 3))
-        _kernel("csr_scatter_stats", d, indptr.dtype.name, dtype.name, K=len(present))(
-            (partial.shape[1],), block, (indptr, cols, vals, *(numpy.int32(v) for v in (n0, n1, n2)), diff, offs,
-                                         coefs, partial))
-        return Found(offsets, [c.reshape(shape) for c in coefs], stats=_merge_blocks(partial))
+    if all(m >= 3 for m in shape[1:]):
+        found = _scatter_stats(indptr, cols, vals, shape, dtype, present)
+        if found is not None:
+            return found
     compact = numpy.full(3 ** d, -1, numpy.int32)
     compact[present] = numpy.arange(len(present), dtype=numpy.int32)
     coefs = cp.zeros((len(present), nrows), dtype)
     _kernel("csr_scatter", d, indptr.dtype.name, dtype.name)(
         blocks, block, (indptr, cols, vals, *common, cp.asarray(compact), coefs))
-    return Found(offsets, [c.reshape(shape) for c in coefs])
+    return Found([stencil.box_offsets(d)[s] for s in present], [c.reshape(shape) for c in coefs])
+
+
+def _central_slots(indptr, cols, vals, shape):
+    """The slots of the nonzero entries of the grid's central row, with the diagonal's."""
+    d = len(shape)
+    strides = numpy.array([int(numpy.prod(shape[a + 1:])) for a in range(d)])
+    row = int(numpy.dot([m // 2 for m in shape], strides))
+    lo, hi = (int(v) for v in backend.to_host(indptr[row:row + 2]))
+    c, v = (backend.to_host(a[lo:hi]) for a in (cols, vals))
+    diffs = numpy.array(stencil.box_offsets(d)) @ strides
+    return sorted({int(s) for s in numpy.flatnonzero(numpy.isin(diffs, c[v != 0] - row))} | {(3 ** d - 1) // 2})
+
+
+def _scatter_stats(indptr, cols, vals, shape, dtype, present):
+    """Found with the class statistics, from one pass of csr_scatter_stats over the slots
+    ``present``; None where they are too many for it, or the pass finds an entry beyond them, a
+    column wrapped around the grid or a NaN (the offsets' pass then decides). Slots without a
+    nonzero value, other than the diagonal, are dropped, as csr_offsets drops them."""
+    cp = backend.cupy
+    d, (n0, n1, n2) = len(shape), grid.dims3(shape)
+    nrows, K = n0 * n1 * n2, len(present)
+    if K > SCATTER_STATS_MAX:
+        return None
+    offsets = [stencil.box_offsets(d)[s] for s in present]
+    coefs = cp.empty((K, nrows), dtype)
+    strides = numpy.array([n1 * n2, n2, 1][3 - d:])
+    diff = cp.asarray(numpy.array([numpy.dot(o, strides) for o in offsets], numpy.int64))
+    offs = cp.asarray(numpy.array([(0,) * (3 - d) + o for o in offsets], numpy.int32))
+    partial = cp.empty((K, min(-(-nrows // 256), 2048), 3, 3))
+    flags = cp.zeros(3, numpy.uint32)
+    _kernel("csr_scatter_stats", d, indptr.dtype.name, dtype.name, K=K)(
+        (partial.shape[1],), (256,), (indptr, cols, vals, *(numpy.int32(v) for v in (n0, n1, n2)), diff, offs,
+                                      coefs, partial, flags))
+    if backend.to_host(flags).any():
+        return None
+    stats = detect.merge_blocks(partial)
+    keep = [k for k, o in enumerate(offsets) if not any(o) or stats[k, :, 0].any()]
+    return Found([offsets[k] for k in keep], [coefs[k].reshape(shape) for k in keep], stats=stats[keep])
 
 
 def stencil_of_csr_twin(indptr, cols, vals, shape, dtype):
@@ -205,165 +235,3 @@ def scatter(rows, slot, vals, present, shape, dtype):
     coefs[xp.asarray(compact)[slot], rows] = vals
     offsets = stencil.box_offsets(d)
     return [offsets[s] for s in present], [c.reshape(shape) for c in coefs]
-
-
-def class_stats(box, offsets, coefs):
-    """Per offset and boundary class of the (row, neighbour) pairs of the rank's ``box``: (any
-    nonzero, least, largest value) of the coefficient arrays ``coefs``, a (K, 3, 3) float64 host
-    array (least > largest where a class has no pair). Classes: INNER a row off the global grid's
-    outer layer with its neighbour off it too, TO_LAYER such a row with its neighbour on the layer,
-    LAYER a row on the layer with its neighbour inside the grid (a neighbour beyond the grid has no
-    class). One kernel on the GPU, for every offset and class at once."""
-    xp = backend.array_module(coefs[0]) if coefs else numpy
-    if backend.is_gpu(xp) and coefs[0].dtype.name in ("float64", "float32") and box.size:
-        return _class_stats_gpu(box, offsets, coefs)
-    return class_stats_twin(box, offsets, coefs)
-
-
-def _class_stats_gpu(box, offsets, coefs):
-    cp = backend.cupy
-    d, K = box.dim, len(offsets)
-    n, s, m = grid.dims3(box.shape), (0,) * (3 - d) + tuple(box.start), grid.dims3(box.global_shape)
-    planes = cp.stack([cp.ascontiguousarray(c) for c in coefs]) if not _one_array(coefs) else coefs[0].base
-    offs = cp.asarray(numpy.array([(0,) * (3 - d) + tuple(o) for o in offsets], numpy.int32))
-    blocks = min(n[0] * n[1], 1024)
-    partial = cp.empty((K, blocks, 3, 3))
-    _kernel("class_stats", d, "int32", planes.dtype.name)(
-        (blocks, K), (256,), (planes, *(numpy.int32(v) for v in (*n, *s, *m)), offs, partial))
-    return _merge_blocks(partial)
-
-
-def _merge_blocks(partial):
-    """class_stats from the kernels' per-block statistics (K, blocks, 3, 3), on the host."""
-    xp = backend.array_module(partial)
-    nz, lo, hi = partial[..., 0].max(axis=1), partial[..., 1].min(axis=1), partial[..., 2].max(axis=1)
-    return backend.to_host(xp.stack([nz, lo, hi], axis=-1))
-
-
-def _one_array(coefs):
-    """Whether ``coefs`` are the consecutive planes of one C-contiguous (K, ...) array."""
-    base = coefs[0].base
-    return (base is not None and base.flags.c_contiguous and base.shape[0] == len(coefs)
-            and base.size == len(coefs) * coefs[0].size
-            and all(c.data.ptr == base[k].data.ptr for k, c in enumerate(coefs)))
-
-
-def class_stats_twin(box, offsets, coefs):
-    """class_stats by whole-array masks, on the arrays' own module."""
-    xp = backend.array_module(coefs[0]) if coefs else numpy
-    out = numpy.empty((len(offsets), 3, 3))
-    out[:] = (0.0, numpy.inf, -numpy.inf)
-    g = [numpy.arange(s, s + n) for s, n in zip(box.start, box.shape)]
-    for k, (o, c) in enumerate(zip(offsets, coefs)):
-        row_layer = _any_axis([(x == 0) | (x == m - 1) for x, m in zip(g, box.global_shape)])
-        nb_layer = _any_axis([(x + v == 0) | (x + v == m - 1) for x, v, m in zip(g, o, box.global_shape)])
-        nb_out = _any_axis([(x + v < 0) | (x + v >= m) for x, v, m in zip(g, o, box.global_shape)])
-        masks = {INNER: ~row_layer & ~nb_layer, TO_LAYER: ~row_layer & nb_layer, LAYER: row_layer & ~nb_out}
-        for cls, mask in masks.items():
-            v = xp.asarray(c)[xp.asarray(mask)]
-            if v.size:
-                out[k, cls] = backend.to_host(xp.stack([xp.any(v != 0).astype(numpy.float64),
-                                                        v.min().astype(numpy.float64), v.max().astype(numpy.float64)]))
-    return out
-
-
-def _any_axis(flags):
-    """The or of one 1D flag array per axis, broadcast over the grid."""
-    d = len(flags)
-    out = numpy.zeros([len(f) for f in flags], bool)
-    for a, f in enumerate(flags):
-        out |= f.reshape([-1 if b == a else 1 for b in range(d)])
-    return out
-
-
-@dataclasses.dataclass
-class ConstantRead:
-    """A constant stencil read from a matrix, as constant_read finds it."""
-    layer: bool             # identity rows on the global grid's outer layer (eliminated)
-    offsets: list           # the operator on the unknowns' grid: offsets and their constants
-    consts: list
-    keep_ends: tuple        # per axis: Neumann-type rows on both faces (grid.Box keep_ends)
-    elim: list = None       # with a layer: the interior rows' constants at every offset read
-    layer_diagonal: float = None
-
-
-def constant_read(box, offsets, stats, dtype, tol=0.0):
-    """The constant stencil that the arrays behind ``stats`` (class_stats of every rank, a list)
-    hold, or None where they do not hold one (or where a check fails: the arrays' own tests then
-    report it). It decides what dirichlet_layer, the Neumann-face test and stencil.compress
-    decide on the arrays: the layer where every row on the outer layer is a positive diagonal
-    alone; constants over the pairs whose neighbour is an unknown (tolerance ``tol``, relative);
-    offsets without a nonzero there dropped; the Neumann axes (without a layer) from the face rows'
-    sums, taken in ``dtype`` and the offsets' order as the arrays' test takes them."""
-    d = box.dim
-    centre = offsets.index((0,) * d)
-    parts = numpy.stack(stats)
-    stats = numpy.stack([parts[..., 0].max(axis=0), parts[..., 1].min(axis=0), parts[..., 2].max(axis=0)], axis=-1)
-
-    def over(k, classes):
-        s = stats[k, list(classes)]
-        return s[:, 0].max() > 0, s[:, 1].min(), s[:, 2].max()
-
-    def const(lo, hi):
-        if lo > hi:                          # no pair of these classes
-            return 0.0
-        return float(lo) if hi - lo <= tol * max(abs(lo), abs(hi)) else None
-
-    layer = (all(m >= 3 for m in box.global_shape) and stats[centre, LAYER, 1] > 0
-             and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre))
-    unknowns = (INNER,) if layer else (INNER, TO_LAYER, LAYER)
-    keep_o, consts = [], []
-    for k, o in enumerate(offsets):
-        nonzero, lo, hi = over(k, unknowns)
-        if any(o) and not nonzero:
-            continue
-        keep_o.append(o)
-        consts.append(const(lo, hi))
-    if any(c is None for c in consts) or not consts[keep_o.index((0,) * d)] > 0:
-        return None
-    if not layer:
-        return ConstantRead(False, keep_o, consts, _constant_neumann_axes(box, keep_o, consts, dtype))
-    elim = [const(*over(k, (INNER, TO_LAYER))[1:]) for k in range(len(offsets))]
-    bdiag = const(*stats[centre, LAYER, 1:])
-    if any(c is None for c in elim) or bdiag is None:
-        return None
-    return ConstantRead(True, keep_o, consts, (False,) * d, elim, bdiag)
-
-
-def neumann_axes(box, masked, d, comm):
-    """Per axis, whether the rows on both grid faces across it (edges and corners left out)
-    annihilate the constants (row sum zero to rounding), as a Neumann or natural boundary
-    condition on vertex-centred unknowns gives; a Dirichlet condition eliminated from the
-    interior rows leaves a positive row sum there. Collective (comm.Comm)."""
-    xp = backend.array_module(d)
-    inner = [grid.global_inner_slice(box, b) for b in range(box.dim)]
-    flags = []                       # per axis and face of the global grid on this rank: any bad row
-    for a in range(box.dim):
-        for at in grid.global_face_indices(box, a):
-            sl = tuple(slice(at, at + 1) if b == a else inner[b] for b in range(box.dim))
-            rows = sum(m[sl] for m in masked)
-            if rows.size:
-                flags.append((a, backend.any_flag(xp.abs(rows) > 1e-10 * xp.abs(d[sl]))))
-    bad = backend.to_host(xp.stack([f for _, f in flags])) if flags else []
-    found = [int(box.global_shape[a] >= 3 and not any(v for (b, _), v in zip(flags, bad) if b == a))
-             for a in range(box.dim)]
-    return tuple(comm.allmin(v) == 1 for v in found)
-
-
-def _constant_neumann_axes(box, offsets, consts, dtype):
-    """Per axis: whether the rows on both faces across it (edges and corners left out) sum to
-    zero (to 1e-10 of the diagonal), for a constant stencil."""
-    d, t = box.dim, numpy.dtype(dtype).type
-    diag = abs(t(consts[offsets.index((0,) * d)]))
-    found = []
-    for a in range(d):
-        rows = all(box.global_shape[b] >= 3 for b in range(d) if b != a)   # the faces have rows
-        sums = []
-        for missing in (-1, 1):              # the face whose rows have no neighbour at o[a] = missing
-            total = t(0)
-            for o, c in zip(offsets, consts):
-                if o[a] != missing:
-                    total = total + t(c)
-            sums.append(total)
-        found.append(box.global_shape[a] >= 3 and (not rows or all(abs(v) <= 1e-10 * diag for v in sums)))
-    return tuple(found)

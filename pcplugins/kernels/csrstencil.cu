@@ -148,17 +148,19 @@ __device__ __forceinline__ double from_key(unsigned long long k)
 }
 typedef decltype(ord_key((T)0)) KEY;
 
-// csr_scatter and class_stats in one pass over the CSR arrays, for a whole grid on one rank whose K
-// offsets present (at most 9) csr_offsets has found. Row r's entry at offset k is the one in column
-// r + diff[k]: with at least 3 points along every axis but the slowest the offsets' differences are
-// distinct, and a column that wraps around the grid (from a row on a face) has a zero value, or
-// csr_offsets has refused the matrix. Every plane value is written (0 where the row has no entry), so
-// the planes need no zeroing first. The statistics of the interior class, almost every row, stay in
-// registers; the face rows' go to the block's shared-memory atomics. partial as class_stats's.
+// csr_scatter and class_stats in one pass over the CSR arrays, for a whole grid on one rank and K
+// offsets (at most 9): those csr_offsets has found, or those of one central row. Row r's entry at
+// offset k is the one in column r + diff[k]: with at least 3 points along every axis but the slowest
+// the offsets' differences are distinct. Every plane value is written (0 where the row has no entry),
+// so the planes need no zeroing first. The statistics of the interior class, almost every row, stay in
+// registers; the face rows' go to the block's shared-memory atomics. partial as class_stats's; flags
+// as csr_offsets's, with flags[0] = 1 where a nonzero entry lies at none of the K offsets, and
+// flags[1] = 1 where a nonzero entry's column wraps around the grid (from a row on a face).
 extern "C" __global__ void csr_scatter_stats(const IDX* __restrict__ indptr, const IDX* __restrict__ cols,
                                              const double* __restrict__ vals, int n0, int n1, int n2,
                                              const long long* __restrict__ diff, const int* __restrict__ offs,
-                                             T* __restrict__ coefs, double* __restrict__ partial)
+                                             T* __restrict__ coefs, double* __restrict__ partial,
+                                             unsigned* __restrict__ flags)
 {
     __shared__ long long sdiff[K];
     __shared__ int soff[K][3];
@@ -174,18 +176,29 @@ extern "C" __global__ void csr_scatter_stats(const IDX* __restrict__ indptr, con
     __syncthreads();
     const long nrows = (long)n0 * n1 * n2;
     T lo[K], hi[K];
-    unsigned nz = 0u;
+    unsigned nz = 0u, other = 0u, wrapped = 0u, bad = 0u;
 #pragma unroll
     for (int k = 0; k < K; ++k) { lo[k] = inf; hi[k] = -inf; }
     for (long r = (long)blockIdx.x * blockDim.x + threadIdx.x; r < nrows; r += (long)gridDim.x * blockDim.x) {
         T v[K];
+        unsigned given = 0u;                // bit k: the row has a nonzero entry at offset k
 #pragma unroll
         for (int k = 0; k < K; ++k) v[k] = (T)0;
         for (IDX j = indptr[r]; j < indptr[r + 1]; ++j) {
             long long dd = (long long)cols[j] - r;
-            T x = (T)vals[j];
+            double y = vals[j];
+            T x = (T)y;
+            bool hit = false;
 #pragma unroll
-            for (int k = 0; k < K; ++k) if (dd == sdiff[k]) v[k] = x;
+            for (int k = 0; k < K; ++k) {
+                if (dd == sdiff[k]) {
+                    v[k] = x;
+                    hit = true;
+                    if (y != 0.0) given |= 1u << k;
+                }
+            }
+            if (!hit && y != 0.0) other = 1u;
+            if (!isfinite(y)) bad = 1u;
         }
 #pragma unroll
         for (int k = 0; k < K; ++k) coefs[k * nrows + r] = v[k];
@@ -221,7 +234,10 @@ extern "C" __global__ void csr_scatter_stats(const IDX* __restrict__ indptr, con
             bool nb_in = q1 >= 0 && q1 < n1 && q2 >= 0 && q2 < n2;
 #endif
             int cls = row_layer ? (nb_in ? 2 : -1) : (nb_layer ? 1 : 0);
-            if (cls < 0) continue;
+            if (cls < 0) {
+                if (given >> k & 1u) wrapped = 1u;
+                continue;
+            }
             atomicMin(&slo[3 * k + cls], ord_key(v[k]));
             atomicMax(&shi[3 * k + cls], ord_key(v[k]));
             if (v[k] != (T)0) atomicOr(&snz[cls], 1u << k);
@@ -241,6 +257,14 @@ extern "C" __global__ void csr_scatter_stats(const IDX* __restrict__ indptr, con
     }
     nz = __reduce_or_sync(0xffffffffu, nz);
     if (lane == 0 && nz) atomicOr(&snz[0], nz);
+    other = __reduce_or_sync(0xffffffffu, other);
+    wrapped = __reduce_or_sync(0xffffffffu, wrapped);
+    bad = __reduce_or_sync(0xffffffffu, bad);
+    if (lane == 0 && (other | wrapped | bad)) {
+        if (other) atomicOr(flags, 1u);
+        if (wrapped) atomicOr(flags + 1, 1u);
+        if (bad) atomicOr(flags + 2, 1u);
+    }
     __syncthreads();
     if (threadIdx.x < 3 * K) {
         int k = threadIdx.x / 3, c = threadIdx.x % 3;

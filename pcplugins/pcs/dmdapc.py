@@ -14,7 +14,7 @@ The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_b
 import numpy
 
 from .. import backend
-from ..core import csrstencil, fused, grid, kernels, stencil
+from ..core import detect, fused, grid, kernels, stencil
 from ..core.comm import Comm
 from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
 from ..petsc.pcbase import PythonPC
@@ -122,7 +122,7 @@ class DMDAPC(PythonPC):
         # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
         masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)] if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
-        keep = () if layer else csrstencil.neumann_axes(mgbox, masked, d, collective)
+        keep = () if layer else detect.neumann_axes(mgbox, masked, d, collective)
         if any(keep):
             # the boundary nodes across these axes are unknowns of a Neumann-type condition (ex29,
             # ex50): they stay coarse points on every level (coarse k on fine 2k), so interpolation
@@ -150,7 +150,7 @@ class DMDAPC(PythonPC):
         return op, layer, kind
 
     def _constant_operator(self, v, found, box, offsets):
-        """The fine operator of a constant stencil read from the matrix (csrstencil.ConstantRead):
+        """The fine operator of a constant stencil read from the matrix (detect.ConstantRead):
         what the arrays' path builds, from numbers alone."""
         xp, dt = self.xp, self.dtype
         mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=found.keep_ends)

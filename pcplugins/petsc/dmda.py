@@ -5,7 +5,7 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from ..core import csrstencil, grid
+from ..core import csrstencil, detect, grid
 from ..core.stencil import box_offsets
 from .errors import error
 from .mat import _device_csr, is_aij, mpiaij_blocks
@@ -148,19 +148,19 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
 
 
 def constant_stencil(box, offsets, coefs, dtype, mpi, stats=None):
-    """The constant stencil (csrstencil.ConstantRead) that the coefficient arrays of an assembled
+    """The constant stencil (detect.ConstantRead) that the coefficient arrays of an assembled
     operator hold, decided on every rank alike; None where they hold none. ``stats``: the arrays'
     class statistics where they are known already (one rank). On the host a diagonal that varies
     over the interior rows is seen first, by two reductions over one array."""
     if stats is not None and mpi.size == 1:
-        return csrstencil.constant_read(box, offsets, [stats], dtype)
+        return detect.constant_read(box, offsets, [stats], dtype)
     xp = backend.array_module(coefs[0])
     if xp is numpy:
         d = coefs[offsets.index((0,) * box.dim)][tuple(grid.global_inner_slice(box, a) for a in range(box.dim))]
         if mpi.allmax(int(d.size > 0 and d.min() != d.max())):
             return None
-    stats = mpi.allgather(csrstencil.class_stats(box, offsets, coefs))
-    return csrstencil.constant_read(box, offsets, stats, dtype)
+    stats = mpi.allgather(detect.class_stats(box, offsets, coefs))
+    return detect.constant_read(box, offsets, stats, dtype)
 
 
 def face_mask(box, axis, xp=numpy):

@@ -3,7 +3,7 @@ from (the GPU kernels against this twin: tests/gpu/test_kernels.py)."""
 import numpy as np
 import pytest
 
-from pcplugins.core import csrstencil, grid, stencil
+from pcplugins.core import csrstencil, detect, grid, stencil
 
 from conftest import random_stencil_matrix
 
@@ -80,9 +80,9 @@ def class_stats_by_points(box, offsets, coefs):
             if on_layer(g):
                 if not all(0 <= x < mm for x, mm in zip(q, m)):
                     continue
-                cls = csrstencil.LAYER
+                cls = detect.LAYER
             else:
-                cls = csrstencil.TO_LAYER if on_layer(q) else csrstencil.INNER
+                cls = detect.TO_LAYER if on_layer(q) else detect.INNER
             v = c[i]
             out[k, cls] = (max(out[k, cls, 0], float(v != 0)), min(out[k, cls, 1], v), max(out[k, cls, 2], v))
     return out
@@ -96,11 +96,11 @@ def test_class_stats_twin_follows_the_definition(box):
     offsets = stencil.box_offsets(box.dim)
     coefs = [np.where(rng.random(box.shape) < 0.3, 0.0, rng.integers(-3, 4, box.shape).astype(float))
              for _ in offsets]
-    assert np.array_equal(csrstencil.class_stats(box, offsets, coefs), class_stats_by_points(box, offsets, coefs))
+    assert np.array_equal(detect.class_stats(box, offsets, coefs), class_stats_by_points(box, offsets, coefs))
 
 
 def constant_stats(box, offsets, values):
-    return [csrstencil.class_stats(box, offsets, [np.full(box.shape, v) if np.isscalar(v) else v for v in values])]
+    return [detect.class_stats(box, offsets, [np.full(box.shape, v) if np.isscalar(v) else v for v in values])]
 
 
 def test_constant_read_of_a_laplacian_with_an_identity_layer():
@@ -111,17 +111,17 @@ def test_constant_read_of_a_laplacian_with_an_identity_layer():
     for a in range(3):
         layer[(slice(None),) * a + (0,)] = layer[(slice(None),) * a + (-1,)] = True
     coefs = [np.where(layer, 0.0, -1.0) if any(o) else np.where(layer, 4.0, 6.0) for o in offsets]
-    found = csrstencil.constant_read(box, offsets, [csrstencil.class_stats(box, offsets, coefs)], np.float64)
+    found = detect.constant_read(box, offsets, [detect.class_stats(box, offsets, coefs)], np.float64)
     assert found.layer and found.layer_diagonal == 4.0 and found.keep_ends == (False,) * 3
     assert found.consts == [-1.0 if any(o) else 6.0 for o in offsets] and found.elim == found.consts
     # couplings to the layer unlike the interior ones: the elimination is no constant stencil
     coefs[-1] = np.where(layer, 0.0, -1.0) * np.where(np.roll(layer, -1, axis=0), 0.5, 1.0)
-    assert csrstencil.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
+    assert detect.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
     coefs[-1] = np.where(layer, 0.0, -1.0)
     coefs[3] = np.where(layer, np.where(np.arange(7) % 2, 4.0, 2.0), 6.0)   # the layer's diagonal varies
-    assert csrstencil.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
+    assert detect.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
     coefs[0] = np.where(layer, 1.0, -1.0)         # a layer row with a coupling: no identity layer
-    assert csrstencil.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
+    assert detect.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
 
 
 @pytest.mark.parametrize("shape", [(5, 6), (4, 5, 3)])
@@ -132,10 +132,10 @@ def test_constant_read_without_a_layer(shape):
     d = box.dim
     offsets = stencil.star_offsets(d)
     values = [-2.0 if any(o) else 4.0 * d + 1.0 for o in offsets]
-    found = csrstencil.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64)
+    found = detect.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64)
     assert not found.layer and found.consts == values and found.keep_ends == (False,) * d
     values[0] = np.arange(box.size, dtype=float).reshape(shape)
-    assert csrstencil.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64) is None
+    assert detect.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64) is None
 
 
 def test_constant_read_finds_neumann_axes_of_a_constant_stencil():
@@ -143,5 +143,5 @@ def test_constant_read_finds_neumann_axes_of_a_constant_stencil():
     box = grid.Box((4, 5, 6), (0, 0, 0), (4, 5, 6))
     offsets = [o for o in stencil.star_offsets(3) if o[0] == 0]
     values = [-1.0 if any(o) else 4.0 for o in offsets]
-    found = csrstencil.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64)
+    found = detect.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64)
     assert found.keep_ends == (True, False, False)

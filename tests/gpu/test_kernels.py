@@ -738,23 +738,64 @@ def test_all_finite_kernel_matches_numpy(dtype):
                 assert bool(out) == want, (n, bad)
 
 
+@pytest.mark.parametrize("shape", [(6, 7), (5, 4, 6), (3, 3, 9)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_csr_stencil_reads_a_stencil_in_one_pass(shape, dtype, monkeypatch):
+    """The central row's offsets are tried first (csr_scatter_stats alone, no offsets pass); a
+    nonzero entry at another offset, a nonzero column wrapped around the grid or a NaN sends the
+    matrix to the offsets' pass, which reads or reports what the twin does."""
+    import scipy.sparse
+
+    from pcplugins.core import csrstencil, detect
+    cp = backend.cupy
+    called = []
+    kernel = csrstencil._kernel
+    monkeypatch.setattr(csrstencil, "_kernel", lambda name, *a, **k: called.append(name) or kernel(name, *a, **k))
+    _, A = random_stencil_matrix(shape, stencil.star_offsets(len(shape)), seed=3)
+    strides = [int(np.prod(shape[a + 1:])) for a in range(len(shape))]
+    centre = int(np.dot([m // 2 for m in shape], strides))
+    cases = {"stencil": A}
+    B = A.tolil()
+    B[centre, centre + 1] = 0.0                    # the central row lacks an offset the others have
+    cases["central zero"] = B.tocsr()
+    B = A.tolil()
+    B[shape[-1] - 1, shape[-1]] = -1.0             # the last point of the first line to the next's first
+    cases["wrapped"] = B.tocsr()
+    B = A.copy()
+    B.data[B.indptr[centre + 2]] = np.nan
+    cases["nan"] = B
+    for name, M in cases.items():
+        M = scipy.sparse.csr_matrix(M)
+        M.sort_indices()
+        called.clear()
+        got = csrstencil.stencil_of_csr(cp.asarray(M.indptr), cp.asarray(M.indices), cp.asarray(M.data), shape, dtype)
+        ref = csrstencil.stencil_of_csr_twin(M.indptr, M.indices, M.data, shape, dtype)
+        assert called[0] == "csr_scatter_stats" and ("csr_offsets" in called) == (name != "stencil"), (name, called)
+        assert (got.offsets, got.wide, got.nonfinite) == (ref.offsets, ref.wide, ref.nonfinite), name
+        assert (name == "wrapped") == got.wide and (name == "nan") == got.nonfinite
+        for g, r in zip(got.coefs, ref.coefs):
+            assert np.array_equal(backend.to_host(g), r), name
+        if got.coefs:
+            assert np.array_equal(got.stats, detect.class_stats_twin(grid.Box(shape), got.offsets, ref.coefs))
+
+
 @pytest.mark.parametrize("box", [grid.Box((5, 7)), grid.Box((300, 9), (40, 2), (70, 6)), grid.Box((4, 6, 3)),
                                  grid.Box((33, 17, 300)), grid.Box((9, 8, 7), (3, 0, 2), (6, 5, 5))], ids=str)
 @pytest.mark.parametrize("kind", ["star", "box"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_class_stats_kernel_matches_twin(box, kind, dtype):
-    """core.csrstencil's class_stats kernel against its twin: planes of one array (as the scatter
+    """core.detect's class_stats kernel against its twin: planes of one array (as the scatter
     makes them) and separate arrays, whole grids and rank boxes, lines longer than a block."""
-    from pcplugins.core import csrstencil
+    from pcplugins.core import detect
     cp = backend.cupy
     offsets = stencil.star_offsets(box.dim) if kind == "star" else stencil.box_offsets(box.dim)
     rng = np.random.default_rng(2)
     host = np.where(rng.random((len(offsets), *box.shape)) < 0.2, 0.0,
                     rng.integers(-4, 5, (len(offsets), *box.shape))).astype(dtype)
-    ref = csrstencil.class_stats_twin(box, offsets, list(host))
+    ref = detect.class_stats_twin(box, offsets, list(host))
     planes = cp.asarray(host.reshape(len(offsets), -1))
     for coefs in ([c.reshape(box.shape) for c in planes], [cp.asarray(c) for c in host]):
-        assert np.array_equal(csrstencil.class_stats(box, offsets, coefs), ref)
+        assert np.array_equal(detect.class_stats(box, offsets, coefs), ref)
 
 
 @pytest.mark.parametrize("shape", [(5, 7), (4, 6, 3), (33, 17, 9), (3, 300, 260)])
@@ -765,7 +806,7 @@ def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
     """core.csrstencil's kernels (offsets present, then the scatter) against its twin, on a
     matrix with the stored zeros of DMCreateMatrix; and the wide and NaN reports."""
 
-    from pcplugins.core import csrstencil
+    from pcplugins.core import csrstencil, detect
     cp = backend.cupy
     offsets = stencil.star_offsets(len(shape)) if kind == "star" else stencil.box_offsets(len(shape))
     _, A = random_stencil_matrix(shape, offsets, seed=5)
@@ -779,7 +820,7 @@ def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
     # up to 9 offsets one kernel also takes the class statistics of the arrays
     assert (got.stats is not None) == (len(offsets) <= csrstencil.SCATTER_STATS_MAX)
     if got.stats is not None:
-        assert np.array_equal(got.stats, csrstencil.class_stats_twin(grid.Box(shape), got.offsets, ref.coefs))
+        assert np.array_equal(got.stats, detect.class_stats_twin(grid.Box(shape), got.offsets, ref.coefs))
     bad = A.data.copy()
     bad[A.indptr[3] + 1] = np.inf
     assert csrstencil.stencil_of_csr(arrays[0], arrays[1], cp.asarray(bad), shape, dtype).nonfinite
