@@ -105,7 +105,10 @@ def shape_name(box):
     return "x".join(str(m) for m in reversed(box.global_shape))
 
 
-COARSE_SIZE = 256     # the default coarsest grid: at most this many unknowns
+# the default coarsest grid: at most this many unknowns. Its dense inverse is formed in setup,
+# and an order in the hundreds (6^3, 15^2) costs milliseconds where a grid coarsened once more
+# costs tens of microseconds; the extra level's work is a few small launches per cycle
+COARSE_SIZE = 64
 
 
 def hierarchy_boxes(fine, levels=None, coarse_size=COARSE_SIZE):
