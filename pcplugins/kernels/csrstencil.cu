@@ -65,7 +65,8 @@ extern "C" __global__ void csr_scatter(const IDX* __restrict__ indptr, const IDX
 // with its neighbour inside the grid. Per offset k (blockIdx.y, offs[3k..3k+2]) over the plane
 // coefs[k]: partial[((k * gridDim.x + block) * 3 + class) * 3 + {0, 1, 2}] = any nonzero (0/1),
 // least and largest value, of the block's lines (a line: fixed i0, i1; the threads walk i2).
-__device__ __forceinline__ bool on_layer2(long g, long m) { return g == 0 || g == m - 1; }
+// A point is on the outer layer where one of its indices is at an end of its axis (at_end).
+__device__ __forceinline__ bool at_end(long g, long m) { return g == 0 || g == m - 1; }
 
 __device__ __forceinline__ void take(double v, double* s)
 {
@@ -87,18 +88,18 @@ extern "C" __global__ void class_stats(const T* __restrict__ coefs, int n0, int 
     for (long line = blockIdx.x; line < (long)n0 * n1; line += gridDim.x) {
         long g0 = line / n1 + s0, g1 = line % n1 + s1, q0 = g0 + o0, q1 = g1 + o1;
 #if DIM == 3
-        bool row_layer = on_layer2(g0, m0) || on_layer2(g1, m1);
-        bool nb_layer = on_layer2(q0, m0) || on_layer2(q1, m1);
+        bool row_layer = at_end(g0, m0) || at_end(g1, m1);
+        bool nb_layer = at_end(q0, m0) || at_end(q1, m1);
         bool nb_in = q0 >= 0 && q0 < m0 && q1 >= 0 && q1 < m1;
 #else
-        bool row_layer = on_layer2(g1, m1), nb_layer = on_layer2(q1, m1), nb_in = q1 >= 0 && q1 < m1;
+        bool row_layer = at_end(g1, m1), nb_layer = at_end(q1, m1), nb_in = q1 >= 0 && q1 < m1;
 #endif
         for (int i2 = threadIdx.x; i2 < n2; i2 += blockDim.x) {
             long g2 = i2 + s2, q2 = g2 + o2;
             double v = (double)c[line * n2 + i2];
-            if (row_layer || on_layer2(g2, m2)) {
+            if (row_layer || at_end(g2, m2)) {
                 if (nb_in && q2 >= 0 && q2 < m2) take(v, st + 6);
-            } else if (nb_layer || on_layer2(q2, m2)) {
+            } else if (nb_layer || at_end(q2, m2)) {
                 take(v, st + 3);
             } else {
                 take(v, st);
@@ -219,18 +220,18 @@ extern "C" __global__ void csr_scatter_stats(const IDX* __restrict__ indptr, con
             continue;
         }
 #if DIM == 3
-        bool row_layer = on_layer2(i0, n0) || on_layer2(i1, n1) || on_layer2(i2, n2);
+        bool row_layer = at_end(i0, n0) || at_end(i1, n1) || at_end(i2, n2);
 #else
-        bool row_layer = on_layer2(i1, n1) || on_layer2(i2, n2);
+        bool row_layer = at_end(i1, n1) || at_end(i2, n2);
 #endif
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             long q0 = i0 + soff[k][0], q1 = i1 + soff[k][1], q2 = i2 + soff[k][2];
 #if DIM == 3
-            bool nb_layer = on_layer2(q0, n0) || on_layer2(q1, n1) || on_layer2(q2, n2);
+            bool nb_layer = at_end(q0, n0) || at_end(q1, n1) || at_end(q2, n2);
             bool nb_in = q0 >= 0 && q0 < n0 && q1 >= 0 && q1 < n1 && q2 >= 0 && q2 < n2;
 #else
-            bool nb_layer = on_layer2(q1, n1) || on_layer2(q2, n2);
+            bool nb_layer = at_end(q1, n1) || at_end(q2, n2);
             bool nb_in = q1 >= 0 && q1 < n1 && q2 >= 0 && q2 < n2;
 #endif
             int cls = row_layer ? (nb_in ? 2 : -1) : (nb_layer ? 1 : 0);
