@@ -33,7 +33,8 @@ BENCHMARKS = {
     "amg_poisson.py": ["amg_poisson_2d_h200.json", "amg_poisson_2d_h100.json", "amg_poisson_3d_mesh_h100.json"],
     "amg_convection.py": ["amg_convection_cpu.json"],
     "shifted_laplace.py": ["shifted_laplace_dezeeuw_complex_h200.json", "shifted_laplace_dezeeuw_complex_h100.json",
-                           "shifted_laplace_dezeeuw_real_h100.json", "shifted_laplace_3d_complex_h100.json"],
+                           "shifted_laplace_dezeeuw_real_h100.json", "shifted_laplace_3d_complex_h100.json",
+                           "shifted_laplace_even_cpu_local.json"],
 }
 
 # docs/performance.md's headline: (title, result file, problem, our solver, the baselines)
