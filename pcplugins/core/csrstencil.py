@@ -16,14 +16,15 @@ a matrix whose rows all have the central row's offsets (a DMDA's stencil) is rea
 NumPy twin (any array module) does the same with whole-array index arithmetic, in steps
 (``entry_slots``, ``couplings``, ``slots_present``, ``scatter``) that petsc/dmda.py also takes for
 a matrix split over ranks. tests/gpu/test_kernels.py compares the kernels with the twin. The
-class statistics (``Found.stats``) are core/detect.py's.
+class statistics (``Found.stats``) are core/detect.py's, whose kernel this module loads too
+(``kernel``, ``merge_blocks``).
 """
 import dataclasses
 
 import numpy
 
 from .. import backend, kernels
-from . import detect, grid, stencil
+from . import grid, stencil
 
 
 @dataclasses.dataclass
@@ -35,7 +36,9 @@ class Found:
     stats: numpy.ndarray = None   # detect.class_stats of the coefficients, where the kernel took them
 
 
-def _kernel(name, dim, index, value, **defines):
+def kernel(name, dim, index, value, **defines):
+    """Kernel ``name`` of kernels/csrstencil.cu for ``dim`` dimensions, ``index`` (int32, int64)
+    CSR indices and ``value`` (float64, float32) coefficients."""
     return kernels.module("csrstencil", DIM=dim, IDX={"int32": "int", "int64": "long long"}[index],
                           T={"float64": "double", "float32": "float"}[value], **defines).get_function(name)
 
@@ -43,6 +46,20 @@ def _kernel(name, dim, index, value, **defines):
 # offsets present up to which one kernel writes the coefficient arrays and takes their class
 # statistics (csr_scatter_stats keeps the statistics in registers): star stencils, the 2D box
 SCATTER_STATS_MAX = 9
+
+
+def merge_blocks(partial):
+    """The class statistics (detect.class_stats) from the kernels' per-block ones (K, blocks, 3,
+    3), on the host."""
+    xp = backend.array_module(partial)
+    nz, lo, hi = partial[..., 0].max(axis=1), partial[..., 1].min(axis=1), partial[..., 2].max(axis=1)
+    return backend.to_host(xp.stack([nz, lo, hi], axis=-1))
+
+
+def _strides(shape):
+    """Index steps per axis of the natural ordering on ``shape``: the column difference of an
+    offset o is o @ strides."""
+    return numpy.array([int(numpy.prod(shape[a + 1:])) for a in range(len(shape))], numpy.int64)
 
 
 def kernels_apply(indptr, cols, vals):
@@ -73,7 +90,7 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
     flags = cp.zeros(3, numpy.uint32)
     blocks, block = (max(1, -(-nrows // 256)),), (256,)
     common = [numpy.int64(nrows), numpy.int32(n1), numpy.int32(n2)]
-    _kernel("csr_offsets", d, indptr.dtype.name, "float64")(
+    kernel("csr_offsets", d, indptr.dtype.name, "float64")(
         blocks, block, (indptr, cols, vals, *common, numpy.int32(centre), flags))
     bits, wide, bad = (int(v) for v in backend.to_host(flags))
     if wide or bad:
@@ -86,7 +103,7 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
     compact = numpy.full(3 ** d, -1, numpy.int32)
     compact[present] = numpy.arange(len(present), dtype=numpy.int32)
     coefs = cp.zeros((len(present), nrows), dtype)
-    _kernel("csr_scatter", d, indptr.dtype.name, dtype.name)(
+    kernel("csr_scatter", d, indptr.dtype.name, dtype.name)(
         blocks, block, (indptr, cols, vals, *common, cp.asarray(compact), coefs))
     return Found([stencil.box_offsets(d)[s] for s in present], [c.reshape(shape) for c in coefs])
 
@@ -94,7 +111,7 @@ def _stencil_gpu(indptr, cols, vals, shape, dtype):
 def _central_slots(indptr, cols, vals, shape):
     """The slots of the nonzero entries of the grid's central row, with the diagonal's."""
     d = len(shape)
-    strides = numpy.array([int(numpy.prod(shape[a + 1:])) for a in range(d)])
+    strides = _strides(shape)
     row = int(numpy.dot([m // 2 for m in shape], strides))
     lo, hi = (int(v) for v in backend.to_host(indptr[row:row + 2]))
     c, v = (backend.to_host(a[lo:hi]) for a in (cols, vals))
@@ -114,17 +131,16 @@ def _scatter_stats(indptr, cols, vals, shape, dtype, present):
         return None
     offsets = [stencil.box_offsets(d)[s] for s in present]
     coefs = cp.empty((K, nrows), dtype)
-    strides = numpy.array([n1 * n2, n2, 1][3 - d:])
-    diff = cp.asarray(numpy.array([numpy.dot(o, strides) for o in offsets], numpy.int64))
+    diff = cp.asarray(numpy.array(offsets) @ _strides(shape))
     offs = cp.asarray(numpy.array([(0,) * (3 - d) + o for o in offsets], numpy.int32))
     partial = cp.empty((K, min(-(-nrows // 256), 2048), 3, 3))
     flags = cp.zeros(3, numpy.uint32)
-    _kernel("csr_scatter_stats", d, indptr.dtype.name, dtype.name, K=K)(
+    kernel("csr_scatter_stats", d, indptr.dtype.name, dtype.name, K=K)(
         (partial.shape[1],), (256,), (indptr, cols, vals, *(numpy.int32(v) for v in (n0, n1, n2)), diff, offs,
                                       coefs, partial, flags))
     if backend.to_host(flags).any():
         return None
-    stats = detect.merge_blocks(partial)
+    stats = merge_blocks(partial)
     keep = [k for k, o in enumerate(offsets) if not any(o) or stats[k, :, 0].any()]
     return Found([offsets[k] for k in keep], [coefs[k].reshape(shape) for k in keep], stats=stats[keep])
 
@@ -185,9 +201,9 @@ def _entry_slots_by_difference(indptr, cols, shape):
     nrows = indptr.size - 1
     itype = numpy.int32 if nrows < 2 ** 31 - 1 else numpy.int64
     rows = numpy.repeat(numpy.arange(nrows, dtype=itype), numpy.diff(indptr))
-    strides = [int(numpy.prod(shape[a + 1:])) for a in range(d)]
+    strides = _strides(shape)
     offsets = numpy.array(stencil.box_offsets(d))
-    diffs = offsets @ numpy.array(strides)
+    diffs = offsets @ strides
     reach = int(numpy.abs(diffs).max())
     table = numpy.full(2 * reach + 3, -1, numpy.int8)      # -1 also at both ends: beyond the reach
     table[diffs + reach + 1] = numpy.arange(len(offsets))

@@ -3,15 +3,15 @@ each (row, neighbour) pair (``class_stats``), and the constant stencil those few
 (``constant_read``), decided as the arrays' own tests decide it: the identity layer of
 ``petsc.dmda.dirichlet_layer``, the Neumann faces (``neumann_axes``), ``stencil.compress``. A
 constant stencil read from a matrix then needs no pass over the arrays beyond the one that makes
-the statistics (kernel ``class_stats`` in kernels/csrstencil.cu, or its twin here; the reading
-kernel ``csr_scatter_stats`` takes them as it goes, core/csrstencil.py).
+the statistics (kernel ``class_stats`` in kernels/csrstencil.cu, loaded by core/csrstencil.py, or
+its twin here; the reading kernel ``csr_scatter_stats`` takes them as it goes).
 """
 import dataclasses
 
 import numpy
 
-from .. import backend, kernels
-from . import grid
+from .. import backend
+from . import csrstencil, grid
 
 # the boundary classes of a (row, neighbour) pair
 INNER, TO_LAYER, LAYER = 0, 1, 2
@@ -38,17 +38,9 @@ def _class_stats_gpu(box, offsets, coefs):
     offs = cp.asarray(numpy.array([(0,) * (3 - d) + tuple(o) for o in offsets], numpy.int32))
     blocks = min(n[0] * n[1], 1024)
     partial = cp.empty((K, blocks, 3, 3))
-    kernels.module("csrstencil", DIM=d, IDX="int", T={"float64": "double", "float32": "float"}[planes.dtype.name]
-                   ).get_function("class_stats")(
+    csrstencil.kernel("class_stats", d, "int32", planes.dtype.name)(
         (blocks, K), (256,), (planes, *(numpy.int32(v) for v in (*n, *s, *m)), offs, partial))
-    return merge_blocks(partial)
-
-
-def merge_blocks(partial):
-    """class_stats from the kernels' per-block statistics (K, blocks, 3, 3), on the host."""
-    xp = backend.array_module(partial)
-    nz, lo, hi = partial[..., 0].max(axis=1), partial[..., 1].min(axis=1), partial[..., 2].max(axis=1)
-    return backend.to_host(xp.stack([nz, lo, hi], axis=-1))
+    return csrstencil.merge_blocks(partial)
 
 
 def _one_array(coefs):
@@ -65,8 +57,8 @@ def class_stats_twin(box, offsets, coefs):
     out = numpy.empty((len(offsets), 3, 3))
     out[:] = (0.0, numpy.inf, -numpy.inf)
     g = [numpy.arange(s, s + n) for s, n in zip(box.start, box.shape)]
+    row_layer = _any_axis([(x == 0) | (x == m - 1) for x, m in zip(g, box.global_shape)])
     for k, (o, c) in enumerate(zip(offsets, coefs)):
-        row_layer = _any_axis([(x == 0) | (x == m - 1) for x, m in zip(g, box.global_shape)])
         nb_layer = _any_axis([(x + v == 0) | (x + v == m - 1) for x, v, m in zip(g, o, box.global_shape)])
         nb_out = _any_axis([(x + v < 0) | (x + v >= m) for x, v, m in zip(g, o, box.global_shape)])
         masks = {INNER: ~row_layer & ~nb_layer, TO_LAYER: ~row_layer & nb_layer, LAYER: row_layer & ~nb_out}

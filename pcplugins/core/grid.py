@@ -105,9 +105,9 @@ def shape_name(box):
     return "x".join(str(m) for m in reversed(box.global_shape))
 
 
-# the default coarsest grid: at most this many unknowns. Its dense inverse is formed in setup,
-# and an order in the hundreds (6^3, 15^2) costs milliseconds where a grid coarsened once more
-# costs tens of microseconds; the extra level's work is a few small launches per cycle
+# the default coarsest grid: at most this many unknowns. Its dense inverse is formed in setup at
+# a cost cubic in its order, so an order in the hundreds (6^3, 15^2) outweighs one more coarsening,
+# whose work is a few small launches per cycle (docs/gmg.md)
 COARSE_SIZE = 64
 
 

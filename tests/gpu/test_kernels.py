@@ -749,8 +749,8 @@ def test_csr_stencil_reads_a_stencil_in_one_pass(shape, dtype, monkeypatch):
     from pcplugins.core import csrstencil, detect
     cp = backend.cupy
     called = []
-    kernel = csrstencil._kernel
-    monkeypatch.setattr(csrstencil, "_kernel", lambda name, *a, **k: called.append(name) or kernel(name, *a, **k))
+    kernel = csrstencil.kernel
+    monkeypatch.setattr(csrstencil, "kernel", lambda name, *a, **k: called.append(name) or kernel(name, *a, **k))
     _, A = random_stencil_matrix(shape, stencil.star_offsets(len(shape)), seed=3)
     strides = [int(np.prod(shape[a + 1:])) for a in range(len(shape))]
     centre = int(np.dot([m // 2 for m in shape], strides))
