@@ -75,14 +75,15 @@ def centroid_kappa(points, triangles, jump):
     return numpy.where(inside, 10.0 ** jump, 1.0)
 
 
-def petsc_matrix(A, mat_type=None, comm=None):
+def petsc_matrix(A, mat_type=None, comm=None, block_size=1):
     """A SciPy CSR matrix as a PETSc AIJ matrix (type from -mat_type unless given). With ``comm``
-    of several ranks each rank keeps its block of consecutive rows (``row_range``)."""
+    of several ranks each rank keeps its block of consecutive rows (``row_range`` of the nodes:
+    whole blocks of ``block_size`` rows, the matrix's block size)."""
     from petsc4py import PETSc
     comm = comm or PETSc.COMM_SELF
-    lo, hi = row_range(A.shape[0], comm)
+    lo, hi = (block_size * i for i in row_range(A.shape[0] // block_size, comm))
     M = PETSc.Mat().create(comm=comm)
-    M.setSizes(((hi - lo, A.shape[0]), (hi - lo, A.shape[1])))
+    M.setSizes(((hi - lo, A.shape[0]), (hi - lo, A.shape[1])), bsize=block_size)
     M.setType(mat_type or "aij")
     if mat_type is None:
         M.setFromOptions()

@@ -140,6 +140,13 @@ def amg_galerkin_error(mg):
     worst = 0.0
     for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
         sign = numpy.ones(fine.n) if fine.sign is None else backend.to_host(fine.sign)
+        if fine.P is not None:                       # a system's tentative prolongation (nullspace.py)
+            P, A, Ac = (sparse.to_host(M) for M in (fine.P, fine.A, nxt.A))
+            D = (P.T @ A @ P - Ac).tocsr()
+            empty = numpy.asarray(abs(P).sum(axis=0)).ravel() == 0      # identity rows of A_c
+            D = D + scipy.sparse.diags(empty.astype(float))
+            worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
+            continue
         if fine.rows is None:                        # one rank: the serial hierarchy
             A, Ac, agg = fine.A, nxt.A, fine.agg
         else:

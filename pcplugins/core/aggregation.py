@@ -227,7 +227,10 @@ def colour_graph(A, xp, max_colours=None):
         free = colour < 0
         if not backend.any_true(free):
             break
-        beaten = free[cols] & (prio[cols] > prio[rows])
+        # only edges between uncoloured unknowns matter from here on: each round works on fewer
+        keep = free[rows] & free[cols]
+        rows, cols = rows[keep], cols[keep]
+        beaten = prio[cols] > prio[rows]
         count = xp.bincount(rows[beaten], minlength=n)
         colour = xp.where(free & (count == 0), k, colour).astype(numpy.int32)
         k += 1

@@ -24,7 +24,7 @@ import time
 import numpy
 
 from .. import backend
-from . import aggregation, coarse, cycle, distributed, smoothers, sparse
+from . import aggregation, coarse, cycle, distributed, nullspace, smoothers, sparse
 from .comm import Comm
 
 # Pairwise levels: Jones-Plassmann gives tens of colours, each a kernel per sweep. Folded into 8
@@ -63,19 +63,23 @@ class _Clock:
         return self.t - t
 
 
-def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None):
+def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None):
     """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
     on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
-    of its prolongation (None: all +1), the smoother of ``opts``; ``ell``: the cycle's products
-    use ELL storage (AggregationMG._ell decides; never on distributed levels)."""
+    of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
+    prolongation of a near null space, nullspace.py); the smoother of ``opts``; ``ell``: the
+    cycle's products use ELL storage (AggregationMG._ell decides; never on distributed levels)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
-    M = sparse.storage(A, xp, ell and agg is not None)
-    if agg is None:
+    last = agg is None and P is None
+    M = sparse.storage(A, xp, ell and not last)
+    if last:
         return cycle.CSRLevel(A, xp, M, rows=rows)
     if opts.smoother == "gs" and colours is None:
         colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
     smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
+    if P is not None:
+        return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother)
     return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp, sign), agg=agg, sign=sign, smoother=smoother,
                           rows=rows)
 
@@ -85,11 +89,12 @@ class AggregationMG:
     vertex coordinates (n x dim, or None). On several ranks ``A`` is this rank's distributed.Rows,
     ``coords`` this rank's vertices and ``comm`` the communicator."""
 
-    def __init__(self, A, xp, opts=None, coords=None, comm=None):
+    def __init__(self, A, xp, opts=None, coords=None, comm=None, block_size=1, near_null=None):
         self.xp, self.opts = xp, dataclasses.replace(opts or Options())
         self.comm = comm = comm or Comm()
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
+        self.block_size, self.near_null = block_size, near_null
         if o.coarse_size is None:
             # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
             # than the cycle gains
@@ -104,7 +109,10 @@ class AggregationMG:
         clock = _Clock(xp)
         # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
-        if self.method == "auxgrid":
+        transfers = [None]
+        if near_null is not None or block_size > 1:
+            mats, aggs, sizes, colours, signs, transfers = self._systems(A, coords, stop, parallel)
+        elif self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
             aggs, sizes, colours = aggregation.auxgrid(coords, xp, stop, o.max_levels,
@@ -134,8 +142,9 @@ class AggregationMG:
                                  "raise -pc_amg_max_levels")
             self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
-        self.levels = [_level(M, agg, nc, col, o, xp, e, s) for M, agg, nc, col, e, s
-                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None])]
+        transfers += [None] * (len(mats) - len(transfers))
+        self.levels = [_level(M, agg, nc, col, o, xp, e, s, P) for M, agg, nc, col, e, s, P
+                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None], transfers)]
         self.timings["smoothers"] = clock()
         if not parallel:
             self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
@@ -148,9 +157,62 @@ class AggregationMG:
                 xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(coords))))
             rest = dataclasses.replace(o, aggregation=self.method if whole else "pairwise",
                                        max_levels=max(2, o.max_levels - len(mats) + 1))
-            self.coarse = coarse.GatheredRowsSolve(mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz))
+            # a system's gathered levels keep its nodes, and its near null space when gathered whole
+            B = near_null if whole and near_null is not None else None
+            if B is not None:
+                B = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(B))))
+            self.coarse = coarse.GatheredRowsSolve(
+                mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, block_size, B))
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its)
         self.timings["coarse"] = clock()
+
+    def _systems(self, A, coords, stop, parallel):
+        """The levels of a system (nullspace.py): nodes of ``block_size`` unknowns aggregated, the
+        aux grid's cells (``coords`` one row a node) or pairwise matchings of the node graph;
+        with a near null space B (n x m) each level's prolongation is its tentative prolongation
+        (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
+        Distributed levels (``parallel``) take the components (their transfers are aggregate
+        maps); the near null space serves where the problem is gathered whole.
+        Returns (mats, aggs, sizes, colours, signs, transfers) as the scalar paths build them,
+        ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it)."""
+        xp, o, bs = self.xp, self.opts, self.block_size
+        comm = self.comm if parallel else None
+        B = None if parallel else self.near_null
+        m = bs if B is None else B.shape[1]
+        own = (lambda M: M.own) if parallel else (lambda M: M)
+        if self.method == "auxgrid":
+            node_aggs, node_sizes, _ = aggregation.auxgrid(coords, xp, max(1, stop // m), o.max_levels, comm)
+        mats, aggs, sizes, transfers, colours = [A], [], [own(A).shape[0]], [], []
+        while mats[-1].shape[0] > stop and len(mats) < o.max_levels:      # global sizes on several ranks
+            k = len(mats) - 1
+            graph = nullspace.node_graph(own(mats[-1]), bs, xp)
+            if self.method == "auxgrid":
+                if k >= len(node_aggs):
+                    break
+                agg, nc = node_aggs[k], node_sizes[k + 1]
+            else:
+                found, found_sizes, _, _ = aggregation.pairwise(graph, xp, 1, 2, o.theta, comm=comm)
+                if not found:
+                    break
+                agg, nc = found[0], found_sizes[1]
+            blocks = bs
+            if B is None:
+                agg = nullspace.component_aggregates(agg, bs)
+                Ac, P = (mats[-1].galerkin(agg, nc * bs) if parallel else
+                         sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
+            else:
+                P, B, empty = nullspace.tentative(agg, nc, B, bs, xp)
+                Ac, agg, bs = nullspace.galerkin(mats[-1], P, empty, xp), None, m
+            if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
+                break
+            if o.smoother == "gs":
+                colours.append(nullspace.node_colours(graph, blocks, xp, MAX_COLOURS))
+            mats.append(Ac)
+            aggs.append(agg)
+            transfers.append(P)
+            sizes.append(own(Ac).shape[0])
+        colours += [None] * (len(mats) - len(colours))
+        return mats, aggs, sizes, colours, [None] * len(aggs), transfers
 
     def _ell(self, k, M, coords):
         """Level k's products in ELL storage? Every serial level with storage ``ell``; with
@@ -230,8 +292,8 @@ class _Replicated:
     the gathered level is the finest (a small problem): one whole cycle, the serial AMG of the
     gathered matrix (with the gathered coordinates ``xyz`` for the aux grid)."""
 
-    def __init__(self, M, xp, opts, whole, xyz=None):
-        self.mg = AggregationMG(M, xp, opts, xyz)
+    def __init__(self, M, xp, opts, whole, xyz=None, block_size=1, near_null=None):
+        self.mg = AggregationMG(M, xp, opts, xyz, block_size=block_size, near_null=near_null)
         self.whole = whole
         n = M.shape[0]
         self.run = self._run

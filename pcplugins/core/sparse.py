@@ -83,7 +83,10 @@ def storage(A, xp, ell):
 
 
 def rows_of(A, xp):
-    """The row index of every stored entry (the COO rows of a CSR matrix)."""
+    """The row index of every stored entry (the COO rows of a CSR matrix): each row's index
+    repeated by its length on the host, a search of the row pointers on the GPU (one kernel)."""
+    if not backend.is_gpu(xp):
+        return numpy.repeat(numpy.arange(A.shape[0], dtype=numpy.int32), numpy.diff(A.indptr))
     return (xp.searchsorted(A.indptr, xp.arange(A.nnz, dtype=A.indptr.dtype), side="right") - 1).astype(numpy.int32)
 
 

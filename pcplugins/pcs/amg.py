@@ -20,7 +20,7 @@ fcg computes its VecMTDot on the host there.
 import numpy
 
 from .. import backend
-from ..core import kcycle
+from ..core import kcycle, nullspace
 from ..petsc import compose, errors, log, mat, mpi, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
@@ -54,6 +54,11 @@ OPTIONS = [
            f"{GATHER_SIZE['gpu']} on the GPU, {GATHER_SIZE['cpu']} on the host", lo=0),
     options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
            "levels' part) as one captured CUDA graph"),
+    options.Option("pc_amg_near_null_space", "str", "auto",
+           "Systems (matrix block size > 1, or MatSetNearNullSpace): auto: the matrix's near null space, else "
+           "rigid body modes from the coordinates where the block size is their dimension, else the block's "
+           "components, in each aggregate's tentative prolongation; components: each component aggregated "
+           "on its own; none: every unknown a scalar", ("auto", "components", "none")),
     options.Option("pc_amg_device", "str", "auto",
            "Where setup and cycle run (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
            "aijcusparse)", ("auto", "cpu", "gpu")),
@@ -66,7 +71,7 @@ class AMG(PythonPC):
     def __init__(self):
         super().__init__()
         self._bad = self._run = self.comm = None
-        self.empty, self.block_size, self._symmetric = False, 1, None
+        self.empty, self.block_size, self._symmetric, self.system = False, 1, None, None
 
     def _release(self):
         if self.comm is not None:
@@ -124,10 +129,9 @@ class AMG(PythonPC):
         self._check(A)
         backend.synchronize(xp)
         t1 = log.clock()
-        coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
+        n = A.own.shape[0] if self.comm.size > 1 else A.shape[0]
+        bs, B, coords, source = self._system(pc, M, n, xp)
         if v["aggregation"] != "pairwise":
-            n = A.own.shape[0] if self.comm.size > 1 else A.shape[0]
-            coords, source = self.comm.agreed(compose.amg_coordinates, pc, n, xp)
             if len(set(self.comm.allgather(coords is None))) > 1:
                 raise errors.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
                                    "every rank (pcplugins.set_coordinates with each rank's own rows)")
@@ -142,7 +146,7 @@ class AMG(PythonPC):
                               gather_size=GATHER_SIZE[self.device] if v["gather_size"] is None else v["gather_size"],
                               graph=v["graph"], storage=v["storage"])
         try:
-            self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm)
+            self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm, bs, B)
         except ValueError as e:
             raise errors.error(f"pcplugins.AMG: {e}") from None
         backend.synchronize(xp)
@@ -156,6 +160,42 @@ class AMG(PythonPC):
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
                                                buffers=(xp.zeros(n, A.dtype), xp.zeros(n, A.dtype)))
         self._run = self._graphs or self._cycle
+
+    def _system(self, pc, M, n, xp):
+        """What aggregation takes of a system (nullspace.py): (block size, near null space B or None,
+        coordinates (one row a node) or None, where they came from); ``self.system`` says it for
+        the view. -pc_amg_near_null_space auto takes the matrix's near null space, else the rigid
+        body modes of the coordinates where the block size is their dimension (as GAMG does with
+        PCSetCoordinates), else the components of each node."""
+        v = self.values
+        mode, bs = v["near_null_space"], self.block_size
+        B = self.comm.agreed(compose.near_null_space, M, xp) if mode == "auto" else None
+        if mode == "none":
+            bs = 1
+        if B is not None and B.shape[1] > 16 * bs:
+            raise errors.error(f"pcplugins.AMG: the near null space has {B.shape[1]} vectors for block size {bs}; "
+                               "an aggregate of a few nodes cannot represent that many")
+        coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
+        rigid = mode == "auto" and B is None and bs in (2, 3)
+        if v["aggregation"] != "pairwise" or rigid:
+            coords, source = self.comm.agreed(compose.amg_coordinates, pc, n, xp, self.block_size)
+        if coords is not None and coords.shape[0] != n // bs:            # one a node, one an unknown
+            coords = coords[::bs] if bs > 1 else xp.repeat(coords, self.block_size, axis=0)
+        self.system = None
+        if rigid and coords is not None and coords.shape[1] == bs:
+            B = nullspace.rigid_body_modes(coords, xp)
+            self.system = f"nodes of {bs} unknowns, rigid body modes of the coordinates ({source})"
+        elif B is not None:
+            self.system = f"nodes of {bs} unknown{'s' if bs > 1 else ''}, the matrix's near null space " \
+                          f"({B.shape[1]} vectors)"
+        elif bs > 1:
+            self.system = f"nodes of {bs} unknowns, each component aggregated on its own"
+        if self.system and self.comm.size > 1:
+            self.system += "; the distributed levels aggregate each component on its own, the near null " \
+                           "space serves where the problem is gathered whole"
+        if v["aggregation"] == "pairwise":
+            coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
+        return bs, B, coords, source
 
     def _check(self, A):
         """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank."""
@@ -192,9 +232,8 @@ class AMG(PythonPC):
         if self.values["cycle"] == "k":
             notes.append("the K-cycle is a NONLINEAR preconditioner: right answers only under a flexible KSP "
                          "(-ksp_type fcg or fgmres); under cg, gmres or bcgs use -pc_amg_cycle w")
-        if self.block_size > 1:
-            notes.append(f"the matrix's block size {self.block_size} is not used: every unknown is aggregated as "
-                         "a scalar (no block/near-null-space aggregation)")
+        if self.system:
+            notes.append(f"system: {self.system}")
         return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + notes + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"

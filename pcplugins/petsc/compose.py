@@ -11,37 +11,63 @@ from .errors import error
 from .mat import pc_matrix
 
 
-def amg_coordinates(pc, n, xp):
+def amg_coordinates(pc, n, xp, bs=1):
     """Vertex coordinates for auxiliary-grid aggregation, as (``xp`` array n x dim, where from), or
     (None, why not). Sources in order: a Vec composed on the PC as "coordinates" (block size =
     dimension; pcplugins.set_coordinates does it, and C codes can PetscObjectCompose it), then the
-    coordinates of a DMDA attached to the PC (its index grid when it has none). A Vec's values go
-    to ``xp`` straight from its array and are checked there (a host copy and check of millions
-    of points would be a large part of a GPU setup)."""
+    coordinates of a DMDA attached to the PC (its index grid when it has none). A matrix of block
+    size ``bs`` > 1 may have them one row a node (n / bs rows; a DMDA of ``bs`` dof has them so).
+    A Vec's values go to ``xp`` straight from its array and are checked there (a host copy and
+    check of millions of points would be a large part of a GPU setup)."""
     v = _composed_vec(pc, "coordinates")
     if v is not None:
         dim = v.getBlockSize()
         if dim not in (2, 3):
             raise error(f"pcplugins.AMG: the coordinates Vec composed on the PC has block size {dim}; "
                         "it must be the dimension, 2 or 3")
-        if v.getLocalSize() != n * dim:
+        rows = v.getLocalSize() // dim
+        if rows * dim != v.getLocalSize() or (rows != n and (bs == 1 or rows * bs != n)):
+            nodes = f" (or {n // bs}, one a node of the block size {bs})" if bs > 1 else ""
             raise error(f"pcplugins.AMG: the coordinates Vec has {v.getLocalSize()} entries; the matrix "
-                        f"has {n} rows, so {dim}D coordinates need {n * dim}")
-        return _finite_coordinates(v, n, dim, xp), "the Vec composed on the PC as \"coordinates\""
+                        f"has {n} rows, so {dim}D coordinates need {n * dim}{nodes}")
+        return _finite_coordinates(v, rows, dim, xp), "the Vec composed on the PC as \"coordinates\""
     dm = pc_dm(pc)
     if dm is not None and dm.getType() == "da":
-        dim = dm.getDim()
-        if dm.getDof() != 1 or math.prod(dm.getSizes()[:dim]) != pc_matrix(pc).getSize()[0]:
+        dim, dof = dm.getDim(), dm.getDof()
+        if dof not in (1, bs) or math.prod(dm.getSizes()[:dim]) * dof != pc_matrix(pc).getSize()[0]:
             return None, "the PC's DMDA does not match the matrix (dof or size)"
+        points = n // dof
         cv = dm.getCoordinates()
-        if cv is not None and cv.handle and cv.getLocalSize() == n * dim:
-            return _finite_coordinates(cv, n, dim, xp), "the coordinates of the PC's DMDA"
+        if cv is not None and cv.handle and cv.getLocalSize() == points * dim:
+            return _finite_coordinates(cv, points, dim, xp), "the coordinates of the PC's DMDA"
         # this rank's points (x fastest), as the DMDA orders the matrix's rows
         ranges = dm.getRanges()[:dim][::-1]
         idx = numpy.indices([e - s for s, e in ranges]).reshape(dim, -1)[::-1].T
         return xp.asarray((idx + [s for s, _ in ranges][::-1]).astype(numpy.float64)), \
             "the index grid of the PC's DMDA"
     return None, "no coordinates (none composed on the PC, no DMDA)"
+
+
+def near_null_space(M, xp):
+    """The near null space attached to the matrix (MatSetNearNullSpace), this rank's rows as an
+    ``xp`` array n x m (real), or None."""
+    nsp = M.getNearNullSpace()
+    if not nsp.handle:
+        return None
+    cols = [numpy.asarray(v.getArray(readonly=True)) for v in nsp.getVecs()]
+    if nsp.hasConstant():
+        cols.insert(0, numpy.ones(M.getLocalSize()[0]))
+    if not cols:
+        return None
+    B = numpy.column_stack(cols)
+    if numpy.iscomplexobj(B):
+        if numpy.any(B.imag):
+            raise error("pcplugins.AMG: the matrix's near null space (MatSetNearNullSpace) has complex vectors; "
+                        "aggregation takes real ones (rigid body modes, constants)")
+        B = B.real
+    if not numpy.isfinite(B).all():
+        raise error("pcplugins.AMG: the matrix's near null space (MatSetNearNullSpace) contains NaN or Inf")
+    return xp.asarray(numpy.ascontiguousarray(B, dtype=numpy.float64))
 
 
 def _finite_coordinates(v, n, dim, xp):

@@ -155,7 +155,9 @@ def test_amg_empty_matrix_converges():
     assert ksp.getConvergedReason() > 0
 
 
-def test_amg_view_says_block_size_is_not_used(capfd):
+def test_amg_view_says_how_the_block_size_is_used(capfd):
+    """A block size and no near null space or coordinates: the nodes' components are aggregated
+    each on its own, and the view says so (tests/petsc/test_amg_systems.py for the counts)."""
     da, A, b = poisson_system(8, 2)
     B = PETSc.Mat().createAIJ(A.getSize(), bsize=2, nnz=5)
     B.setPreallocationCSR(A.getValuesCSR())
@@ -163,7 +165,7 @@ def test_amg_view_says_block_size_is_not_used(capfd):
     ksp = python_pc_ksp(B, AMG)
     ksp.setUp()
     ksp.view()
-    assert "block size 2 is not used" in capfd.readouterr().out
+    assert "system: nodes of 2 unknowns, each component aggregated on its own" in capfd.readouterr().out
 
 
 @pytest.mark.parametrize("kind", ["inf", "huge"])

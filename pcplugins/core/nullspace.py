@@ -1,0 +1,130 @@
+"""Systems of PDEs in aggregation AMG: aggregates of nodes, and the tentative prolongation of a
+near null space.
+
+A matrix of block size b (PETSc's MatSetBlockSize: b unknowns per node, stored node by node, as
+linear elasticity's displacement components) is coarsened by its nodes: the node graph has the
+Frobenius norms of the b x b blocks (``node_graph``), and an aggregate takes all b unknowns of its
+nodes. The prolongation then interpolates a near null space B (n x m: the rigid body modes of
+elasticity, MatSetNearNullSpace; by default the b unit vectors of the components) exactly on each
+aggregate: the tentative prolongator of smoothed aggregation (Vanek, Mandel, Brezina, "Algebraic
+multigrid by smoothed aggregation for second and fourth order elliptic problems", Computing 56
+(1996), eq. (3.4)-(3.6)), unsmoothed here, as in our aggregation AMG. On aggregate J with rows
+B_J of B, the QR factorization B_J = Q_J R_J gives P's block Q_J (columns J m .. J m + m - 1) and
+the coarse near null space's block R_J, so P B_c = B: every coarse level has m unknowns per node.
+
+Where B is the components' unit vectors, Q_J is piecewise constant per component (scaled by
+1/sqrt(size)), so ``component_aggregates`` gives the same coarse space as an aggregate array of the
+unknowns (cycle.CSRLevel's ``agg``), which the distributed and ELL paths take.
+"""
+import numpy
+
+from .. import backend
+from . import aggregation, sparse
+
+# a column of an aggregate's B_J whose part orthogonal to the previous columns is below this
+# fraction of its norm is dependent on them (an aggregate of too few nodes for m modes): its
+# coarse unknown gets no fine support (a zero column of P), and an identity row in A_c
+DEPENDENT = 1e-8
+
+
+def node_graph(A, bs, xp):
+    """The node matrix of A (block size ``bs``): entry (I, J) the Frobenius norm of block A_IJ, a
+    nonnegative CSR matrix of n / bs rows (aggregation.pairwise takes it as it takes a scalar
+    matrix: the strength |c_IJ| / sqrt(c_II c_JJ))."""
+    rows = sparse.rows_of(A, xp) // bs
+    cols = A.indices // bs
+    nn = A.shape[0] // bs
+    v = xp.abs(A.data) ** 2
+    C = sparse.module(xp).coo_matrix((v.astype(numpy.float64), (rows, cols)), shape=(nn, nn)).tocsr()
+    C.sum_duplicates()
+    C.data = xp.sqrt(C.data)
+    return C
+
+
+def node_colours(graph, bs, xp, max_colours):
+    """Gauss-Seidel colours of the unknowns from a colouring of their node graph (``node_graph``):
+    unknown i takes (the colour of node i // bs) bs + i % bs, folded as aggregation.colour_graph
+    folds. A proper colouring of the unknowns, found on a graph bs^2 times smaller."""
+    c = aggregation.colour_graph(graph, xp)
+    i = xp.arange(graph.shape[0] * bs, dtype=numpy.int32)
+    colour = (c[i // bs] * bs + i % bs).astype(numpy.int32)
+    k = (int(c.max()) + 1) * bs if c.size else 0
+    return colour % max_colours if k > 3 * max_colours else colour
+
+
+def component_aggregates(agg, bs):
+    """The aggregates of the unknowns from those of the nodes: unknown i (node i // bs, component
+    i % bs) goes to coarse unknown agg[i // bs] bs + i % bs."""
+    xp = backend.array_module(agg)
+    i = xp.arange(agg.shape[0] * bs, dtype=numpy.int32)
+    return (agg[i // bs] * bs + i % bs).astype(numpy.int32)
+
+
+def rigid_body_modes(coords, xp):
+    """The rigid body modes of linear elasticity at the nodes ``coords`` (n x dim, dim 2 or 3), as
+    an (n dim) x m array, unknowns node by node (PETSc's MatNullSpaceCreateRigidBody): the dim
+    translations and the rotations (1 in 2D, 3 in 3D), about the centroid."""
+    n, dim = coords.shape
+    x = coords - coords.mean(axis=0)
+    m = 3 if dim == 2 else 6
+    B = xp.zeros((n, dim, m))
+    for a in range(dim):
+        B[:, a, a] = 1.0
+    # rotation about axis (a, b): u_a = -x_b, u_b = x_a
+    planes = [(0, 1)] if dim == 2 else [(0, 1), (1, 2), (0, 2)]
+    for k, (a, b) in enumerate(planes):
+        B[:, a, dim + k] = -x[:, b]
+        B[:, b, dim + k] = x[:, a]
+    return B.reshape(n * dim, m)
+
+
+def tentative(agg, nc, B, bs, xp):
+    """The tentative prolongation of the node aggregates ``agg`` (node -> aggregate, ``nc``
+    aggregates) for the near null space B ((n bs) x m): returns (P, Bc, empty): P the (n bs) x
+    (nc m) CSR matrix with m entries a row, P B_c = B (Vanek, Mandel, Brezina, eq. (3.6)); Bc the
+    coarse near null space ((nc m) x m); ``empty`` the coarse unknowns with no fine support (a
+    dependent column of an aggregate: too few nodes for m modes), or None. Each aggregate's QR is a
+    modified Gram-Schmidt over its m columns, batched over the aggregates (padded to the largest)."""
+    N, m = B.shape
+    owner = agg[xp.arange(N) // bs]                    # the aggregate of each unknown
+    order = xp.argsort(owner, kind="stable") if xp is numpy else xp.argsort(owner)
+    counts = xp.bincount(owner, minlength=nc)
+    start = xp.concatenate([xp.zeros(1, counts.dtype), xp.cumsum(counts)[:-1]])
+    width = int(counts.max()) if N else 0
+    slot = xp.empty(N, numpy.int64)
+    slot[order] = xp.arange(N) - start[owner[order]]  # the unknown's row within its aggregate
+    V = xp.zeros((nc, width, m))
+    V[owner, slot] = B
+    R = xp.zeros((nc, m, m))
+    dead = xp.zeros((nc, m), bool)
+    for c in range(m):
+        v = V[:, :, c]
+        size = xp.sqrt((v * v).sum(axis=1))
+        for d in range(c):
+            r = (V[:, :, d] * v).sum(axis=1)
+            R[:, d, c] = r
+            v = v - r[:, None] * V[:, :, d]
+        norm = xp.sqrt((v * v).sum(axis=1))
+        dead[:, c] = norm <= DEPENDENT * size
+        R[:, c, c] = xp.where(dead[:, c], 0.0, norm)
+        V[:, :, c] = xp.where(dead[:, c, None], 0.0, v / xp.where(dead[:, c], 1.0, norm)[:, None])
+    cols = (owner[:, None] * m + xp.arange(m)).astype(numpy.int32)
+    data = V[owner, slot]
+    indptr = xp.arange(0, N * m + 1, m, dtype=numpy.int32)
+    P = sparse.module(xp).csr_matrix((data.ravel(), cols.ravel(), indptr), shape=(N, nc * m))
+    empty = xp.nonzero(dead.ravel())[0]
+    return P, R.reshape(nc * m, m), (empty if empty.size else None)
+
+
+def galerkin(A, P, empty, xp):
+    """P^T A P (CSR), with an identity row and column for each coarse unknown in ``empty`` (no fine
+    support: P's column is zero, so that row of P^T A P is zero, and the restricted residual there
+    always is; 1 on the diagonal keeps the smoothers' and the coarse solve's division defined)."""
+    C = (P.T @ (A @ P)).tocsr()
+    if empty is not None:
+        nc = C.shape[0]
+        d = xp.zeros(nc, C.dtype)
+        d[empty] = 1.0
+        C = (C + sparse.module(xp).diags(d, format="csr")).tocsr()
+    C.sum_duplicates()
+    return C

@@ -1,0 +1,221 @@
+"""pcplugins.AMG on systems (core/nullspace.py): nodes aggregated whole, the tentative prolongation
+of the near null space, against explicit references (NumPy/SciPy), then through PETSc as its
+elasticity tutorial (ksp ex56) uses it: MatSetBlockSize and MatSetNearNullSpace of the rigid body
+modes, with PETSc's GAMG on the same matrix as the reference count.
+
+Problem: Q1 linear elasticity on the unit square (cube), clamped at x = 0 (examples/elasticity.py).
+"""
+import numpy
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+from elasticity import q1_elasticity
+
+from pcplugins.core import kcycle, nullspace
+
+import meshes
+from conftest import amg_galerkin_error, petsc_options, true_relative_residual
+
+
+def _fcg(A, b, M, rtol=1e-8, max_it=300):
+    """Flexible CG (one direction kept) to ``rtol`` on the true residual: the iterations."""
+    x, r, prev = numpy.zeros_like(b), b.copy(), None
+    for it in range(1, max_it):
+        p = M(r)
+        if prev:
+            p -= (p @ prev[1]) / prev[2] * prev[0]
+        ap = A @ p
+        pap = p @ ap
+        a = (r @ p) / pap
+        x += a * p
+        r -= a * ap
+        prev = (p, ap, pap)
+        if numpy.linalg.norm(r) < rtol * numpy.linalg.norm(b):
+            return it
+    return max_it
+
+
+# -- core ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_rigid_body_modes_span_the_floating_bodys_null_space(dim):
+    A, xy, _ = q1_elasticity(3, dim, clamp=False)
+    B = nullspace.rigid_body_modes(xy, numpy)
+    assert B.shape == (A.shape[0], 3 if dim == 2 else 6)
+    assert abs(A @ B).max() <= 1e-12 * abs(A).max()
+    assert numpy.linalg.matrix_rank(B) == B.shape[1]
+    # and nothing else: the clamped body's matrix is nonsingular, the floating one has rank n - m
+    assert numpy.linalg.matrix_rank(A.toarray()) == A.shape[0] - B.shape[1]
+
+
+@pytest.mark.parametrize("dim,bs", [(2, 2), (3, 3)])
+def test_tentative_prolongation_interpolates_the_near_null_space(dim, bs):
+    """P B_c = B exactly, P's columns orthonormal, and an aggregate of one node (bs unknowns, fewer
+    than the m modes) leaves its dependent columns empty (zero in P, identity rows in A_c)."""
+    rng = numpy.random.default_rng(0)
+    nodes = 40
+    xy = rng.random((nodes, dim))
+    B = nullspace.rigid_body_modes(xy, numpy)
+    m = B.shape[1]
+    agg = numpy.concatenate([numpy.arange(10), rng.integers(0, 10, nodes - 11), [10]]).astype(numpy.int32)
+    P, Bc, empty = nullspace.tentative(agg, 11, B, bs, numpy)
+    assert P.shape == (nodes * bs, 11 * m) and Bc.shape == (11 * m, m)
+    assert abs(P @ Bc - B).max() <= 1e-12
+    PtP = (P.T @ P).toarray()
+    live = numpy.ones(11 * m, bool)
+    live[empty] = False
+    assert numpy.allclose(PtP[numpy.ix_(live, live)], numpy.eye(live.sum()), atol=1e-12)
+    assert abs(PtP[~live]).max() == 0
+    # each aggregate keeps as many columns as its rows of B have rank: the singleton (bs rows) bs
+    node = numpy.arange(nodes * bs) // bs
+    for a in range(11):
+        rank = numpy.linalg.matrix_rank(B[agg[node] == a], tol=1e-9)
+        assert int(live[a * m:(a + 1) * m].sum()) == rank, a
+    assert int(live[10 * m:].sum()) == bs
+
+
+def test_node_colours_are_a_proper_colouring():
+    A, _, _ = q1_elasticity(7, 2)
+    colour = nullspace.node_colours(nullspace.node_graph(A, 2, numpy), 2, numpy, max_colours=1000)
+    C = A.tocoo()
+    off = C.row != C.col
+    assert not numpy.any(colour[C.row[off]] == colour[C.col[off]])
+    assert numpy.array_equal(nullspace.component_aggregates(numpy.array([1, 0, 1], numpy.int32), 2),
+                             [2, 3, 0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+@pytest.mark.parametrize("dim,sizes", [(2, (8, 15, 32)), (3, (5, 8, 12))])
+def test_elasticity_counts_bounded_under_refinement(method, dim, sizes):
+    """The K-cycle under flexible CG to 1e-8 with the rigid body modes, odd and even element
+    counts: bounded counts (measured 2D 14-20, 3D 13-18), every coarse matrix P^T A P. Each
+    unknown aggregated alone (the scalar AMG) needs several times as many and grows."""
+    counts, scalar = [], []
+    for ne in sizes:
+        A, xy, f = q1_elasticity(ne, dim)
+        B = nullspace.rigid_body_modes(xy, numpy)
+        opts = kcycle.Options(aggregation=method, cycle="k", coarse_size=50)
+        mg = kcycle.AggregationMG(A, numpy, opts, coords=xy, block_size=dim, near_null=B)
+        assert len(mg.levels) >= 2 and amg_galerkin_error(mg) <= 1e-12
+        counts.append(_fcg(A, f, mg.cycle))
+        one = kcycle.AggregationMG(A, numpy, opts, coords=numpy.repeat(xy, dim, axis=0))
+        scalar.append(_fcg(A, f, one.cycle))
+    assert max(counts) <= 22 and counts[-1] <= counts[0] + 6, counts
+    assert scalar[-1] >= 2 * counts[-1], (counts, scalar)
+
+
+def test_components_without_a_near_null_space():
+    """Block size alone: each component aggregated by the nodes (P piecewise constant per
+    component, the aggregate map the distributed path takes); fewer iterations than the scalar
+    aggregation, more than with the rigid body modes."""
+    A, xy, f = q1_elasticity(24, 2)
+    its = {}
+    for name, bs, B in [("scalar", 1, None), ("components", 2, None),
+                        ("rigid", 2, nullspace.rigid_body_modes(xy, numpy))]:
+        mg = kcycle.AggregationMG(A, numpy, kcycle.Options(aggregation="pairwise", cycle="k"), block_size=bs,
+                                  near_null=B)
+        assert amg_galerkin_error(mg) <= 1e-12
+        its[name] = _fcg(A, f, mg.cycle)
+    assert its["rigid"] < its["components"] < its["scalar"], its
+
+
+# -- through PETSc -------------------------------------------------------------------------------
+
+def _elasticity_ksp(ne, dim, ksp_type, options, near_null=True, coords=False, pc="pcplugins.AMG"):
+    from petsc4py import PETSc
+
+    import pcplugins
+    A, xy, f = q1_elasticity(ne, dim)
+    M = meshes.petsc_matrix(A, "aij", block_size=dim)
+    if near_null:
+        v = PETSc.Vec().createWithArray(xy.ravel().copy(), bsize=dim, comm=PETSc.COMM_SELF)
+        M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
+    with petsc_options(options):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(M)
+        ksp.setType(ksp_type)
+        p = ksp.getPC()
+        if pc == "gamg":
+            p.setType("gamg")
+        else:
+            p.setType("python")
+            p.setPythonType(pc)
+            if coords:
+                pcplugins.set_coordinates(p, xy)          # one row a node
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=1e-8, max_it=300)
+        ksp.setFromOptions()
+        b, x = M.createVecs()
+        b.setArray(f)
+        ksp.solve(b, x)
+    return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
+
+
+@pytest.mark.parametrize("ksp_type,cycle", [("cg", "w"), ("fgmres", "k"), ("gmres", "w"), ("bcgs", "w")])
+@pytest.mark.parametrize("dim,ne", [(2, 31), (2, 32), (3, 9)])
+def test_near_null_space_from_the_matrix_at_gamgs_counts(ksp_type, cycle, dim, ne):
+    """As ksp ex56 -use_mat_nearnullspace: the matrix's block size and rigid body modes, no
+    coordinates (pairwise aggregation of the nodes). GAMG's smoothed aggregation on the same
+    matrix and KSP is the reference: measured ours/GAMG, cg: 2D 19/15 (31^2, 32^2 elements),
+    22/16 (64^2); 3D 13/15 (9^3), 15/15 (16^3); bcgs 8-14 against 8-10; on ex56 itself (3D, cg,
+    -ne 8, 16, 24) 20/20, 25/24, 28/28. Unsmoothed aggregation pays in 2D: at most 1.4x + 1."""
+    its, res, ksp = _elasticity_ksp(ne, dim, ksp_type, {"pc_amg_cycle": cycle})
+    assert ksp.getConvergedReason() > 0 and res <= 1e-8, (its, res)
+    gamg, gres, _ = _elasticity_ksp(ne, dim, ksp_type, {}, pc="gamg")
+    assert gres <= 1e-8
+    assert its <= 1.4 * gamg + 1, (its, gamg)
+
+
+def test_view_says_what_the_system_takes(capfd):
+    its, res, ksp = _elasticity_ksp(16, 2, "cg", {})
+    ksp.view()
+    out = capfd.readouterr().out
+    assert "system: nodes of 2 unknowns, the matrix's near null space (3 vectors)" in out, out
+
+
+def _view(ksp):
+    return "\n".join(ksp.getPC().getPythonContext().describe())
+
+
+def test_rigid_body_modes_from_coordinates_and_components_without():
+    """No near null space: with node coordinates (pcplugins.set_coordinates, one row a node)
+    the rigid body modes are built from them, as GAMG does after PCSetCoordinates; with none,
+    each component alone; -pc_amg_near_null_space none: every unknown a scalar."""
+    rigid, res, ksp = _elasticity_ksp(32, 2, "cg", {}, near_null=False, coords=True)
+    assert res <= 1e-8 and "rigid body modes of the coordinates" in _view(ksp)
+    comp, res, ksp = _elasticity_ksp(32, 2, "cg", {"pc_amg_aggregation": "pairwise"}, near_null=False)
+    assert res <= 1e-8 and "each component aggregated on its own" in _view(ksp)
+    scalar, res, _ = _elasticity_ksp(32, 2, "cg", {"pc_amg_near_null_space": "none"}, near_null=False)
+    assert res <= 1e-8
+    assert rigid < comp < scalar, (rigid, comp, scalar)
+
+
+def test_a_nan_in_the_near_null_space_is_a_petsc_error():
+    from petsc4py import PETSc
+    A, xy, f = q1_elasticity(6, 2)
+    M = meshes.petsc_matrix(A, "aij", block_size=2)
+    v = M.createVecLeft()
+    v.set(1.0)
+    v.setValue(3, numpy.nan)
+    v.assemble()
+    M.setNearNullSpace(PETSc.NullSpace().create(vectors=[v]))
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    pc = ksp.getPC()
+    pc.setType("python")
+    pc.setPythonType("pcplugins.AMG")
+    with pytest.raises(PETSc.Error) as err:
+        ksp.setUp()
+    msg = str(err.value.__cause__ or err.value.__context__)
+    assert "pcplugins.AMG: the matrix's near null space (MatSetNearNullSpace) contains NaN" in msg, msg
+
+
+def test_scipy_reference_solution():
+    """The answer itself: the solve matches SciPy's direct solve of the same system."""
+    from petsc4py import PETSc
+    A, xy, f = q1_elasticity(12, 2)
+    _, res, ksp = _elasticity_ksp(12, 2, "cg", {})
+    x = ksp.getSolution().getArray()
+    exact = scipy.sparse.linalg.spsolve(A.tocsc(), f)
+    assert numpy.linalg.norm(x - exact) <= 1e-6 * numpy.linalg.norm(exact)
+    assert isinstance(ksp, PETSc.KSP)
