@@ -127,6 +127,43 @@ def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij
     return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
 
 
+def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, pc="pcplugins.AMG", mat_type="aij"):
+    """examples/elasticity.py's system (Q1, ne^dim elements) as a ``mat_type`` matrix of block size
+    dim, with its rigid body modes as the near null space (``near_null``) and the nodes'
+    coordinates on the PC (``coords``), solved by ``ksp_type`` + ``pc`` (a Python PC or gamg) to
+    rtol 1e-8 on the true residual: (iterations, true relative residual, ksp)."""
+    from elasticity import q1_elasticity
+    from petsc4py import PETSc
+
+    import pcplugins
+
+    import meshes
+    A, xy, f = q1_elasticity(ne, dim)
+    M = meshes.petsc_matrix(A, mat_type, block_size=dim)
+    if near_null:
+        v = PETSc.Vec().createWithArray(xy.ravel().copy(), bsize=dim, comm=PETSc.COMM_SELF)
+        M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
+    with petsc_options(options):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(M)
+        ksp.setType(ksp_type)
+        p = ksp.getPC()
+        if pc == "gamg":
+            p.setType("gamg")
+        else:
+            p.setType("python")
+            p.setPythonType(pc)
+            if coords:
+                pcplugins.set_coordinates(p, xy)          # one row a node
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=1e-8, max_it=300)
+        ksp.setFromOptions()
+        b, x = M.createVecs()
+        b.setArray(f)
+        ksp.solve(b, x)
+    return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
+
+
 def amg_galerkin_error(mg):
     """The largest relative difference between a coarse matrix of a kcycle.AggregationMG and P^T A P
     formed here from the whole finer matrix and the whole aggregate map (gathered from every rank

@@ -829,3 +829,30 @@ def test_csr_stencil_kernels_match_twin(shape, kind, index, dtype):
     far = far.tocsr()
     assert csrstencil.stencil_of_csr(cp.asarray(far.indptr.astype(index)), cp.asarray(far.indices.astype(index)),
                                      cp.asarray(far.data), shape, dtype).wide
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_system_setup_on_cupy_matches_numpy(dim):
+    """core/nullspace.py on CuPy against NumPy: the node graph, the node colours, the tentative
+    prolongation (P, the coarse near null space, the empty columns) and the Galerkin product."""
+    import cupy
+    import numpy
+    from elasticity import q1_elasticity
+
+    from pcplugins.core import nullspace, sparse
+    A, xy, _ = q1_elasticity(6 if dim == 2 else 3, dim)
+    rng = numpy.random.default_rng(2)
+    nodes = xy.shape[0]
+    agg = numpy.concatenate([numpy.arange(9), rng.integers(0, 9, nodes - 10), [9]]).astype(numpy.int32)
+    out = {}
+    for xp in (numpy, cupy):
+        Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
+        B = nullspace.rigid_body_modes(xp.asarray(xy), xp)
+        G = nullspace.node_graph(Ax, dim, xp)
+        colours = nullspace.node_colours(G, dim, xp, 1000)
+        P, Bc, empty = nullspace.tentative(xp.asarray(agg), 10, B, dim, xp)
+        C = nullspace.galerkin(Ax, P, empty, xp)
+        out[xp] = [sparse.to_host(M).toarray() for M in (G, P, C)] + \
+            [cupy.asnumpy(v) if xp is cupy else v for v in (colours, Bc, empty)]
+    for host, dev in zip(out[numpy], out[cupy]):
+        assert host.shape == dev.shape and numpy.allclose(host, dev, atol=1e-12), (host, dev)

@@ -307,3 +307,22 @@ def test_constant_read_on_the_gpu(n, dim, convention, precision, monkeypatch):
     assert np.array_equal(out["read"], out["arrays"])
     tol = 1e-10 if precision == "double" else 1e-5
     assert np.linalg.norm(out["host"] - out["read"]) <= tol * np.linalg.norm(out["host"])
+
+
+@real_scalars
+def test_amg_system_on_cuda_matches_host():
+    """A system on aijcusparse + CUDA Vecs (2D Q1 elasticity, block size 2, the rigid body modes
+    as the matrix's near null space): the tentative prolongation and node colours built by CuPy,
+    the cycle captured as a graph; the iterations those of the host run."""
+    from conftest import elasticity_solve
+    its = {}
+    for mat_type in ("aij", "aijcusparse"):
+        it, res, ksp = elasticity_solve(24, 2, "cg", {"pc_amg_coarse_size": 100}, mat_type=mat_type)
+        ctx = ksp.getPC().getPythonContext()
+        assert res <= 1e-8 and ksp.getConvergedReason() > 0, (mat_type, it, res)
+        text = "\n".join(ctx.describe())
+        assert "system: nodes of 2 unknowns, the matrix's near null space (3 vectors)" in text, text
+        its[mat_type] = (it, ctx.device, text)
+    assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
+    assert "CUDA graph on" in its["aijcusparse"][2], its["aijcusparse"][2]
+    assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, (its["aij"][0], its["aijcusparse"][0])

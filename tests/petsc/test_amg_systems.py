@@ -14,7 +14,7 @@ from elasticity import q1_elasticity
 from pcplugins.core import kcycle, nullspace
 
 import meshes
-from conftest import amg_galerkin_error, petsc_options, true_relative_residual
+from conftest import amg_galerkin_error, elasticity_solve
 
 
 def _fcg(A, b, M, rtol=1e-8, max_it=300):
@@ -121,36 +121,6 @@ def test_components_without_a_near_null_space():
 
 # -- through PETSc -------------------------------------------------------------------------------
 
-def _elasticity_ksp(ne, dim, ksp_type, options, near_null=True, coords=False, pc="pcplugins.AMG"):
-    from petsc4py import PETSc
-
-    import pcplugins
-    A, xy, f = q1_elasticity(ne, dim)
-    M = meshes.petsc_matrix(A, "aij", block_size=dim)
-    if near_null:
-        v = PETSc.Vec().createWithArray(xy.ravel().copy(), bsize=dim, comm=PETSc.COMM_SELF)
-        M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
-    with petsc_options(options):
-        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-        ksp.setOperators(M)
-        ksp.setType(ksp_type)
-        p = ksp.getPC()
-        if pc == "gamg":
-            p.setType("gamg")
-        else:
-            p.setType("python")
-            p.setPythonType(pc)
-            if coords:
-                pcplugins.set_coordinates(p, xy)          # one row a node
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        ksp.setTolerances(rtol=1e-8, max_it=300)
-        ksp.setFromOptions()
-        b, x = M.createVecs()
-        b.setArray(f)
-        ksp.solve(b, x)
-    return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
-
-
 @pytest.mark.parametrize("ksp_type,cycle", [("cg", "w"), ("fgmres", "k"), ("gmres", "w"), ("bcgs", "w")])
 @pytest.mark.parametrize("dim,ne", [(2, 31), (2, 32), (3, 9)])
 def test_near_null_space_from_the_matrix_at_gamgs_counts(ksp_type, cycle, dim, ne):
@@ -159,15 +129,15 @@ def test_near_null_space_from_the_matrix_at_gamgs_counts(ksp_type, cycle, dim, n
     matrix and KSP is the reference: measured ours/GAMG, cg: 2D 19/15 (31^2, 32^2 elements),
     22/16 (64^2); 3D 13/15 (9^3), 15/15 (16^3); bcgs 8-14 against 8-10; on ex56 itself (3D, cg,
     -ne 8, 16, 24) 20/20, 25/24, 28/28. Unsmoothed aggregation pays in 2D: at most 1.4x + 1."""
-    its, res, ksp = _elasticity_ksp(ne, dim, ksp_type, {"pc_amg_cycle": cycle})
+    its, res, ksp = elasticity_solve(ne, dim, ksp_type, {"pc_amg_cycle": cycle})
     assert ksp.getConvergedReason() > 0 and res <= 1e-8, (its, res)
-    gamg, gres, _ = _elasticity_ksp(ne, dim, ksp_type, {}, pc="gamg")
+    gamg, gres, _ = elasticity_solve(ne, dim, ksp_type, {}, pc="gamg")
     assert gres <= 1e-8
     assert its <= 1.4 * gamg + 1, (its, gamg)
 
 
 def test_view_says_what_the_system_takes(capfd):
-    its, res, ksp = _elasticity_ksp(16, 2, "cg", {})
+    its, res, ksp = elasticity_solve(16, 2, "cg", {})
     ksp.view()
     out = capfd.readouterr().out
     assert "system: nodes of 2 unknowns, the matrix's near null space (3 vectors)" in out, out
@@ -181,11 +151,11 @@ def test_rigid_body_modes_from_coordinates_and_components_without():
     """No near null space: with node coordinates (pcplugins.set_coordinates, one row a node)
     the rigid body modes are built from them, as GAMG does after PCSetCoordinates; with none,
     each component alone; -pc_amg_near_null_space none: every unknown a scalar."""
-    rigid, res, ksp = _elasticity_ksp(32, 2, "cg", {}, near_null=False, coords=True)
+    rigid, res, ksp = elasticity_solve(32, 2, "cg", {}, near_null=False, coords=True)
     assert res <= 1e-8 and "rigid body modes of the coordinates" in _view(ksp)
-    comp, res, ksp = _elasticity_ksp(32, 2, "cg", {"pc_amg_aggregation": "pairwise"}, near_null=False)
+    comp, res, ksp = elasticity_solve(32, 2, "cg", {"pc_amg_aggregation": "pairwise"}, near_null=False)
     assert res <= 1e-8 and "each component aggregated on its own" in _view(ksp)
-    scalar, res, _ = _elasticity_ksp(32, 2, "cg", {"pc_amg_near_null_space": "none"}, near_null=False)
+    scalar, res, _ = elasticity_solve(32, 2, "cg", {"pc_amg_near_null_space": "none"}, near_null=False)
     assert res <= 1e-8
     assert rigid < comp < scalar, (rigid, comp, scalar)
 
@@ -214,7 +184,7 @@ def test_scipy_reference_solution():
     """The answer itself: the solve matches SciPy's direct solve of the same system."""
     from petsc4py import PETSc
     A, xy, f = q1_elasticity(12, 2)
-    _, res, ksp = _elasticity_ksp(12, 2, "cg", {})
+    _, res, ksp = elasticity_solve(12, 2, "cg", {})
     x = ksp.getSolution().getArray()
     exact = scipy.sparse.linalg.spsolve(A.tocsc(), f)
     assert numpy.linalg.norm(x - exact) <= 1e-6 * numpy.linalg.norm(exact)
