@@ -129,7 +129,7 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     rows = sparse.rows_of(S, xp)
     cols = S.indices
     w = xp.where(S.data > 0, S.data, 0.0)
-    wmax = _row_max(w, S, xp)
+    wmax = row_max(w, S, xp)
     strong = (w > 0) & (w >= theta * wmax[rows])
     score = w * (1.0 + 1e-6 * _hash(rows, cols, xp))
     partner = xp.full(n, -1, numpy.int64)
@@ -137,7 +137,7 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     for _ in range(rounds):
         free = partner < 0
         s = xp.where(strong & free[rows] & free[cols], score, 0.0)
-        best = _row_max(s, S, xp)
+        best = row_max(s, S, xp)
         pick = (s > 0) & (s == best[rows])
         choice = xp.full(n, -1, numpy.int64)
         choice[rows[pick]] = cols[pick]
@@ -170,7 +170,7 @@ def _pair_signs(A, partner, rep, xp):
     return xp.where(flip, -1.0, 1.0)
 
 
-def _row_max(values, A, xp):
+def row_max(values, A, xp):
     """The largest of ``values`` (>= 0, one per stored entry of A) in each row."""
     S = sparse.module(xp).csr_matrix((values, A.indices, A.indptr), shape=A.shape)
     return xp.asarray(S.max(axis=1).toarray()).ravel()

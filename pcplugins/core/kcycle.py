@@ -194,7 +194,7 @@ class AggregationMG:
                 found, found_sizes, _, _ = aggregation.pairwise(graph, xp, 1, 2, o.theta, comm=comm)
                 if not found:
                     break
-                agg, nc = found[0], found_sizes[1]
+                agg, nc = nullspace.join_singletons(found[0], graph, xp)
             blocks = bs
             if B is None:
                 agg = nullspace.component_aggregates(agg, bs)

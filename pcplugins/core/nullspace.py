@@ -52,6 +52,26 @@ def node_colours(graph, bs, xp, max_colours):
     return colour % max_colours if k > 3 * max_colours else colour
 
 
+def join_singletons(agg, graph, xp):
+    """The aggregates ``agg`` of the nodes of ``graph`` (node_graph) with every node left alone
+    moved into the aggregate of its strongest neighbour that is not alone (when it has one):
+    returns (agg, nc). The matching's mutual proposals leave many nodes alone on the dense node
+    graphs of coarse system levels (6 unknowns a node, tens of neighbours), and a level of
+    singletons stalls the coarsening far above the coarse size."""
+    n = graph.shape[0]
+    alone = xp.bincount(agg, minlength=int(agg.max()) + 1 if n else 0)[agg] == 1
+    rows, cols = sparse.rows_of(graph, xp), graph.indices
+    w = xp.where((rows != cols) & ~alone[cols] & alone[rows], graph.data, 0.0)
+    best = aggregation.row_max(w, graph, xp)
+    pick = (w > 0) & (w == best[rows])
+    target = xp.full(n, -1, numpy.int64)
+    target[rows[pick]] = agg[cols[pick]]
+    agg = xp.where(target >= 0, target, agg)
+    _, agg = xp.unique(agg, return_inverse=True)
+    agg = agg.ravel().astype(numpy.int32)
+    return agg, int(agg.max()) + 1 if n else 0
+
+
 def component_aggregates(agg, bs):
     """The aggregates of the unknowns from those of the nodes: unknown i (node i // bs, component
     i % bs) goes to coarse unknown agg[i // bs] bs + i % bs."""
