@@ -195,6 +195,8 @@ class AggregationMG:
                 if not found:
                     break
                 agg, nc = nullspace.join_singletons(found[0], graph, xp)
+                if B is not None:
+                    agg, nc = nullspace.drop_isolated(agg, graph, xp)
             blocks = bs
             if B is None:
                 agg = nullspace.component_aggregates(agg, bs)

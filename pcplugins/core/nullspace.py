@@ -72,6 +72,24 @@ def join_singletons(agg, graph, xp):
     return agg, int(agg.max()) + 1 if n else 0
 
 
+def drop_isolated(agg, graph, xp):
+    """``agg`` with the nodes that couple to no other node (Dirichlet rows kept as identity rows:
+    PETSc's ksp ex56) in aggregate -1, the others renumbered: returns (agg, nc). Such a node would
+    be an aggregate of its own on every level, its m modes on b unknowns leaving m - b identity
+    rows, and stall the coarsening; its smoother solves it exactly (smoothed aggregation leaves
+    them out the same way)."""
+    rows = sparse.rows_of(graph, xp)
+    coupled = xp.bincount(rows, weights=((rows != graph.indices) & (graph.data > 0)).astype(numpy.float64),
+                          minlength=graph.shape[0]) > 0
+    agg = xp.where(coupled, agg, -1)
+    keys, inverse = xp.unique(agg, return_inverse=True)
+    inverse = inverse.ravel()
+    if keys.size and int(keys[0]) < 0:
+        inverse = inverse - 1
+    agg = xp.where(coupled, inverse, -1).astype(numpy.int32)
+    return agg, int(agg.max()) + 1 if agg.size else 0
+
+
 def component_aggregates(agg, bs):
     """The aggregates of the unknowns from those of the nodes: unknown i (node i // bs, component
     i % bs) goes to coarse unknown agg[i // bs] bs + i % bs."""
@@ -100,19 +118,22 @@ def rigid_body_modes(coords, xp):
 
 def tentative(agg, nc, B, bs, xp):
     """The tentative prolongation of the node aggregates ``agg`` (node -> aggregate, ``nc``
-    aggregates) for the near null space B ((n bs) x m): returns (P, Bc, empty): P the (n bs) x
-    (nc m) CSR matrix with m entries a row, P B_c = B (Vanek, Mandel, Brezina, eq. (3.6)); Bc the
-    coarse near null space ((nc m) x m); ``empty`` the coarse unknowns with no fine support (a
-    dependent column of an aggregate: too few nodes for m modes), or None. Each aggregate's QR is a
-    modified Gram-Schmidt over its m columns, batched over the aggregates (padded to the largest)."""
+    aggregates; -1: the node is in none, its rows of P are empty) for the near null space B
+    ((n bs) x m): returns (P, Bc, empty): P the (n bs) x (nc m) CSR matrix with m entries a row,
+    P B_c = B (Vanek, Mandel, Brezina, eq. (3.6)); Bc the coarse near null space ((nc m) x m);
+    ``empty`` the coarse unknowns with no fine support (a dependent column of an aggregate: too
+    few nodes for m modes), or None. Each aggregate's QR is a modified Gram-Schmidt over its m
+    columns, batched over the aggregates (padded to the largest)."""
     N, m = B.shape
     owner = agg[xp.arange(N) // bs]                    # the aggregate of each unknown
+    live = xp.nonzero(owner >= 0)[0]                   # a node of aggregate -1 is left out
+    owner, B = owner[live], B[live]
     order = xp.argsort(owner, kind="stable") if xp is numpy else xp.argsort(owner)
     counts = xp.bincount(owner, minlength=nc)
     start = xp.concatenate([xp.zeros(1, counts.dtype), xp.cumsum(counts)[:-1]])
-    width = int(counts.max()) if N else 0
-    slot = xp.empty(N, numpy.int64)
-    slot[order] = xp.arange(N) - start[owner[order]]  # the unknown's row within its aggregate
+    width = int(counts.max()) if owner.size else 0
+    slot = xp.empty(owner.shape[0], numpy.int64)
+    slot[order] = xp.arange(owner.shape[0]) - start[owner[order]]  # the unknown's row within its aggregate
     V = xp.zeros((nc, width, m))
     V[owner, slot] = B
     R = xp.zeros((nc, m, m))
@@ -130,7 +151,9 @@ def tentative(agg, nc, B, bs, xp):
         V[:, :, c] = xp.where(dead[:, c, None], 0.0, v / xp.where(dead[:, c], 1.0, norm)[:, None])
     cols = (owner[:, None] * m + xp.arange(m)).astype(numpy.int32)
     data = V[owner, slot]
-    indptr = xp.arange(0, N * m + 1, m, dtype=numpy.int32)
+    per_row = xp.zeros(N, numpy.int32)
+    per_row[live] = m
+    indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(per_row).astype(numpy.int32)])
     P = sparse.module(xp).csr_matrix((data.ravel(), cols.ravel(), indptr), shape=(N, nc * m))
     empty = xp.nonzero(dead.ravel())[0]
     return P, R.reshape(nc * m, m), (empty if empty.size else None)

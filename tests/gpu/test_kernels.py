@@ -852,7 +852,11 @@ def test_system_setup_on_cupy_matches_numpy(dim):
         colours = nullspace.node_colours(G, dim, xp, 1000)
         P, Bc, empty = nullspace.tentative(xp.asarray(agg), 10, B, dim, xp)
         C = nullspace.galerkin(Ax, P, empty, xp)
-        out[xp] = [sparse.to_host(M).toarray() for M in (G, P, C)] + \
-            [cupy.asnumpy(v) if xp is cupy else v for v in (colours, Bc, empty)]
+        left = xp.asarray(numpy.where(numpy.arange(nodes) % 7 == 3, -1, agg).astype(numpy.int32))
+        P2, _, _ = nullspace.tentative(left, 10, B, dim, xp)      # nodes of aggregate -1: empty rows
+        joined, nj = nullspace.join_singletons(xp.asarray(agg), G, xp)
+        dropped, nd = nullspace.drop_isolated(joined, G, xp)
+        out[xp] = [sparse.to_host(M).toarray() for M in (G, P, C, P2)] + \
+            [cupy.asnumpy(v) if xp is cupy else v for v in (colours, Bc, empty, joined, dropped)] + [nj, nd]
     for host, dev in zip(out[numpy], out[cupy]):
-        assert host.shape == dev.shape and numpy.allclose(host, dev, atol=1e-12), (host, dev)
+        assert numpy.shape(host) == numpy.shape(dev) and numpy.allclose(host, dev, atol=1e-12), (host, dev)

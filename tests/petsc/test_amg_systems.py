@@ -189,3 +189,27 @@ def test_scipy_reference_solution():
     exact = scipy.sparse.linalg.spsolve(A.tocsc(), f)
     assert numpy.linalg.norm(x - exact) <= 1e-6 * numpy.linalg.norm(exact)
     assert isinstance(ksp, PETSc.KSP)
+
+
+def test_identity_rows_of_kept_boundary_nodes_are_left_out():
+    """Dirichlet nodes kept as identity rows (as PETSc's ksp ex56 keeps them) couple to nothing:
+    they join no aggregate (their rows of P are empty), so the coarsening reaches the coarse size
+    (with them as aggregates of their own, 3D elasticity stalled at thousands of unknowns of
+    identity rows) and the counts are those of the eliminated system."""
+    A, xy, f = q1_elasticity(8, 3, clamp=False)
+    fixed = numpy.repeat(xy[:, 0] == 0, 3)
+    keep = scipy.sparse.diags((~fixed).astype(float))
+    K = (keep @ A @ keep + scipy.sparse.diags(fixed.astype(float))).tocsr()
+    K.eliminate_zeros()
+    f = numpy.where(fixed, 0.0, numpy.repeat(-numpy.ones(len(xy)), 3) * (numpy.arange(3 * len(xy)) % 3 == 1))
+    B = nullspace.rigid_body_modes(xy, numpy)
+    opts = kcycle.Options(aggregation="pairwise", cycle="k", coarse_size=100)
+    mg = kcycle.AggregationMG(K, numpy, opts, block_size=3, near_null=B)
+    assert mg.levels[-1].n <= 100 and mg.stalled is None, [lev.n for lev in mg.levels]
+    assert amg_galerkin_error(mg) <= 1e-12
+    P = mg.levels[0].P
+    assert numpy.array_equal(numpy.diff(P.indptr) == 0, fixed)
+    Ae, xe, fe = q1_elasticity(8, 3)
+    me = kcycle.AggregationMG(Ae, numpy, opts, block_size=3, near_null=nullspace.rigid_body_modes(xe, numpy))
+    kept, eliminated = _fcg(K, f, mg.cycle), _fcg(Ae, fe, me.cycle)
+    assert kept <= eliminated + 2, (kept, eliminated)
