@@ -44,7 +44,7 @@ def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     """
     n, dim = coords.shape
     total = (lambda v: v) if comm is None else comm.allsum
-    lo, hi = coords.min(axis=0), coords.max(axis=0)
+    lo, hi = backend.column_reduce(coords, "min"), backend.column_reduce(coords, "max")
     if comm is not None:
         lo = xp.asarray([comm.allmin(float(v)) for v in lo])
         hi = xp.asarray([comm.allmax(float(v)) for v in hi])

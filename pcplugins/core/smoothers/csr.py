@@ -20,16 +20,26 @@ class CSRColourGS:
         self.A, self.xp, self.omega = A, xp, omega
         rows, cols = sparse.rows_of(A, xp), A.indices
         same = (colours[rows] == colours[cols]) & (rows != cols)
-        D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
+        D = A.diagonal() + xp.bincount(rows, weights=xp.where(same, xp.abs(A.data), 0.0), minlength=A.shape[0])
         if extra is not None:
             D = D + extra
-        self.ncolours = int(colours.max()) + 1
+        # the rows of each colour, in increasing order, from one sort and one transfer to the host
+        # (a nonzero per colour waits for the device once a colour)
+        order = xp.argsort(colours, kind="stable") if xp is numpy else xp.argsort(colours)
+        counts = xp.bincount(colours)
+        flag = backend.any_flag(same) if same.size else xp.zeros((), numpy.int8)
+        head = backend.to_host(xp.concatenate([counts, flag.astype(counts.dtype)[None]]))
+        counts, self.proper = head[:-1], not head[-1]
+        self.ncolours = len(counts)
         self.parts = []
-        for c in range(self.ncolours):
-            idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
-            if idx.size:
+        start = 0
+        for c, size in enumerate(counts.tolist()):
+            if size:
+                idx = order[start:start + size].astype(numpy.int32)
+                if xp is not numpy:
+                    idx = xp.sort(idx)
                 self.parts.append((idx, (A if M is None else M)[idx], (omega / D[idx]).astype(A.dtype)))
-        self.proper = not backend.any_true(same)
+            start += size
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
