@@ -63,7 +63,11 @@ def join_singletons(agg, graph, xp):
     rows, cols = sparse.rows_of(graph, xp), graph.indices
     w = xp.where((rows != cols) & ~alone[cols] & alone[rows], graph.data, 0.0)
     best = aggregation.row_max(w, graph, xp)
-    pick = (w > 0) & (w == best[rows])
+    pick = (w > 0) & (w >= (1 - 1e-12) * best[rows])
+    # of equally strong neighbours (to rounding: the block norms are sums in a device's own
+    # order) the first, so that NumPy and CuPy build the same aggregates
+    first = n - aggregation.row_max(xp.where(pick, n - cols, 0).astype(numpy.float64), graph, xp)
+    pick &= cols == first[rows]
     target = xp.full(n, -1, numpy.int64)
     target[rows[pick]] = agg[cols[pick]]
     agg = xp.where(target >= 0, target, agg)
