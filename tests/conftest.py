@@ -179,6 +179,9 @@ def amg_galerkin_error(mg):
         sign = numpy.ones(fine.n) if fine.sign is None else backend.to_host(fine.sign)
         if fine.P is not None:                       # a system's tentative prolongation (nullspace.py)
             P, A, Ac = (sparse.to_host(M) for M in (fine.P, fine.A, nxt.A))
+            if fine.rows is not None:                # local to the ranks: block diagonal
+                A, Ac = sparse.to_host(fine.rows.gathered()), sparse.to_host(nxt.rows.gathered())
+                P = scipy.sparse.block_diag(comm.allgather(P)).tocsr()
             D = (P.T @ A @ P - Ac).tocsr()
             empty = numpy.asarray(abs(P).sum(axis=0)).ravel() == 0      # identity rows of A_c
             D = D + scipy.sparse.diags(empty.astype(float))

@@ -9,7 +9,8 @@ The communicator ``comm`` (comm.Comm's protocol) is petsc/mpi.py's CSRComm under
 reductions and ``halo(ghosts, starts, xp)``, the exchange of the ghost columns' values.
 
 Aggregates never cross ranks, so the piecewise-constant prolongation is local and the Galerkin
-product P^T A P needs one exchange at setup: the coarse index of each ghost column's aggregate.
+product P^T A P needs one exchange at setup: the coarse index of each ghost column's aggregate (a
+system's tentative prolongation, local too, needs its ghost rows: ``galerkin_prolongation``).
 """
 import numpy
 
@@ -90,6 +91,33 @@ class Rows:
             data = data * backend.to_host(sign)[ghost.row] * gsign[ghost.col]
         G = _csr(data, rows, cols.ravel(), (nc, len(ghosts)), xp)
         return Rows(own, G, ghosts, starts, comm, xp)
+
+    def galerkin_prolongation(self, P, own_coarse):
+        """P^T A P for a prolongation local to the ranks (a system's tentative prolongation,
+        nullspace.py: this rank's fine rows onto its own coarse unknowns, at most m entries a row)
+        with its own block ``own_coarse`` already formed. The ghost columns' rows of P come
+        through 2 m exchanges (each entry's global coarse column and its value), collective."""
+        xp, comm = self.xp, self.comm
+        nc = P.shape[1]
+        starts = starts_of(nc, comm)
+        Ph = sparse.to_host(P).tocsr()
+        width = comm.allmax(int(numpy.diff(Ph.indptr).max()) if Ph.shape[0] else 0)
+        cols = numpy.full((Ph.shape[0], width), -1, numpy.int64)
+        vals = numpy.zeros((Ph.shape[0], width))
+        rows = numpy.repeat(numpy.arange(Ph.shape[0]), numpy.diff(Ph.indptr))
+        slot = numpy.arange(Ph.nnz) - Ph.indptr[rows]
+        cols[rows, slot] = Ph.indices + starts[comm.rank]
+        vals[rows, slot] = Ph.data
+        gcols = numpy.stack([backend.to_host(self.halo(xp.asarray(cols[:, k]))) for k in range(width)], 1)
+        gvals = numpy.stack([backend.to_host(self.halo(xp.asarray(vals[:, k]))) for k in range(width)], 1)
+        import scipy.sparse
+        ng = len(self.ghosts)
+        used = gcols >= 0
+        Pg = scipy.sparse.csr_matrix((gvals[used], (numpy.nonzero(used)[0], gcols[used])),
+                                     shape=(ng, int(starts[-1])))
+        G = (Ph.T @ (sparse.to_host(self.ghost) @ Pg)).tocoo()
+        ghosts, c = numpy.unique(G.col, return_inverse=True)
+        return Rows(own_coarse, _csr(G.data, G.row, c.ravel(), (nc, len(ghosts)), xp), ghosts, starts, comm, xp)
 
     def gathered(self):
         """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve)."""

@@ -79,7 +79,7 @@ def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None):
         colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
     smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
     if P is not None:
-        return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother)
+        return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother, rows=rows)
     return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp, sign), agg=agg, sign=sign, smoother=smoother,
                           rows=rows)
 
@@ -95,6 +95,7 @@ class AggregationMG:
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
         self.block_size, self.near_null = block_size, near_null
+        self.coarsest_system = (block_size, near_null)
         if o.coarse_size is None:
             # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
             # than the cycle gains
@@ -157,12 +158,12 @@ class AggregationMG:
                 xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(coords))))
             rest = dataclasses.replace(o, aggregation=self.method if whole else "pairwise",
                                        max_levels=max(2, o.max_levels - len(mats) + 1))
-            # a system's gathered levels keep its nodes, and its near null space when gathered whole
-            B = near_null if whole and near_null is not None else None
+            # a system's gathered levels keep its nodes and its (coarse) near null space
+            bs, B = self.coarsest_system
             if B is not None:
                 B = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(B))))
             self.coarse = coarse.GatheredRowsSolve(
-                mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, block_size, B))
+                mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, bs, B))
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its)
         self.timings["coarse"] = clock()
 
@@ -171,13 +172,13 @@ class AggregationMG:
         aux grid's cells (``coords`` one row a node) or pairwise matchings of the node graph;
         with a near null space B (n x m) each level's prolongation is its tentative prolongation
         (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
-        Distributed levels (``parallel``) take the components (their transfers are aggregate
-        maps); the near null space serves where the problem is gathered whole.
+        On several ranks (``parallel``) the aggregates are each rank's own, so P is local and the
+        Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
         Returns (mats, aggs, sizes, colours, signs, transfers) as the scalar paths build them,
         ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it)."""
         xp, o, bs = self.xp, self.opts, self.block_size
         comm = self.comm if parallel else None
-        B = None if parallel else self.near_null
+        B = self.near_null
         m = bs if B is None else B.shape[1]
         own = (lambda M: M.own) if parallel else (lambda M: M)
         if self.method == "auxgrid":
@@ -196,7 +197,7 @@ class AggregationMG:
                     break
                 agg, nc = nullspace.join_singletons(found[0], graph, xp)
                 if B is not None:
-                    agg, nc = nullspace.drop_isolated(agg, graph, xp)
+                    agg, nc = nullspace.drop_isolated(agg, graph, xp, mats[-1].ghost if parallel else None, bs)
             blocks = bs
             if B is None:
                 agg = nullspace.component_aggregates(agg, bs)
@@ -204,7 +205,10 @@ class AggregationMG:
                          sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
             else:
                 P, B, empty = nullspace.tentative(agg, nc, B, bs, xp)
-                Ac, agg, bs = nullspace.galerkin(mats[-1], P, empty, xp), None, m
+                Ac = nullspace.galerkin(own(mats[-1]), P, empty, xp)
+                if parallel:
+                    Ac = mats[-1].galerkin_prolongation(P, Ac)
+                agg, bs = None, m
             if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
                 break
             if o.smoother == "gs":
@@ -214,6 +218,7 @@ class AggregationMG:
             transfers.append(P)
             sizes.append(own(Ac).shape[0])
         colours += [None] * (len(mats) - len(colours))
+        self.coarsest_system = (bs, B)          # what a gathered continuation takes
         return mats, aggs, sizes, colours, [None] * len(aggs), transfers
 
     def _ell(self, k, M, coords):

@@ -76,15 +76,19 @@ def join_singletons(agg, graph, xp):
     return agg, int(agg.max()) + 1 if n else 0
 
 
-def drop_isolated(agg, graph, xp):
+def drop_isolated(agg, graph, xp, ghost=None, bs=1):
     """``agg`` with the nodes that couple to no other node (Dirichlet rows kept as identity rows:
     PETSc's ksp ex56) in aggregate -1, the others renumbered: returns (agg, nc). Such a node would
     be an aggregate of its own on every level, its m modes on b unknowns leaving m - b identity
     rows, and stall the coarsening; its smoother solves it exactly (smoothed aggregation leaves
-    them out the same way)."""
+    them out the same way). On several ranks ``ghost`` (the level's block of other ranks' columns,
+    ``bs`` unknowns a node) counts too."""
     rows = sparse.rows_of(graph, xp)
     coupled = xp.bincount(rows, weights=((rows != graph.indices) & (graph.data > 0)).astype(numpy.float64),
                           minlength=graph.shape[0]) > 0
+    if ghost is not None and ghost.nnz:         # several ranks: couplings to other ranks' nodes count
+        g = sparse.rows_of(ghost, xp) // bs
+        coupled |= xp.bincount(g, weights=(ghost.data != 0).astype(numpy.float64), minlength=graph.shape[0]) > 0
     agg = xp.where(coupled, agg, -1)
     keys, inverse = xp.unique(agg, return_inverse=True)
     inverse = inverse.ravel()

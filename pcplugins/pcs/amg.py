@@ -190,9 +190,6 @@ class AMG(PythonPC):
                           f"({B.shape[1]} vectors)"
         elif bs > 1:
             self.system = f"nodes of {bs} unknowns, each component aggregated on its own"
-        if self.system and self.comm.size > 1:
-            self.system += "; the distributed levels aggregate each component on its own, the near null " \
-                           "space serves where the problem is gathered whole"
         if v["aggregation"] == "pairwise":
             coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
         return bs, B, coords, source

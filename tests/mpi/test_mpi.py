@@ -265,16 +265,16 @@ def _elasticity(P, args):
 
 def test_amg_elasticity_in_parallel():
     """examples/elasticity.py (2D Q1 elasticity, block size 2, rigid body modes as the matrix's
-    near null space, cg to 1e-8) on 1-3 ranks (3 splits the 1056 nodes unevenly). Gathered whole
-    (2112 unknowns, gather size 4096) every rank count runs the one-rank system AMG: measured 19
-    iterations each. Distributed (gather size 0) the levels aggregate each component of the
-    nodes: measured 32, 33 on 2, 3 ranks, against 54, 53 with every unknown a scalar."""
+    near null space, cg to 1e-8) on 1-3 ranks (3 splits the 1056 nodes unevenly), gathered whole
+    (gather size 4096) and with every level distributed (gather size 0: each rank's tentative
+    prolongation, the Galerkin product exchanging the ghost rows of P). Measured: 19 iterations
+    in every case; with every unknown a scalar 54 and 53 on 2 and 3 ranks."""
     whole = [_elasticity(P, ["-ne", "32", "-pc_amg_gather_size", "4096"]) for P in (1, 2, 3)]
     assert whole[0] <= 20 and whole[1:] == [whole[0]] * 2, whole
     for P in (2, 3):
         nodes = _elasticity(P, ["-ne", "32", "-pc_amg_gather_size", "0"])
         scalar = _elasticity(P, ["-ne", "32", "-pc_amg_gather_size", "0", "-pc_amg_near_null_space", "none"])
-        assert nodes <= 40 and nodes < scalar, (P, nodes, scalar)
+        assert nodes <= whole[0] + 2 and 2 * nodes < scalar, (P, nodes, scalar)
 
 
 def test_amg_as_bjacobi_blocks_bounded(tmp_path):
