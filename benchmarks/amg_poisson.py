@@ -2,15 +2,19 @@
 PETSc GAMG (cg) and CG + Jacobi, side by side in one run, to a true relative residual of 1e-6
 (unpreconditioned norm for every solver), random right-hand side.
 
-    [mpiexec -n P] python benchmarks/amg_poisson.py [-cases 2d,3d,mesh] [-n2 2048] [-n3 129]
-                         [-mesh_n 1000] [-vec gpu|cpu] [-skip name,...] [-out benchmarks/results/x.json]
+    [mpiexec -n P] python benchmarks/amg_poisson.py [-cases 2d,3d,mesh,elasticity2d,elasticity3d]
+                         [-n2 2048] [-n3 129] [-mesh_n 1000] [-ne2 256] [-ne3 32]
+                         [-vec gpu|cpu] [-skip name,...] [-out benchmarks/results/x.json]
 
 pyamg (smoothed aggregation on the host, its CG) runs beside them where it is installed (one rank).
 The K-cycle is nonlinear, so fcg is its outer method; cg and fgmres run beside it because PETSc
 3.26's fcg computes its VecMTDot on the host for CUDA vectors (two vectors copied down per
 iteration, seen with -log_view).
 Cases: 2D 5-point Laplacian on an n2 x n2 grid, 3D 7-point on n3^3, P1 finite elements on a
-quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py). The matrix is given
+quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py), and (not by default)
+Q1 linear elasticity on ne2^2 / ne3^3 elements (examples/elasticity.py: block size = dimension,
+the rigid body modes set as the near null space, as PETSc's ksp ex56 does; pyamg gets them as B).
+The matrix is given
 without a DM; pcplugins.AMG gets the vertex coordinates through pcplugins.set_coordinates. Under
 mpiexec each rank holds a block of consecutive rows (and their coordinates), one GPU per rank.
 Each solver runs twice on fresh KSPs; the second run is reported (the first compiles kernels).
@@ -31,11 +35,13 @@ from petsc4py import PETSc  # noqa: E402
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 sys.path.insert(0, HERE)
+import elasticity  # noqa: E402
 import numpy  # noqa: E402
 import scipy.sparse  # noqa: E402
 
 import pcplugins  # noqa: E402
 from pcplugins import backend  # noqa: E402
+from pcplugins.core import nullspace  # noqa: E402
 from pcplugins.petsc import mat  # noqa: E402
 
 import meshes  # noqa: E402
@@ -53,6 +59,9 @@ CONFIGS = {
     "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
     "pcplugins.AMG (pairwise, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="pairwise", ksp_fcg_mmax=1),
     "pcplugins.AMG (pairwise, K-cycle, cg)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg"),
+    "pcplugins.AMG (pairwise, K-cycle, fgmres)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="fgmres"),
+    "pcplugins.AMG (pairwise, W-cycle, cg)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg",
+                                                  pc_amg_cycle="w"),
     "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
     "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
     "pyamg smoothed aggregation (CPU, its CG)": {"pyamg": True},
@@ -72,28 +81,35 @@ def laplacian(n, dim):
 
 
 def problem(case, opts):
+    """(label, A, coordinates, block size): one coordinate row a node."""
     if case == "2d":
         n = opts.getInt("n2", 2048)
-        return f"2D 5-point {n}^2", *laplacian(n, 2)
+        return f"2D 5-point {n}^2", *laplacian(n, 2), 1
     if case == "3d":
         n = opts.getInt("n3", 129)
-        return f"3D 7-point {n}^3", *laplacian(n, 3)
+        return f"3D 7-point {n}^3", *laplacian(n, 3), 1
+    if case.startswith("elasticity"):
+        dim = int(case[-2])
+        ne = opts.getInt(f"ne{dim}", 256 if dim == 2 else 32)
+        A, xy, _ = elasticity.q1_elasticity(ne, dim)
+        return (f"{dim}D Q1 elasticity, {ne}^{dim} elements, {A.shape[0]} unknowns (block size {dim}, rigid body "
+                "modes as the near null space)", A, xy, dim)
     n = opts.getInt("mesh_n", 1000)
     A, xy = meshes.p1_poisson(*meshes.mesh("quasi", n))
-    return f"2D P1 quasi-uniform Delaunay mesh, {A.shape[0]} unknowns", A, xy
+    return f"2D P1 quasi-uniform Delaunay mesh, {A.shape[0]} unknowns", A, xy, 1
 
 
-def run(name, options, A, xy, gpu):
+def run(name, options, A, xy, gpu, bs=1):
     if options.get("pyamg"):
-        return run_pyamg(name, A)
+        return run_pyamg(name, A, xy if bs > 1 else None)
     with options_in_database(options):
-        return _run(name, options, A, xy, gpu)
+        return _run(name, options, A, xy, gpu, bs)
 
 
 _PYAMG = {}
 
 
-def run_pyamg(name, A):
+def run_pyamg(name, A, xy=None):
     """pyamg's smoothed aggregation (its defaults: V-cycle, symmetric Gauss-Seidel) inside its own
     CG on the host, the same right-hand side and tolerance; one rank only. It runs once per matrix:
     it compiles nothing, so the benchmark's second run gets the first one's result."""
@@ -102,14 +118,18 @@ def run_pyamg(name, A):
         raise RuntimeError("pyamg runs on one rank")
     key = (name, A.shape, A.nnz)
     if key not in _PYAMG:
-        _PYAMG[key] = _run_pyamg(name, A, pyamg)
+        _PYAMG[key] = _run_pyamg(name, A, pyamg, xy)
     return _PYAMG[key]
 
 
-def _run_pyamg(name, A, pyamg):
+def _run_pyamg(name, A, pyamg, xy=None):
     b = numpy.random.default_rng(1).random(A.shape[0])
     t0 = time.perf_counter()
-    ml = pyamg.smoothed_aggregation_solver(A)
+    if xy is None:
+        ml = pyamg.smoothed_aggregation_solver(A)
+    else:                                       # a system: its block size and rigid body modes
+        B = nullspace.rigid_body_modes(xy, numpy)
+        ml = pyamg.smoothed_aggregation_solver(scipy.sparse.bsr_matrix(A, blocksize=(xy.shape[1],) * 2), B=B)
     t1 = time.perf_counter()
     res = []
     x = ml.solve(b, tol=1e-6, accel="cg", residuals=res, maxiter=500)
@@ -126,10 +146,15 @@ def _run_pyamg(name, A, pyamg):
             "apply_ms": 1e3 * apply_s, "operator_complexity": ml.operator_complexity()}
 
 
-def _run(name, options, A, xy, gpu):
+def _run(name, options, A, xy, gpu, bs=1):
     comm = PETSc.COMM_WORLD
-    M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij", comm)
+    M = meshes.petsc_matrix(A, "aijcusparse" if gpu else "aij", comm, block_size=bs)
     lo, hi = M.getOwnershipRange()
+    xy = xy[lo // bs:hi // bs]                  # this rank's nodes
+    if bs > 1:                                  # as PETSc's ksp ex56: the rigid body modes
+        v = PETSc.Vec().createMPI((hi - lo, PETSc.DECIDE), bsize=bs, comm=comm)
+        v.getArray()[:] = xy.ravel()
+        M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
     b, x = M.createVecs()
     b.setArray(numpy.random.default_rng(1).random(A.shape[0])[lo:hi])
     M.mult(b, x)          # the matrix is resident where it is used (PETSc uploads it on first use)
@@ -139,7 +164,7 @@ def _run(name, options, A, xy, gpu):
     if options.get("pc_python_type") == "pcplugins.AMG":
         ksp.getPC().setType("python")
         ksp.getPC().setPythonType("pcplugins.AMG")
-        pcplugins.set_coordinates(ksp.getPC(), xy[lo:hi])
+        pcplugins.set_coordinates(ksp.getPC(), xy)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-6, max_it=20000)
     ksp.setFromOptions()
@@ -184,13 +209,13 @@ def main():
     results = []
     for case in cases:
         t = time.perf_counter()
-        label, A, xy = problem(case, opts)
+        label, A, xy, bs = problem(case, opts)
         PETSc.Sys.Print(f"{label}: built in {time.perf_counter() - t:.1f} s", flush=True)
         if gpu and case == "2d" and PETSc.COMM_WORLD.getSize() == 1:
             r = {"case": label, "solver": "CSR read", "seconds": csr_read_times(A)}
             results.append(r)
             PETSc.Sys.Print(f"  CSR read: {r['seconds']}", flush=True)
-        measure_configs(CONFIGS, skip, run, (A, xy, gpu), gpu, {"case": label}, (" ", 36), results, out,
+        measure_configs(CONFIGS, skip, run, (A, xy, gpu, bs), gpu, {"case": label}, (" ", 36), results, out,
                         lambda r: f"setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
                                   f"  its {r['iterations']:5d}  true rel res {r['true_rel_residual']:.2e}"
                                   f"  PCApply {r['apply_ms']:.2f} ms")
