@@ -56,7 +56,7 @@ OPTIONS = [
            "levels' part) as one captured CUDA graph"),
     options.Option("pc_amg_near_null_space", "str", "auto",
            "Systems (matrix block size > 1, or MatSetNearNullSpace): auto: the matrix's near null space, else "
-           "rigid body modes from the coordinates where the block size is their dimension, else the block's "
+           "rigid body modes of coordinates set on the PC where the block size is their dimension, else the block's "
            "components, in each aggregate's tentative prolongation; components: each component aggregated "
            "on its own; none: every unknown a scalar", ("auto", "components", "none")),
     options.Option("pc_amg_device", "str", "auto",
@@ -165,8 +165,9 @@ class AMG(PythonPC):
         """What aggregation takes of a system (nullspace.py): (block size, near null space B or None,
         coordinates (one row a node) or None, where they came from); ``self.system`` says it for
         the view. -pc_amg_near_null_space auto takes the matrix's near null space, else the rigid
-        body modes of the coordinates where the block size is their dimension (as GAMG does with
-        PCSetCoordinates), else the components of each node."""
+        body modes of coordinates given to the PC where the block size is their dimension (as GAMG
+        does with PCSetCoordinates; a DMDA's coordinates say nothing of the physics: two species
+        on a 2D grid are no elastic body), else the components of each node."""
         v = self.values
         mode, bs = v["near_null_space"], self.block_size
         B = self.comm.agreed(compose.near_null_space, M, xp) if mode == "auto" else None
@@ -182,7 +183,7 @@ class AMG(PythonPC):
         if coords is not None and coords.shape[0] != n // bs:            # one a node, one an unknown
             coords = coords[::bs] if bs > 1 else xp.repeat(coords, self.block_size, axis=0)
         self.system = None
-        if rigid and coords is not None and coords.shape[1] == bs:
+        if rigid and coords is not None and coords.shape[1] == bs and source == compose.COMPOSED:
             B = nullspace.rigid_body_modes(coords, xp)
             self.system = f"nodes of {bs} unknowns, rigid body modes of the coordinates ({source})"
         elif B is not None:

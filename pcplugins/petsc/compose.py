@@ -10,6 +10,8 @@ from .dmda import pc_dm
 from .errors import error
 from .mat import pc_matrix
 
+COMPOSED = "the Vec composed on the PC as \"coordinates\""
+
 
 def amg_coordinates(pc, n, xp, bs=1):
     """Vertex coordinates for auxiliary-grid aggregation, as (``xp`` array n x dim, where from), or
@@ -30,7 +32,7 @@ def amg_coordinates(pc, n, xp, bs=1):
             nodes = f" (or {n // bs}, one a node of the block size {bs})" if bs > 1 else ""
             raise error(f"pcplugins.AMG: the coordinates Vec has {v.getLocalSize()} entries; the matrix "
                         f"has {n} rows, so {dim}D coordinates need {n * dim}{nodes}")
-        return _finite_coordinates(v, rows, dim, xp), "the Vec composed on the PC as \"coordinates\""
+        return _finite_coordinates(v, rows, dim, xp), COMPOSED
     dm = pc_dm(pc)
     if dm is not None and dm.getType() == "da":
         dim, dof = dm.getDim(), dm.getDof()
