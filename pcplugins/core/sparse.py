@@ -139,6 +139,9 @@ def prolong_add(u, e, agg, sign=None):
 # the host they are SciPy/NumPy expressions, the kernels' twins (tests/gpu/test_kernels.py compares them).
 
 _ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
+# rows this long on average (a system's coarse levels: 6 unknowns a node, tens of neighbours) go to
+# the kernel with a warp a row
+WARP_ROWS = 24
 
 
 # the value types the row kernel is compiled for (CuPy's complex<T> for the complex ones)
@@ -158,11 +161,14 @@ def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
     out = u if inplace else cp.empty(m, A.dtype)
     mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
         (_SCALE if scale is not None else 0) | (_INPLACE if inplace else 0)
+    threads = m
     if isinstance(A, ELL):
         name, matrix = "ell_rows", (numpy.int32(A.width), A.indices, A.data)
+    elif A.nnz >= WARP_ROWS * m:
+        name, matrix, threads = "csr_rows_warp", (A.indptr, A.indices, A.data), 32 * m
     else:
         name, matrix = "csr_rows", (A.indptr, A.indices, A.data)
-    _row_kernel(_CTYPES[A.dtype], name)(((m + 255) // 256,), (256,),
+    _row_kernel(_CTYPES[A.dtype], name)(((threads + 255) // 256,), (256,),
                                         (numpy.int32(m), numpy.int32(mode), rows if rows is not None else A.indices,
                                          *matrix, u, f if f is not None else u,
                                          scale if scale is not None else u, out))

@@ -29,6 +29,31 @@ extern "C" __global__ void csr_rows(const int m, const int mode, const int* __re
     finish_row(t, mode, s, rows, u, f, scale, out);
 }
 
+extern "C" __global__ void csr_rows_warp(const int m, const int mode, const int* __restrict__ rows,
+        const int* __restrict__ indptr, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* u,
+        const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    // csr_rows with a warp a row, its 32 lanes reading consecutive entries, for rows of tens to
+    // hundreds of entries (coarse levels of systems and of pairwise aggregation), where a thread
+    // a row reads each row alone. Blocks of 256 threads; the lanes' sums meet in shared memory
+    // (raw storage: a complex type cannot be a __shared__ array)
+    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
+    T* buf = reinterpret_cast<T*>(raw);
+    const int lane = threadIdx.x & 31;
+    const int t = (blockDim.x * blockIdx.x + threadIdx.x) >> 5;
+    T s = T(0);
+    if (t < m)
+        for (int k = indptr[t] + lane; k < indptr[t + 1]; k += 32) s += data[k] * u[indices[k]];
+    buf[threadIdx.x] = s;
+    __syncwarp();
+    for (int w = 16; w > 0; w >>= 1) {
+        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
+        __syncwarp();
+    }
+    if (t < m && lane == 0) finish_row(t, mode, buf[threadIdx.x], rows, u, f, scale, out);
+}
+
 extern "C" __global__ void ell_rows(const int m, const int mode, const int* __restrict__ rows,
         const int width, const int* __restrict__ indices,
         const T* __restrict__ data, const T* u,

@@ -626,22 +626,25 @@ def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
     assert np.allclose(out[np][1], out[cp][1], rtol=1e-10, atol=1e-12 * np.abs(out[np][1]).max())
 
 
+@pytest.mark.parametrize("density", [0.03, 0.3])
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
                                        (np.complex64, 1e-5)])
-def test_csr_row_kernels_match_twins(dtype, tol):
+def test_csr_row_kernels_match_twins(dtype, tol, density):
     """sparse.spmv / residual / relax_rows: the row kernels (CSR and ELL storage, compiled per value
-    type) against the SciPy expressions, with an improper colouring (same-colour neighbours) where
-    the update order would matter, and the kernel (not cuSPARSE) is what ran."""
+    type; rows of about 10 and 90 entries: a thread a row, and csr_rows_warp) against the SciPy
+    expressions, with an improper colouring (same-colour neighbours) where the update order would
+    matter, and the kernel (not cuSPARSE) is what ran."""
     import scipy.sparse
 
     from pcplugins.core import sparse
     cp = backend.cupy
     rng = np.random.default_rng(5)
-    A = scipy.sparse.random(300, 300, density=0.03, random_state=6, format="csr") + scipy.sparse.identity(300)
+    A = scipy.sparse.random(300, 300, density=density, random_state=6, format="csr") + scipy.sparse.identity(300)
     A = A.tocsr()
+    assert (A.nnz >= sparse.WARP_ROWS * 300) == (density > 0.1)
     u, f = rng.random(300), rng.random(300)
     if np.dtype(dtype).kind == "c":
-        A = A + 0.5j * scipy.sparse.random(300, 300, density=0.03, random_state=7, format="csr")
+        A = A + 0.5j * scipy.sparse.random(300, 300, density=density, random_state=7, format="csr")
         u = u + 1j * rng.random(300)
     u, f = u.astype(dtype), f.astype(dtype)
     rows = np.arange(0, 300, 3).astype(np.int32)          # neighbours of each other: improper
