@@ -79,6 +79,7 @@ def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None):
         colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
     smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
     if P is not None:
+        P = P.astype(A.dtype) if P.dtype != A.dtype else P      # the row kernels take one value type
         return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother, rows=rows)
     return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp, sign), agg=agg, sign=sign, smoother=smoother,
                           rows=rows)
