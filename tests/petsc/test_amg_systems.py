@@ -259,3 +259,30 @@ def test_a_dmda_of_dim_dof_is_not_taken_for_an_elastic_body():
     xy = numpy.indices((n, n)).reshape(2, -1)[::-1].T.astype(float)
     scalar, _, _ = amg_solve(L.tocsr(), xy, {"pc_amg_coarse_size": 50}, ksp_type="cg", rtol=1e-8, cycle=None)
     assert ksp.getIterationNumber() <= scalar + 1, (ksp.getIterationNumber(), scalar)
+
+
+def test_a_scalar_matrixs_constant_near_null_space_keeps_the_scalar_aggregation():
+    """GAMG users often attach the constant as a scalar matrix's near null space: that is the
+    scalar aggregation's own coarse space, so the hierarchy and the iterations are those without
+    it (and the view names no system)."""
+    from petsc4py import PETSc
+    T = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (40, 40))
+    L = (scipy.sparse.kron(scipy.sparse.identity(40), T) + scipy.sparse.kron(T, scipy.sparse.identity(40))).tocsr()
+    counts = []
+    for constant in (False, True):
+        M = meshes.petsc_matrix(L, "aij")
+        if constant:
+            M.setNearNullSpace(PETSc.NullSpace().create(constant=True))
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(M)
+        ksp.setType("cg")
+        pc = ksp.getPC()
+        pc.setType("python")
+        pc.setPythonType("pcplugins.AMG")
+        ksp.setTolerances(rtol=1e-8)
+        b, x = M.createVecs()
+        b.setArray(numpy.random.default_rng(0).random(L.shape[0]))
+        ksp.solve(b, x)
+        assert "system:" not in _view(ksp)
+        counts.append(ksp.getIterationNumber())
+    assert counts[0] == counts[1], counts
