@@ -193,27 +193,29 @@ class AggregationMG:
                     break
                 agg, nc = node_aggs[k], node_sizes[k + 1]
             else:
-                found, found_sizes, _, _ = aggregation.pairwise(graph, xp, 1, 2, o.theta, comm=comm)
+                found = aggregation.pairwise(graph, xp, 1, 2, o.theta, comm=comm)[0]
                 if not found:
                     break
                 agg, nc = nullspace.join_singletons(found[0], graph, xp)
                 if B is not None:
                     agg, nc = nullspace.drop_isolated(agg, graph, xp, mats[-1].ghost if parallel else None, bs)
-            blocks = bs
+            Bc = None
             if B is None:
                 agg = nullspace.component_aggregates(agg, bs)
                 Ac, P = (mats[-1].galerkin(agg, nc * bs) if parallel else
                          sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
             else:
-                P, B, empty = nullspace.tentative(agg, nc, B, bs, xp)
+                P, Bc, empty = nullspace.tentative(agg, nc, B, bs, xp)
                 Ac = nullspace.galerkin(own(mats[-1]), P, empty, xp)
                 if parallel:
                     Ac = mats[-1].galerkin_prolongation(P, Ac)
-                agg, bs = None, m
+                agg = None
             if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
                 break
             if o.smoother == "gs":
-                colours.append(nullspace.node_colours(graph, blocks, xp, MAX_COLOURS))
+                colours.append(nullspace.node_colours(graph, bs, xp, MAX_COLOURS))
+            if Bc is not None:                            # the coarse level: m unknowns a node
+                B, bs = Bc, m
             mats.append(Ac)
             aggs.append(agg)
             transfers.append(P)

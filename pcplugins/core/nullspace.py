@@ -14,7 +14,10 @@ the coarse near null space's block R_J, so P B_c = B: every coarse level has m u
 
 Where B is the components' unit vectors, Q_J is piecewise constant per component (scaled by
 1/sqrt(size)), so ``component_aggregates`` gives the same coarse space as an aggregate array of the
-unknowns (cycle.CSRLevel's ``agg``), which the distributed and ELL paths take.
+unknowns (cycle.CSRLevel's ``agg``: the gather and member-sum transfers, ELL coarse levels).
+Aggregates never cross ranks, so P is local on several ranks too (distributed.Rows forms P^T A P).
+Nodes that the matching leaves alone join a neighbour's aggregate (``join_singletons``) and nodes
+coupled to nothing join none (``drop_isolated``): either would otherwise stall the coarsening.
 """
 import numpy
 
