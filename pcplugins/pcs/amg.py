@@ -171,9 +171,10 @@ class AMG(PythonPC):
         v = self.values
         mode, bs = v["near_null_space"], self.block_size
         B = self.comm.agreed(compose.near_null_space, M, xp) if mode == "auto" else None
-        if B is not None and bs == 1 and B.shape[1] == 1 and self.comm.allmin(int(bool(backend.all_true(B == B[0, 0]))
-                                                                               if B.size else 1)):
-            B = None        # the constant of a scalar matrix: the scalar aggregation's own coarse space
+        if B is not None and bs == 1 and B.shape[1] == 1:
+            # the constant of a scalar matrix is the scalar aggregation's own coarse space
+            constant = not B.size or backend.all_true(B == B[0, 0])
+            B = None if self.comm.allmin(int(constant)) else B
         if mode == "none":
             bs = 1
         if B is not None and B.shape[1] > 16 * bs:
