@@ -44,7 +44,10 @@ def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     """
     n, dim = coords.shape
     total = (lambda v: v) if comm is None else comm.allsum
-    lo, hi = backend.column_reduce(coords, "min"), backend.column_reduce(coords, "max")
+    if n:
+        lo, hi = backend.column_reduce(coords, "min"), backend.column_reduce(coords, "max")
+    else:                                # a rank that owns no vertices
+        lo, hi = xp.full(dim, numpy.inf), xp.full(dim, -numpy.inf)
     if comm is not None:
         lo = xp.asarray([comm.allmin(float(v)) for v in lo])
         hi = xp.asarray([comm.allmax(float(v)) for v in hi])
@@ -172,6 +175,8 @@ def _pair_signs(A, partner, rep, xp):
 
 def row_max(values, A, xp):
     """The largest of ``values`` (>= 0, one per stored entry of A) in each row."""
+    if A.shape[0] == 0:                  # a rank that owns no rows
+        return xp.zeros(0)
     S = sparse.module(xp).csr_matrix((values, A.indices, A.indptr), shape=A.shape)
     return xp.asarray(S.max(axis=1).toarray()).ravel()
 

@@ -67,8 +67,6 @@ def aij_csr(pc, xp, comm=None):
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
                     f"(rows {M.getOwnershipRange()}, columns {M.getOwnershipRangeColumn()} on this rank)")
-    if parallel and comm.allmin(M.getLocalSize()[0]) == 0:
-        raise error("pcplugins.AMG: a rank owns no rows of the matrix; use fewer ranks")
     device = backend.is_gpu(xp) and "cusparse" in M.getType()
     if parallel:
         rows = _mpiaij_rows(M, xp, comm)

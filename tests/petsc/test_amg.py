@@ -227,6 +227,32 @@ def _on_threads(size, work):
     return out
 
 
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+@pytest.mark.parametrize("gather", [0, 200])
+def test_a_rank_that_owns_no_rows(method, gather):
+    """Three thread ranks, the middle one with no rows (as PETSc lays out ksp ex56 on 2 ranks): the
+    hierarchy builds and cycles, in the iterations of the same rows on one rank (measured 10
+    auxgrid, 12 pairwise)."""
+    from pcplugins.core import distributed
+    n = 31
+    A = lap2d(n)
+    b = numpy.random.default_rng(0).random(n * n)
+    xy = grid_coords(n)
+
+    def solve(comm, cuts):
+        lo, hi = cuts[comm.rank], cuts[comm.rank + 1]
+        part = A[lo:hi]
+        rows = distributed.Rows.from_csr(part.indptr, part.indices, part.data, comm, numpy)
+        opts = kcycle.Options(aggregation=method, coarse_size=10, gather_size=gather)
+        mg = kcycle.AggregationMG(rows, numpy, opts, xy[lo:hi], comm)
+        assert amg_galerkin_error(mg) <= 1e-12
+        return _fcg(A, b, lambda r: numpy.concatenate(comm.allgather(mg.cycle(r[lo:hi]))))
+
+    one = _on_threads(1, lambda comm: solve(comm, [0, n * n]))[0]
+    empty = _on_threads(3, lambda comm: solve(comm, [0, n * n // 2, n * n // 2, n * n]))
+    assert empty == [empty[0]] * 3 and empty[0] <= one + 1, (one, empty)
+
+
 @pytest.mark.parametrize("method,gather,smoother", [("auxgrid", 0, "gs"), ("pairwise", 0, "gs"),
                                                     ("auxgrid", 200, "gs"), ("pairwise", 0, "chebyshev")])
 def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother):

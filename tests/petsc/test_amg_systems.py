@@ -222,6 +222,20 @@ def test_distributed_system_hierarchy_on_thread_ranks(method):
     its = [_on_threads(size, solve)[0] for size in (1, 2, 3)]
     assert its[0] <= 20 and max(its) <= its[0] + 2, its
 
+    def empty_middle(comm):                  # three ranks, the middle one without nodes
+        cuts = [0, nodes // 3, nodes // 3, nodes]
+        lo, hi = cuts[comm.rank], cuts[comm.rank + 1]
+        part = A[2 * lo:2 * hi]
+        rows = distributed.Rows.from_csr(part.indptr, part.indices, part.data, comm, numpy)
+        B = nullspace.rigid_body_modes(xy, numpy)[2 * lo:2 * hi]
+        opts = kcycle.Options(aggregation=method, cycle="k", coarse_size=20, gather_size=0)
+        mg = kcycle.AggregationMG(rows, numpy, opts, xy[lo:hi], comm, block_size=2, near_null=B)
+        assert amg_galerkin_error(mg) <= 1e-12
+        return _fcg(A, f, lambda r: numpy.concatenate(comm.allgather(mg.cycle(r[2 * lo:2 * hi]))), rtol=1e-8)
+
+    empty = _on_threads(3, empty_middle)
+    assert empty[0] <= its[0] + 2, (its, empty)
+
 
 def test_a_dmda_of_dim_dof_is_not_taken_for_an_elastic_body():
     """Two decoupled species on a 2D DMDA (dof 2 = the dimension, block size 2): the DMDA's index

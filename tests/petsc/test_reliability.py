@@ -200,3 +200,18 @@ def test_elasticity_tutorial_at_gamgs_iterations(tutorials, ksp):
         its = [int(re.search(r"CONVERGED_RTOL iterations (\d+)", r.stdout).group(1)) for r in (ours, gamg)]
         assert its[0] <= its[1] + 2, (ne, its)
         assert true_residual(ours.stdout) <= 1.01 * RTOL, ours.stdout
+
+
+def test_elasticity_tutorial_with_a_rank_that_owns_nothing(tutorials):
+    """ksp ex56 on 2 ranks puts every row on rank 0 (its processor grid is a cube): pcplugins.AMG
+    runs with the empty rank, as GAMG does, in the one-rank iterations (measured 20 and 20)."""
+    common = ["-ne", "8", "-use_mat_nearnullspace", "-ksp_type", "cg", "-ksp_rtol", str(RTOL), "-ksp_norm_type",
+              "unpreconditioned", "-ksp_converged_reason", "-ksp_monitor_true_residual", "-pc_type", "python",
+              "-pc_python_type", "pcplugins.AMG"]
+    its = []
+    for ranks in (1, 2):
+        res = run_tutorial(tutorials["ex56"], ranks, *common)
+        assert res.returncode == 0 and "CONVERGED_RTOL" in res.stdout, res.stdout + res.stderr
+        assert true_residual(res.stdout) <= 1.01 * RTOL, res.stdout
+        its.append(int(re.search(r"CONVERGED_RTOL iterations (\d+)", res.stdout).group(1)))
+    assert its[1] <= its[0] + 1, its
