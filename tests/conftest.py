@@ -164,6 +164,22 @@ def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, p
     return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
 
 
+def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
+    """A KSP on the matrix A with the Python PC ``pc_type``, and the DMDA ``da`` attached (inactive:
+    A is the user's matrix) where given."""
+    from petsc4py import PETSc
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    if da is not None:
+        ksp.setDM(da)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+    ksp.setOperators(A)
+    if ksp_type is not None:
+        ksp.setType(ksp_type)
+    ksp.getPC().setType("python")
+    ksp.getPC().setPythonType(pc_type)
+    return ksp
+
+
 def amg_galerkin_error(mg):
     """The largest relative difference between a coarse matrix of a kcycle.AggregationMG and P^T A P
     formed here from the whole finer matrix and the whole aggregate map (gathered from every rank

@@ -15,7 +15,7 @@ from test_amg import _fcg, _on_threads
 from pcplugins.core import kcycle, nullspace
 
 import meshes
-from conftest import amg_galerkin_error, amg_solve, elasticity_solve, petsc_options
+from conftest import amg_galerkin_error, amg_solve, elasticity_solve, petsc_options, python_pc_ksp
 
 # -- core ----------------------------------------------------------------------------------------
 
@@ -151,11 +151,7 @@ def test_a_nan_in_the_near_null_space_is_a_petsc_error():
     v.setValue(3, numpy.nan)
     v.assemble()
     M.setNearNullSpace(PETSc.NullSpace().create(vectors=[v]))
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    pc = ksp.getPC()
-    pc.setType("python")
-    pc.setPythonType("pcplugins.AMG")
+    ksp = python_pc_ksp(M, "pcplugins.AMG")
     with pytest.raises(PETSc.Error) as err:
         ksp.setUp()
     msg = str(err.value.__cause__ or err.value.__context__)
@@ -251,14 +247,7 @@ def test_a_dmda_of_dim_dof_is_not_taken_for_an_elastic_body():
     M = da.createMat()
     M.setValuesCSR(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType), A.data)
     M.assemble()
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-    ksp.setDM(da)
-    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(M)
-    ksp.setType("cg")
-    pc = ksp.getPC()
-    pc.setType("python")
-    pc.setPythonType("pcplugins.AMG")
+    ksp = python_pc_ksp(M, "pcplugins.AMG", da, "cg")
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-8)
     b, x = M.createVecs()
@@ -287,12 +276,7 @@ def test_a_scalar_matrixs_constant_near_null_space_keeps_the_scalar_aggregation(
         M = meshes.petsc_matrix(L, "aij")
         if constant:
             M.setNearNullSpace(PETSc.NullSpace().create(constant=True))
-        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-        ksp.setOperators(M)
-        ksp.setType("cg")
-        pc = ksp.getPC()
-        pc.setType("python")
-        pc.setPythonType("pcplugins.AMG")
+        ksp = python_pc_ksp(M, "pcplugins.AMG", ksp_type="cg")
         ksp.setTolerances(rtol=1e-8)
         b, x = M.createVecs()
         b.setArray(numpy.random.default_rng(0).random(L.shape[0]))

@@ -8,27 +8,12 @@ import numpy
 import pytest
 from petsc4py import PETSc
 
-from conftest import ROOT, pcplugins_env, petsc_options, real_scalars, true_relative_residual
+from conftest import ROOT, pcplugins_env, petsc_options, python_pc_ksp, real_scalars, true_relative_residual
 from problems import helmholtz_system, poisson_system
 
 pytestmark = real_scalars
 
 GMG, FFT, AMG, SL = "pcplugins.GMG", "pcplugins.FFTPoisson", "pcplugins.AMG", "pcplugins.ShiftedLaplace"
-
-
-def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
-    """A KSP on the matrix A with the Python PC ``pc_type``, and the DMDA ``da`` attached (inactive:
-    A is the user's matrix) where given."""
-    ksp = PETSc.KSP().create()
-    if da is not None:
-        ksp.setDM(da)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-    ksp.setOperators(A)
-    if ksp_type is not None:
-        ksp.setType(ksp_type)
-    ksp.getPC().setType("python")
-    ksp.getPC().setPythonType(pc_type)
-    return ksp
 
 
 def setup_error(pc_type, options, problem="poisson", ksp_type="cg"):
