@@ -20,26 +20,16 @@ class CSRColourGS:
         self.A, self.xp, self.omega = A, xp, omega
         rows, cols = sparse.rows_of(A, xp), A.indices
         same = (colours[rows] == colours[cols]) & (rows != cols)
-        D = A.diagonal() + xp.bincount(rows, weights=xp.where(same, xp.abs(A.data), 0.0), minlength=A.shape[0])
+        D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
         if extra is not None:
             D = D + extra
-        # the rows of each colour, in increasing order, from one sort and one transfer to the host
-        # (a nonzero per colour waits for the device once a colour)
-        order = xp.argsort(colours, kind="stable") if xp is numpy else xp.argsort(colours)
-        counts = xp.bincount(colours)
-        flag = backend.any_flag(same) if same.size else xp.zeros((), numpy.int8)
-        head = backend.to_host(xp.concatenate([counts, flag.astype(counts.dtype)[None]]))
-        counts, self.proper = head[:-1], not head[-1]
-        self.ncolours = len(counts)
+        self.ncolours = int(colours.max()) + 1 if colours.size else 0     # a rank may own no rows
         self.parts = []
-        start = 0
-        for c, size in enumerate(counts.tolist()):
-            if size:
-                idx = order[start:start + size].astype(numpy.int32)
-                if xp is not numpy:
-                    idx = xp.sort(idx)
+        for c in range(self.ncolours):
+            idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
+            if idx.size:
                 self.parts.append((idx, (A if M is None else M)[idx], (omega / D[idx]).astype(A.dtype)))
-            start += size
+        self.proper = not backend.any_true(same)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
