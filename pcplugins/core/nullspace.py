@@ -73,10 +73,7 @@ def join_singletons(agg, graph, xp):
     pick &= cols == first[rows]
     target = xp.full(n, -1, numpy.int64)
     target[rows[pick]] = agg[cols[pick]]
-    agg = xp.where(target >= 0, target, agg)
-    _, agg = xp.unique(agg, return_inverse=True)
-    agg = agg.ravel().astype(numpy.int32)
-    return agg, int(agg.max()) + 1 if n else 0
+    return _renumber(xp.where(target >= 0, target, agg), xp)
 
 
 def drop_isolated(agg, graph, xp, ghost=None, bs=1):
@@ -92,13 +89,15 @@ def drop_isolated(agg, graph, xp, ghost=None, bs=1):
     if ghost is not None and ghost.nnz:         # several ranks: couplings to other ranks' nodes count
         g = sparse.rows_of(ghost, xp) // bs
         coupled |= xp.bincount(g, weights=(ghost.data != 0).astype(numpy.float64), minlength=graph.shape[0]) > 0
-    agg = xp.where(coupled, agg, -1)
+    return _renumber(xp.where(coupled, agg, -1), xp)
+
+
+def _renumber(agg, xp):
+    """The aggregate numbers of ``agg`` made consecutive from 0 in their order, -1 (no aggregate)
+    kept: (agg, nc)."""
     keys, inverse = xp.unique(agg, return_inverse=True)
-    inverse = inverse.ravel()
-    if keys.size and int(keys[0]) < 0:
-        inverse = inverse - 1
-    agg = xp.where(coupled, inverse, -1).astype(numpy.int32)
-    return agg, int(agg.max()) + 1 if agg.size else 0
+    unassigned = int(keys.size > 0 and int(keys[0]) < 0)
+    return (inverse.ravel() - unassigned).astype(numpy.int32), int(keys.size) - unassigned
 
 
 def component_aggregates(agg, bs):
