@@ -95,8 +95,6 @@ class AggregationMG:
         self.comm = comm = comm or Comm()
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
-        self.block_size, self.near_null = block_size, near_null
-        self.coarsest_system = (block_size, near_null)
         if o.coarse_size is None:
             # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
             # than the cycle gains
@@ -112,8 +110,10 @@ class AggregationMG:
         # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
         transfers = [None]
+        coarsest = (block_size, near_null)        # a system's block size and near null space on the last level
         if near_null is not None or block_size > 1:
-            mats, aggs, sizes, colours, signs, transfers = self._systems(A, coords, stop, parallel)
+            mats, aggs, sizes, colours, signs, transfers, coarsest = self._systems(A, coords, stop, parallel,
+                                                                                   block_size, near_null)
         elif self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
@@ -160,7 +160,7 @@ class AggregationMG:
             rest = dataclasses.replace(o, aggregation=self.method if whole else "pairwise",
                                        max_levels=max(2, o.max_levels - len(mats) + 1))
             # a system's gathered levels keep its nodes and its (coarse) near null space
-            bs, B = self.coarsest_system
+            bs, B = coarsest
             if B is not None:
                 B = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(B))))
             self.coarse = coarse.GatheredRowsSolve(
@@ -168,18 +168,18 @@ class AggregationMG:
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its)
         self.timings["coarse"] = clock()
 
-    def _systems(self, A, coords, stop, parallel):
-        """The levels of a system (nullspace.py): nodes of ``block_size`` unknowns aggregated, the
+    def _systems(self, A, coords, stop, parallel, bs, B):
+        """The levels of a system (nullspace.py): nodes of ``bs`` unknowns aggregated, the
         aux grid's cells (``coords`` one row a node) or pairwise matchings of the node graph;
         with a near null space B (n x m) each level's prolongation is its tentative prolongation
         (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
         On several ranks (``parallel``) the aggregates are each rank's own, so P is local and the
         Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
         Returns (mats, aggs, sizes, colours, signs, transfers) as the scalar paths build them,
-        ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it)."""
-        xp, o, bs = self.xp, self.opts, self.block_size
+        ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it), and
+        the last level's (block size, near null space), which a gathered continuation takes."""
+        xp, o = self.xp, self.opts
         comm = self.comm if parallel else None
-        B = self.near_null
         m = bs if B is None else B.shape[1]
         own = (lambda M: M.own) if parallel else (lambda M: M)
         if self.method == "auxgrid":
@@ -221,8 +221,7 @@ class AggregationMG:
             transfers.append(P)
             sizes.append(own(Ac).shape[0])
         colours += [None] * (len(mats) - len(colours))
-        self.coarsest_system = (bs, B)          # what a gathered continuation takes
-        return mats, aggs, sizes, colours, [None] * len(aggs), transfers
+        return mats, aggs, sizes, colours, [None] * len(aggs), transfers, (bs, B)
 
     def _ell(self, k, M, coords):
         """Level k's products in ELL storage? Every serial level with storage ``ell``; with
