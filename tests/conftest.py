@@ -97,34 +97,45 @@ def true_relative_residual(A, b, x):
     return r.norm() / b.norm()
 
 
+def pc_solve(M, pc_type, ksp_type, options, rtol, rhs, xy=None, max_it=200):
+    """Solve M x = rhs with ``pc_type`` (a Python PC's name, pcplugins.*, or a PETSc PC type)
+    under ``ksp_type`` to ``rtol`` on the true residual (unpreconditioned norm), ``options`` in the
+    database, the vertex coordinates ``xy`` on the PC where given: (iterations, true relative
+    residual, ksp)."""
+    from petsc4py import PETSc
+
+    import pcplugins
+    with petsc_options(options):
+        if pc_type.startswith("pcplugins."):
+            ksp = python_pc_ksp(M, pc_type, ksp_type=ksp_type)
+        else:
+            ksp = PETSc.KSP().create(comm=M.getComm())
+            ksp.setOperators(M)
+            ksp.setType(ksp_type)
+            ksp.getPC().setType(pc_type)
+        if xy is not None:
+            pcplugins.set_coordinates(ksp.getPC(), xy)
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=rtol, max_it=max_it)
+        ksp.setFromOptions()
+        b, x = M.createVecs()
+        b.setArray(rhs)
+        ksp.solve(b, x)
+    return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
+
+
 def amg_solve(A, xy=None, options=None, ksp_type="fcg", rtol=1e-6, mat_type="aij", rhs=None, cycle="k"):
     """Solve the SciPy matrix A (as a PETSc ``mat_type`` matrix, no DM) with pcplugins.AMG, the
     coordinates ``xy`` attached if given, to ``rtol`` on the true residual (unpreconditioned norm).
     ``cycle``: the paper's K-cycle under fcg by default (the PC's own default is the W-cycle).
     Returns (iterations, true relative residual, ksp)."""
     import numpy
-    from petsc4py import PETSc
-
-    import pcplugins
 
     import meshes
     M = meshes.petsc_matrix(A, mat_type)
-    with petsc_options(dict({"pc_amg_cycle": cycle} if cycle else {}, **(options or {}))):
-        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-        ksp.setOperators(M)
-        ksp.setType(ksp_type)
-        pc = ksp.getPC()
-        pc.setType("python")
-        pc.setPythonType("pcplugins.AMG")
-        if xy is not None:
-            pcplugins.set_coordinates(pc, xy)
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        ksp.setTolerances(rtol=rtol, max_it=200)
-        ksp.setFromOptions()
-        b, x = M.createVecs()
-        b.setArray(numpy.random.default_rng(3).random(A.shape[0]) if rhs is None else rhs)
-        ksp.solve(b, x)
-    return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
+    rhs = numpy.random.default_rng(3).random(A.shape[0]) if rhs is None else rhs
+    return pc_solve(M, "pcplugins.AMG", ksp_type, dict({"pc_amg_cycle": cycle} if cycle else {}, **(options or {})),
+                    rtol, rhs, xy)
 
 
 def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, pc="pcplugins.AMG", mat_type="aij"):
@@ -135,33 +146,13 @@ def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, p
     from elasticity import q1_elasticity
     from petsc4py import PETSc
 
-    import pcplugins
-
     import meshes
     A, xy, f = q1_elasticity(ne, dim)
     M = meshes.petsc_matrix(A, mat_type, block_size=dim)
     if near_null:
         v = PETSc.Vec().createWithArray(xy.ravel().copy(), bsize=dim, comm=PETSc.COMM_SELF)
         M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
-    with petsc_options(options):
-        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-        ksp.setOperators(M)
-        ksp.setType(ksp_type)
-        p = ksp.getPC()
-        if pc == "gamg":
-            p.setType("gamg")
-        else:
-            p.setType("python")
-            p.setPythonType(pc)
-            if coords:
-                pcplugins.set_coordinates(p, xy)          # one row a node
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        ksp.setTolerances(rtol=1e-8, max_it=300)
-        ksp.setFromOptions()
-        b, x = M.createVecs()
-        b.setArray(f)
-        ksp.solve(b, x)
-    return ksp.getIterationNumber(), true_relative_residual(M, b, x), ksp
+    return pc_solve(M, pc, ksp_type, options, 1e-8, f, xy if coords else None, max_it=300)     # xy: a row a node
 
 
 def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
