@@ -152,9 +152,7 @@ def _run(name, options, A, xy, gpu, bs=1):
     lo, hi = M.getOwnershipRange()
     xy = xy[lo // bs:hi // bs]                  # this rank's nodes
     if bs > 1:                                  # as PETSc's ksp ex56: the rigid body modes
-        v = PETSc.Vec().createMPI((hi - lo, PETSc.DECIDE), bsize=bs, comm=comm)
-        v.getArray()[:] = xy.ravel()
-        M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
+        elasticity.set_rigid_body_modes(M, xy)
     b, x = M.createVecs()
     b.setArray(numpy.random.default_rng(1).random(A.shape[0])[lo:hi])
     M.mult(b, x)          # the matrix is resident where it is used (PETSc uploads it on first use)

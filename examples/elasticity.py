@@ -11,6 +11,7 @@ Defaults (any can be overridden): -ksp_type cg -ksp_rtol 1e-8 -ksp_norm_type unp
 -pc_type python -pc_python_type pcplugins.AMG. Prints the unknowns, the iterations, the true
 relative residual and the setup and solve times.
 
+set_rigid_body_modes(M, xy): the near null space of a PETSc matrix, as ex56 sets it.
 q1_elasticity(ne, dim, nu, clamp) -> (A, coords, f): the stiffness matrix (SciPy CSR, unknowns node
 by node; the clamped nodes' unknowns eliminated, or with ``clamp`` False none: the floating body,
 whose null space is the rigid body modes), the coordinates of its nodes and the load vector.
@@ -77,6 +78,17 @@ def q1_elasticity(ne, dim=2, nu=0.3, clamp=True):
     return A[keep][:, keep].tocsr(), coords[free], f[free].ravel()
 
 
+def set_rigid_body_modes(M, xy):
+    """Give the PETSc matrix M (block size = dimension) the rigid body modes of its nodes as its
+    near null space, as PETSc's ksp ex56 does (MatNullSpaceCreateRigidBody, MatSetNearNullSpace);
+    ``xy``: the coordinates of this rank's nodes, one row a node."""
+    from petsc4py import PETSc
+    lo, hi = M.getOwnershipRange()
+    v = PETSc.Vec().createMPI((hi - lo, PETSc.DECIDE), bsize=xy.shape[1], comm=M.getComm())
+    v.getArray()[:] = xy.ravel()
+    M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
+
+
 def main():
     import petsc4py
 
@@ -99,9 +111,7 @@ def main():
     comm = PETSc.COMM_WORLD
     M = petsc_matrix(A, comm=comm, block_size=dim)
     lo, hi = M.getOwnershipRange()
-    xyz = PETSc.Vec().createMPI(((hi - lo), PETSc.DECIDE), bsize=dim, comm=comm)
-    xyz.getArray()[:] = coords.ravel()[lo:hi]
-    M.setNearNullSpace(PETSc.NullSpace().createRigidBody(xyz))
+    set_rigid_body_modes(M, coords[lo // dim:hi // dim])
     b, x = M.createVecs()
     b.getArray()[:] = f[lo:hi]
     ksp = PETSc.KSP().create(comm=comm)

@@ -143,15 +143,13 @@ def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, p
     dim, with its rigid body modes as the near null space (``near_null``) and the nodes'
     coordinates on the PC (``coords``), solved by ``ksp_type`` + ``pc`` (a Python PC or gamg) to
     rtol 1e-8 on the true residual: (iterations, true relative residual, ksp)."""
-    from elasticity import q1_elasticity
-    from petsc4py import PETSc
+    from elasticity import q1_elasticity, set_rigid_body_modes
 
     import meshes
     A, xy, f = q1_elasticity(ne, dim)
     M = meshes.petsc_matrix(A, mat_type, block_size=dim)
     if near_null:
-        v = PETSc.Vec().createWithArray(xy.ravel().copy(), bsize=dim, comm=PETSc.COMM_SELF)
-        M.setNearNullSpace(PETSc.NullSpace().createRigidBody(v))
+        set_rigid_body_modes(M, xy)
     return pc_solve(M, pc, ksp_type, options, 1e-8, f, xy if coords else None, max_it=300)     # xy: a row a node
 
 
