@@ -13,7 +13,9 @@ order). The coarse correction of a residual r on level k:
 - V: B_k r;
 - W: e = B_k r, then e += B_k (r - A_k e);
 - F: as W, the second visit a V-cycle (the F passes on to the first visit);
-- K: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k (Algorithm 2.1);
+- K: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k (Algorithm 2.1); from
+  level ``v_from`` on, V (a truncated K-cycle: the flexible CG above the truncation makes up for
+  the V-cycles below it, where a doubling cycle would cost launch latency, not work, on the GPU);
 
 and on the coarsest level the coarse solve, visited again by W and F only with
 ``revisit_coarsest`` (an inexact coarsest solve gains from the second visit).
@@ -74,12 +76,14 @@ class Cycle:
     ``coarse`` (``solve(f)`` -> a new array). ``dot(a, b)``: the K-cycle's inner product, a 0-d
     array (a global sum on several ranks)."""
 
-    def __init__(self, levels, coarse, kind, pre, post, xp, dot=None, kcycle_its=2, revisit_coarsest=False):
+    def __init__(self, levels, coarse, kind, pre, post, xp, dot=None, kcycle_its=2, revisit_coarsest=False,
+                 v_from=None):
         if kind not in KINDS:
             raise ValueError(f"unknown cycle {kind!r} ({', '.join(KINDS)})")
         self.levels, self.coarse, self.kind, self.pre, self.post, self.xp = levels, coarse, kind, pre, post, xp
         self.dot = dot or (lambda a, b: sparse.dot(a, b, xp))
         self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
+        self.v_from = len(levels) if v_from is None else v_from
 
     def __call__(self, f):
         """B_0 f: one cycle from u = 0 (a new array)."""
@@ -95,7 +99,8 @@ class Cycle:
         if k == len(self.levels) - 1:
             return self.coarse.solve(f)
         lev = self.levels[k]
-        u = self.xp.zeros_like(f)
+        # the smoother's zero first guess sets u
+        u = self.xp.empty_like(f) if self.pre > 0 else self.xp.zeros_like(f)
         lev.smoother.smooth(u, f, self.pre, zero_guess=True)
         e = self.coarse_correction(k + 1, lev.restrict(lev.residual(f, u)), kind)
         lev.prolong_add(u, e)
@@ -105,6 +110,8 @@ class Cycle:
     def coarse_correction(self, k, f, kind):
         """C_k f for the residual f restricted from level k - 1."""
         last = k == len(self.levels) - 1
+        if kind == "k" and k >= self.v_from:
+            kind = "v"
         if kind == "k" and not last:
             return self.fcg(k, f)
         e = self.apply(k, f, kind)

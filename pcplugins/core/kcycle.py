@@ -33,6 +33,14 @@ from .comm import Comm
 MAX_COLOURS = 8
 # the largest coarsest level a stalled hierarchy may end in (its sparse LU)
 STALLED_LIMIT = 50000
+# The K-cycle visits level k 2^k times. On the GPU a level of fewer unknowns than this costs the
+# same per visit whatever its size (launch latency, not work), and the flexible CG on the levels
+# above makes up for V-cycles there (2D and 3D Poisson, both aggregations: the same iteration
+# counts); on the host the work is what counts and the K-cycle runs on every level.
+KCYCLE_SIZE = {"gpu": 20000, "cpu": 0}
+# ... but a V-cycle over more levels than this (above the coarsest solve) loses the K-cycle's
+# iteration counts (2D Poisson 127^2: 11 iterations, 17 with four V-cycle levels)
+KCYCLE_V_LEVELS = 2
 
 
 @dataclasses.dataclass
@@ -40,6 +48,7 @@ class Options:
     aggregation: str = "auto"      # auxgrid | pairwise | auto (auxgrid when coordinates are given)
     cycle: str = "k"               # k | v | w
     kcycle_its: int = 2
+    kcycle_size: int = None        # K-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE)
     smoother: str = "gs"           # gs | l1jacobi | chebyshev
     pre: int = 1
     post: int = 1
@@ -165,7 +174,11 @@ class AggregationMG:
                 B = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(B))))
             self.coarse = coarse.GatheredRowsSolve(
                 mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, bs, B))
-        self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its)
+        if o.kcycle_size is None:
+            o.kcycle_size = KCYCLE_SIZE["gpu" if backend.is_gpu(xp) else "cpu"]
+        self.v_from = self._truncation(parallel) if o.cycle == "k" else None
+        self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its,
+                                  v_from=self.v_from)
         self.timings["coarse"] = clock()
 
     def _systems(self, A, coords, stop, parallel, bs, B):
@@ -222,6 +235,17 @@ class AggregationMG:
             sizes.append(own(Ac).shape[0])
         colours += [None] * (len(mats) - len(colours))
         return mats, aggs, sizes, colours, [None] * len(aggs), transfers, (bs, B)
+
+    def _truncation(self, parallel):
+        """The first level of the K-cycle's V-cycles (None: none): the first below kcycle_size
+        unknowns (global sizes on several ranks), never level 1 (a small problem keeps the flexible
+        CG there), and no more than KCYCLE_V_LEVELS levels above the coarsest."""
+        sizes = [self.comm.allsum(lev.n) for lev in self.levels] if parallel else [lev.n for lev in self.levels]
+        first = next((k for k, n in enumerate(sizes) if k >= 2 and n < self.opts.kcycle_size), None)
+        if first is None:
+            return None
+        first = max(first, len(sizes) - 1 - KCYCLE_V_LEVELS)
+        return first if first < len(sizes) - 1 else None
 
     def _ell(self, k, M, coords):
         """Level k's products in ELL storage? Every serial level with storage ``ell``; with
@@ -281,6 +305,9 @@ class AggregationMG:
         oc, gc = self.complexities(counts)
         cyc = {"k": f"K-cycle ({o.kcycle_its} flexible CG steps per coarse level)",
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
+        if o.cycle == "k" and self.v_from is not None:
+            cyc += f", V-cycles from level {self.v_from} (fewer than {o.kcycle_size} unknowns)"
+
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(counts)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
         if self.stalled:

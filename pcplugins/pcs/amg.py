@@ -36,6 +36,9 @@ OPTIONS = [
     options.Option("pc_amg_cycle", "str", "w", "Cycle: w and v are linear (any KSP); k: the K-cycle (nonlinear "
            "AMLI), fewer iterations, but ONLY under a flexible KSP (-ksp_type fcg or fgmres)", ("k", "v", "w")),
     options.Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
+    options.Option("pc_amg_kcycle_size", "int", None,
+           "K-cycle: V-cycles on the levels with fewer unknowns (default "
+           f"{kcycle.KCYCLE_SIZE['gpu']} on the GPU, {kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
     options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
@@ -141,6 +144,7 @@ class AMG(PythonPC):
                                    "\"coordinates\" (block size = dimension) on the PC")
         self.coord_source = source
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
+                              kcycle_size=v["kcycle_size"],
                               smoother=v["smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
                               gather_size=GATHER_SIZE[self.device] if v["gather_size"] is None else v["gather_size"],

@@ -579,7 +579,10 @@ def test_fused_cubic_upsample_matches_twin(shape):
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
-def test_amg_cupy_matches_numpy(method, smoother):
+@pytest.mark.parametrize("kcycle_size", [0, 1000])
+def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
+    """The hierarchy and one K-cycle on CuPy equal NumPy's, whole or truncated (V-cycles from the
+    first level below ``kcycle_size`` unknowns)."""
     from pcplugins.core import kcycle, sparse
 
     import meshes
@@ -590,8 +593,9 @@ def test_amg_cupy_matches_numpy(method, smoother):
     out = {}
     for xp in (np, cp):
         Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
-        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(aggregation=method, smoother=smoother, coarse_size=400),
-                                  xp.asarray(xy))
+        opts = kcycle.Options(aggregation=method, smoother=smoother, coarse_size=50, kcycle_size=kcycle_size)
+        mg = kcycle.AggregationMG(Ax, xp, opts, xp.asarray(xy))
+        assert (mg.v_from is None) == (kcycle_size == 0)
         out[xp] = ([lev.n for lev in mg.levels], [backend.to_host(lev.agg) for lev in mg.levels[:-1]],
                    backend.to_host(mg.cycle(xp.asarray(f))))
     assert out[np][0] == out[cp][0]
@@ -617,7 +621,8 @@ def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
     out = {}
     for xp in (np, cp):
         Bx = sparse.csr(B.indptr, B.indices, B.data, B.shape[0], xp)
-        mg = kcycle.AggregationMG(Bx, xp, kcycle.Options(aggregation="pairwise", cycle=cycle, coarse_size=400))
+        mg = kcycle.AggregationMG(Bx, xp, kcycle.Options(aggregation="pairwise", cycle=cycle, coarse_size=400,
+                                                         kcycle_size=0))
         out[xp] = ([None if lev.sign is None else backend.to_host(lev.sign) for lev in mg.levels[:-1]],
                    backend.to_host(mg.cycle(xp.asarray(f))))
     assert out[np][0][0] is not None

@@ -253,15 +253,42 @@ def test_a_rank_that_owns_no_rows(method, gather):
     assert empty == [empty[0]] * 3 and empty[0] <= one + 1, (one, empty)
 
 
-@pytest.mark.parametrize("method,gather,smoother", [("auxgrid", 0, "gs"), ("pairwise", 0, "gs"),
-                                                    ("auxgrid", 200, "gs"), ("pairwise", 0, "chebyshev")])
-def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother):
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+def test_truncated_kcycle(method):
+    """-pc_amg_kcycle_size: V-cycles from the first level below the size (never on level 1), the
+    flexible CG above, at most two levels above the coarsest: the iteration counts stay within one
+    of the whole K-cycle's (measured 11 -> 12 aux grid, 13 -> 14 pairwise, where the V-cycle takes
+    30 and 34), and only the K-cycle is touched."""
+    n = 127
+    A, xy = lap2d(n), grid_coords(n)
+    b = numpy.random.default_rng(0).random(n * n)
+    its, out = {}, {}
+    for cyc, size in (("k", 0), ("k", 1500), ("k", 10 ** 9), ("v", 0), ("w", 0), ("w", 10 ** 9)):
+        mg = kcycle.AggregationMG(A, numpy, kcycle.Options(aggregation=method, cycle=cyc, coarse_size=20,
+                                                           kcycle_size=size), xy)
+        assert (mg.v_from is None) == (size == 0 or cyc != "k")
+        its[cyc, size], out[cyc, size] = _fcg(A, b, mg.cycle), mg.cycle(b)
+        if cyc == "k" and size:
+            sizes = [lev.n for lev in mg.levels]
+            assert mg.v_from == max(2, len(sizes) - 3, next(k for k, m in enumerate(sizes) if m < size))
+            assert f"V-cycles from level {mg.v_from}" in mg.describe()[0]
+    assert its["k", 1500] <= its["k", 0] + 1 and its["k", 10 ** 9] <= its["k", 0] + 2, its
+    assert its["v", 0] > its["k", 0] + 2, its
+    assert not numpy.array_equal(out["k", 0], out["k", 1500])
+    assert numpy.array_equal(out["w", 0], out["w", 10 ** 9])
+
+
+@pytest.mark.parametrize("method,gather,smoother,kcycle_size", [
+    ("auxgrid", 0, "gs", 0), ("pairwise", 0, "gs", 0), ("auxgrid", 200, "gs", 0), ("pairwise", 0, "chebyshev", 0),
+    ("pairwise", 0, "gs", 300)])
+def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother, kcycle_size):
     """kcycle.AggregationMG over distributed.Rows on 1-3 thread ranks (rows in consecutive blocks,
     Rows.from_csr), as a preconditioner of flexible CG on a 2D Laplacian with a coefficient jump:
     every coarse matrix is P^T A P of the gathered finer level and aggregates, and the iterations
     stay within two of one rank's. ``gather``: -pc_amg_gather_size (200: the levels from the
     second on replicated). Measured: 10, 10, 10 (auxgrid), 10, 11, 11 (pairwise), 10, 10, 10 (gathered),
-    14, 14, 14 (pairwise, Chebyshev: the global polynomial)."""
+    14, 14, 14 (pairwise, Chebyshev: the global polynomial); ``kcycle_size`` truncates the K-cycle
+    by the global level sizes, alike on every rank."""
     from pcplugins.core import distributed
     n = 31
     A = (lap2d(n) + scipy.sparse.diags(numpy.where(numpy.arange(n * n) % n < n // 2, 0.0, 3.0))).tocsr()
@@ -272,9 +299,11 @@ def test_distributed_hierarchy_on_thread_ranks(method, gather, smoother):
         lo, hi = (comm.rank * n * n) // comm.size, ((comm.rank + 1) * n * n) // comm.size
         B = A[lo:hi]
         rows = distributed.Rows.from_csr(B.indptr, B.indices, B.data, comm, numpy)
-        opts = kcycle.Options(aggregation=method, coarse_size=10, gather_size=gather, smoother=smoother)
+        opts = kcycle.Options(aggregation=method, coarse_size=10, gather_size=gather, smoother=smoother,
+                              kcycle_size=kcycle_size)
         mg = kcycle.AggregationMG(rows, numpy, opts, xy[lo:hi], comm)
         assert amg_galerkin_error(mg) <= 1e-12
+        assert (mg.v_from is None) == (kcycle_size == 0)
         return _fcg(A, b, lambda r: numpy.concatenate(comm.allgather(mg.cycle(r[lo:hi])))), len(mg.levels)
 
     its = [_on_threads(size, solve)[0] for size in (1, 2, 3)]
