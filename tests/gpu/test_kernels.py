@@ -577,6 +577,26 @@ def test_fused_cubic_upsample_matches_twin(shape):
 # -- pcplugins.AMG -------------------------------------------------------------------------------
 
 
+def test_row_max_kernel_matches_twin():
+    """aggregation.row_max: the row kernel against SciPy's, with empty rows and rows of 0 to 40
+    entries."""
+    import scipy.sparse
+
+    from pcplugins.core import aggregation, sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(6)
+    A = scipy.sparse.random(500, 500, density=0.04, format="csr", random_state=7)
+    A = scipy.sparse.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape)
+    A[17] = 0
+    A.eliminate_zeros()
+    v = rng.random(A.nnz)
+    want = aggregation.row_max(v, A, np)
+    Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
+    got = backend.to_host(aggregation.row_max(cp.asarray(v), Ad, cp))
+    assert A.indptr[18] == A.indptr[17] and got[17] == 0
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
 @pytest.mark.parametrize("kcycle_size", [0, 1000])
