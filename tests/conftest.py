@@ -205,6 +205,19 @@ def amg_galerkin_error(mg):
     return worst
 
 
+def colour_graphs():
+    """Matrices for aggregation.colour_graph: 2D grids (5-point, 9-point), a random nonsymmetric
+    pattern, and a clique of 70 (more than the 64 colours a mask holds)."""
+    import numpy
+    import scipy.sparse
+    T = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (63, 63))
+    five = (scipy.sparse.kron(scipy.sparse.identity(63), T) + scipy.sparse.kron(T, scipy.sparse.identity(63))).tocsr()
+    nine = (five[:1600, :1600] @ five[:1600, :1600]).tocsr()
+    R = scipy.sparse.random(300, 300, density=0.03, format="csr", random_state=9) + scipy.sparse.identity(300)
+    clique = numpy.random.default_rng(8).random((70, 70)) + 70 * numpy.eye(70)
+    return {"5-point": five, "9-point": nine, "random": R.tocsr(), "clique": scipy.sparse.csr_matrix(clique)}
+
+
 def random_stencil_matrix(shape, offsets, seed=0, zeros=True):
     """A StencilOperator with random coefficients on ``offsets`` and its CSR, with explicit zeros
     stored for every other box offset (as DMCreateMatrix preallocates). NumPy and SciPy only."""

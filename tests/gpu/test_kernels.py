@@ -577,6 +577,21 @@ def test_fused_cubic_upsample_matches_twin(shape):
 # -- pcplugins.AMG -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("case", ["5-point", "9-point", "random", "clique"])
+def test_colour_graph_kernels_match_twins(case):
+    """aggregation.colour_graph on CuPy (first-fit colours: the atomic-OR and lowest-free-bit
+    kernels) equals the NumPy twin's colours exactly."""
+    from pcplugins.core import aggregation, sparse
+
+    from conftest import colour_graphs
+    cp = backend.cupy
+    A = colour_graphs()[case]
+    Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
+    want = aggregation.colour_graph(A, np)
+    got = backend.to_host(aggregation.colour_graph(Ad, cp))
+    assert np.array_equal(got, want)
+
+
 def test_row_max_kernel_matches_twin():
     """aggregation.row_max: the row kernel against SciPy's, with empty rows and rows of 0 to 40
     entries."""

@@ -14,7 +14,7 @@ import scipy.sparse.linalg
 from pcplugins.core import aggregation, kcycle, smoothers, sparse
 
 import meshes
-from conftest import amg_galerkin_error, amg_solve, petsc_options
+from conftest import amg_galerkin_error, amg_solve, colour_graphs, petsc_options
 from problems import convection_diffusion
 
 
@@ -101,6 +101,27 @@ def test_colour_gs_with_a_proper_colouring_is_gauss_seidel():
     Ap = A[order][:, order]
     ref = scipy.sparse.linalg.spsolve_triangular(scipy.sparse.tril(Ap).tocsr(), f[order])
     assert numpy.allclose(u[order], ref)
+
+
+@pytest.mark.parametrize("case", ["5-point", "9-point", "random", "clique"])
+def test_colour_graph_first_fit(case):
+    """Jones-Plassmann with first-fit colours: proper on the graph of A + A^T, each unknown's
+    colour the smallest its earlier-coloured neighbours leave, and few colours (5-point: at most
+    5; measured 5); past 64 colours the last one is shared."""
+    A = colour_graphs()[case]
+    colours = aggregation.colour_graph(A, numpy)
+    r, c = A.nonzero()
+    clash = (colours[r] == colours[c]) & (r != c)
+    if case == "clique":
+        assert colours.max() == 63 and set(colours[r][clash]) == {63} and len(set(colours)) == 64
+        return
+    assert not numpy.any(clash)
+    assert colours.max() + 1 <= {"5-point": 5, "9-point": 12, "random": 20}[case]
+    # first fit: every colour below an unknown's own is held by one of its neighbours
+    G = (abs(A) + abs(A.T)).tocsr()
+    for i in range(0, A.shape[0], 7):
+        held = set(colours[G.indices[G.indptr[i]:G.indptr[i + 1]]])
+        assert all(k in held for k in range(colours[i]))
 
 
 def test_ell_products_equal_csr():
