@@ -225,50 +225,64 @@ def colour_graph(A, xp, max_colours=None):
     first-fit colours: a 5-point grid takes 4 to 5 colours where a new colour per round took 16 to
     18, and a Gauss-Seidel sweep is a kernel a colour). The colours its neighbours hold are a
     bit mask per unknown (64 colours; an unknown with all 64 taken gets the last, shared with a
-    neighbour). With ``max_colours``, where there are more than three times as many colours they
-    fold back (colour mod max_colours): neighbours may then share a colour, which CSRColourGS's
-    l1 diagonal keeps convergent, but an improper colour costs it two kernels and a scatter
-    instead of one, so folding pays only where the colours are many."""
+    neighbour). On the GPU a round is two kernels over A's entries and unknowns (_rounds_gpu),
+    on the host NumPy on the shrinking set of uncoloured edges (_rounds_host): the same colours.
+    With ``max_colours``, where there are more than three times as many colours they fold back
+    (colour mod max_colours): neighbours may then share a colour, which CSRColourGS's l1 diagonal
+    keeps convergent, but an improper colour costs it two kernels and a scatter instead of one,
+    so folding pays only where the colours are many."""
+    n = A.shape[0]
+    i = xp.arange(n)
+    prio = (_hash_int(i, i, xp) << 32) + i      # distinct (a float priority could tie)
+    colour = (_rounds_gpu if backend.is_gpu(xp) else _rounds_host)(A, prio, xp)
+    k = int(colour.max()) + 1 if n else 0
+    return colour % max_colours if max_colours is not None and k > 3 * max_colours else colour
+
+
+def _rounds_host(A, prio, xp):
     n = A.shape[0]
     r = sparse.rows_of(A, xp)
     c = A.indices.astype(numpy.int32)
     off = r != c
     rows = xp.concatenate([r[off], c[off]])
     cols = xp.concatenate([c[off], r[off]])
-    i = xp.arange(n)
-    prio = (_hash_int(i, i, xp) << 32) + i      # distinct (a float priority could tie)
     colour = xp.full(n, -1, numpy.int32)
     taken = xp.zeros(n, numpy.uint64)             # bit k: a neighbour has colour k
+    one = numpy.uint64(1)
     while True:
         free = colour < 0
         if not backend.any_true(free):
-            break
+            return colour
         # only edges between uncoloured unknowns are kept: each round works on fewer
         keep = free[rows]
         rows, cols = rows[keep], cols[keep]
-        beaten = prio[cols] > prio[rows]
-        count = xp.bincount(rows[beaten], minlength=n)
-        colour = xp.where(free & (count == 0), _first_free(taken, xp), colour).astype(numpy.int32)
+        beaten = xp.bincount(rows[prio[cols] > prio[rows]], minlength=n) > 0
+        low = ~taken & (taken + one)              # the lowest clear bit alone (0: all 64 set)
+        first = xp.where(low == 0, 63, xp.log2(xp.maximum(low, one).astype(numpy.float64))).astype(numpy.int32)
+        colour = xp.where(free & ~beaten, first, colour)
         new = colour[cols] >= 0                     # the edges whose far end is coloured now
-        _mark_taken(taken, rows[new], colour[cols[new]], xp)
+        xp.bitwise_or.at(taken, rows[new], xp.left_shift(one, colour[cols[new]].astype(numpy.uint64)))
         rows, cols = rows[~new], cols[~new]
-    k = int(colour.max()) + 1 if n else 0
-    return colour % max_colours if max_colours is not None and k > 3 * max_colours else colour
 
 
-def _first_free(taken, xp):
-    """The lowest bit not set in each mask (63 where all are set)."""
-    if backend.is_gpu(xp):
-        return sparse.elementwise("first_free", "uint64 m", "int32 c",
-                                  "c = (~m) ? __ffsll((long long)(~m)) - 1 : 63")(taken)
-    low = ~taken & (taken + numpy.uint64(1))       # the lowest clear bit alone
-    return numpy.where(low == 0, 63, numpy.log2(numpy.maximum(low, 1).astype(numpy.float64))).astype(numpy.int32)
-
-
-def _mark_taken(taken, rows, colours, xp):
-    """taken[rows] |= 1 << colours (an atomic OR on the GPU)."""
-    if backend.is_gpu(xp):
-        sparse.elementwise("mark_taken", "int32 r, int32 c", "raw uint64 t",
-                           "atomicOr(&t[r], 1ull << c)")(rows.astype(numpy.int32), colours, taken)
-        return
-    numpy.bitwise_or.at(taken, rows, numpy.left_shift(numpy.uint64(1), colours.astype(numpy.uint64)))
+def _rounds_gpu(A, prio, xp):
+    n = A.shape[0]
+    rows = sparse.rows_of(A, xp)
+    colour = xp.full(n, -1, numpy.int32)
+    taken = xp.zeros(n, numpy.uint64)
+    beaten = xp.zeros(n, numpy.int8)
+    # each stored a_ij, both ways: between uncoloured unknowns the lower priority is beaten; a
+    # coloured end marks its colour taken at the other (again each round: an idempotent OR)
+    edges = sparse.elementwise(
+        "jp_edges", "int32 r, int32 c, raw int32 colour, raw int64 prio", "raw int8 beaten, raw uint64 taken",
+        "int a = colour[r], b = colour[c];"
+        "if (r != c) { if (a < 0 && b < 0) { if (prio[c] > prio[r]) beaten[r] = 1; else beaten[c] = 1; }"
+        "else if (a < 0) atomicOr(&taken[r], 1ull << b); else if (b < 0) atomicOr(&taken[c], 1ull << a); }")
+    pick = sparse.elementwise(
+        "jp_pick", "uint64 t", "int32 colour, int8 beaten",
+        "if (colour < 0) { if (!beaten) colour = (~t) ? __ffsll((long long)(~t)) - 1 : 63; beaten = 0; }")
+    cols = A.indices.astype(numpy.int32, copy=False)
+    while backend.any_true(colour < 0):
+        edges(rows, cols, colour, prio, beaten, taken)
+        pick(taken, colour, beaten)
+    return colour
