@@ -27,9 +27,10 @@ from .. import backend
 from . import aggregation, coarse, cycle, distributed, nullspace, smoothers, sparse
 from .comm import Comm
 
-# Pairwise levels: Jones-Plassmann gives tens of colours, each a kernel per sweep. Folded into 8
-# (the l1 diagonal absorbs the couplings within a colour) the iteration counts stay those of the
-# proper colouring at a fraction of the launches; into 4 the K-cycle loses some h-independence.
+# Pairwise levels: a graph that needs more than 3 x 8 colours (each a kernel per sweep) has them
+# folded into 8 (the l1 diagonal absorbs the couplings within a colour): the iteration counts stay
+# those of the proper colouring at a fraction of the launches; into 4 the K-cycle loses some
+# h-independence.
 MAX_COLOURS = 8
 # the largest coarsest level a stalled hierarchy may end in (its sparse LU)
 STALLED_LIMIT = 50000
