@@ -160,14 +160,22 @@ def _pair_signs(A, partner, rep, xp):
     near-null vector that changes sign across positive couplings (for D A D with D = diag(+-1)
     and A an M-matrix, the hierarchy of A up to the signs D)."""
     n = A.shape[0]
-    rows, cols = sparse.rows_of(A, xp), A.indices
     data = A.data.real if xp.iscomplexobj(A.data) else A.data
-    paired = partner >= 0
-    c = xp.zeros(n)
-    for mine, other in ((rows, cols), (cols, rows)):     # a_{i, partner(i)} and a_{partner(i), i}
-        hit = paired[mine] & (other == partner[mine])
-        c += xp.bincount(mine[hit], weights=data[hit], minlength=n)
-    flip = paired & (rep != xp.arange(n)) & (c > 0)
+    if backend.is_gpu(xp):
+        # one thread an unknown: its row and its partner's row searched for the pair's couplings
+        flip = sparse.elementwise(
+            "pair_flip", "int64 p, int64 rep, raw T a, raw I ptr, raw I col", "bool flip",
+            "T c = 0; if (p >= 0) { for (I j = ptr[i]; j < ptr[i + 1]; j++) if (col[j] == p) c += a[j];"
+            "for (I j = ptr[p]; j < ptr[p + 1]; j++) if (col[j] == i) c += a[j]; }"
+            "flip = p >= 0 && rep != i && c > 0")(partner, rep, xp.ascontiguousarray(data), A.indptr, A.indices)
+    else:
+        rows, cols = sparse.rows_of(A, xp), A.indices
+        paired = partner >= 0
+        c = xp.zeros(n)
+        for mine, other in ((rows, cols), (cols, rows)):     # a_{i, partner(i)} and a_{partner(i), i}
+            hit = paired[mine] & (other == partner[mine])
+            c += xp.bincount(mine[hit], weights=data[hit], minlength=n)
+        flip = paired & (rep != xp.arange(n)) & (c > 0)
     if not backend.any_true(flip):
         return None
     return xp.where(flip, -1.0, 1.0)
