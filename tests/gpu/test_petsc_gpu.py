@@ -120,8 +120,8 @@ def test_amg_petsc_cuda_matches_host(method):
     A, xy = meshes.p1_poisson(*meshes.mesh("disk", 24))
     its = {}
     for mat_type in ("aij", "aijcusparse"):
-        it, res, ksp = amg_solve(A, xy, {"pc_amg_aggregation": method, "pc_amg_coarse_size": 100,
-                                                   "pc_amg_kcycle_size": 0}, rtol=1e-8, mat_type=mat_type)
+        options = {"pc_amg_aggregation": method, "pc_amg_coarse_size": 100, "pc_amg_kcycle_size": 0}
+        it, res, ksp = amg_solve(A, xy, options, rtol=1e-8, mat_type=mat_type)
         ctx = ksp.getPC().getPythonContext()
         its[mat_type] = (it, ctx.device, ctx.matrix_source, ksp.getSolution().getType())
     assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
