@@ -107,14 +107,18 @@ class StencilOperator:
         box = self.box
         idx = numpy.arange(box.size).reshape(box.shape)
         rows, cols, vals = [], [], []
-        for c, o in zip(self.coefs, self.offsets):
+        for c, o in zip(self.host_coefs(), self.offsets):
             # src: the points whose neighbour at o lies inside the box (no masks needed)
             src = tuple(slice(max(0, -oo), m - max(0, oo)) for oo, m in zip(o, box.shape))
             dst = tuple(slice(max(0, oo), m - max(0, -oo)) for oo, m in zip(o, box.shape))
             rows.append(idx[src].ravel())
             cols.append(idx[dst].ravel())
-            vals.append(numpy.full(rows[-1].size, c, self.dtype) if self.constant else _host(c[src]).ravel())
+            vals.append(numpy.full(rows[-1].size, c, self.dtype) if self.constant else numpy.ravel(c[src]))
         return numpy.concatenate(rows), numpy.concatenate(cols), numpy.concatenate(vals)
+
+    def host_coefs(self):
+        """The coefficients on the host (numbers where constant)."""
+        return self.coefs if self.constant else [_host(c) for c in self.coefs]
 
 
 def _host(a):
@@ -196,7 +200,17 @@ class AxisLaplacian(StencilOperator):
 
     @functools.cached_property
     def coefs(self):
-        xp, box, d = self.xp, self.box, self.box.dim
+        return self._coef_arrays(self.xp)
+
+    def host_coefs(self):
+        if "coefs" in self.__dict__:
+            return super().host_coefs()
+        # made on the host: the coarsest level's dense matrix would otherwise wait on a dozen
+        # small device arrays and their copies back
+        return self._coef_arrays(numpy)
+
+    def _coef_arrays(self, xp):
+        box, d = self.box, self.box.dim
         mass, kdiag = [], []
         for a, (w, r, (L, kl, ml)) in enumerate(zip(self.weights, self.ratios, self.tail())):
             shape = [1] * d
