@@ -14,6 +14,8 @@ kernel             NumPy twin (compared with it in tests/gpu/test_kernels.py)
 ``stored_colour``    one colour of ``smoothers.ColourGS`` (red-black or 2^d colours)
 ``blackbox_rap``     ``galerkin.stencil_product`` (setup: R A P with black box transfers)
 ``blackbox_class``   ``transfer.BlackBox._class`` (setup: one class of its weights)
+``blackbox_restrict``  ``transfer.BlackBox.restrict`` (lattice sums over P's columns)
+``blackbox_prolong_add``  ``transfer.BlackBox.prolong_add``
 =================  =====================================================================
 
 Colours come from global grid indices exactly as grid.colours makes them, so the kernels work on
@@ -61,9 +63,15 @@ def galerkin_product(op, T, cbox, dtype):
 
 
 def coefficient_planes(op, dtype):
-    """The operator's coefficients as one array of planes, constants broadcast (not masked)."""
-    xp = op.xp
-    return xp.stack([xp.broadcast_to(xp.asarray(c, dtype), op.box.shape) for c in op.coefs])
+    """The operator's coefficients as one array of planes, constants broadcast (not masked): the
+    array they already are where they lie as consecutive planes of one (a Galerkin product's
+    output, a Stored level's), else a copy."""
+    xp, c = op.xp, op.coefs
+    shape, itemsize = op.box.shape, numpy.dtype(dtype).itemsize
+    if not op.constant and all(a.dtype == dtype and a.shape == shape and a.flags.c_contiguous
+                               and a.data.ptr == c[0].data.ptr + k * a.size * itemsize for k, a in enumerate(c)):
+        return xp.ndarray((len(c),) + shape, dtype, memptr=c[0].data)     # the memory stays referenced
+    return xp.stack([xp.broadcast_to(xp.asarray(a, dtype), shape) for a in c])
 
 
 def offset_table(op):
@@ -172,3 +180,36 @@ class StoredGS:
         name = "red-black" if self.kind == "redblack" else f"{2 ** self.stored.dim}-colour"
         w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
         return f"{name} Gauss-Seidel{w} (fused kernel per colour)"
+
+
+class BlackBoxTransfer:
+    """transfer.BlackBox's restriction and prolongation, one kernel each, from its ``columns``
+    (the generic transfer is a lattice sum per class of fine points: 27 terms and 8 classes in
+    3D, launches that set the pace of every level but the finest). ``k``: the number of offsets
+    of the fine level's stencil, whose stored.cu module holds the kernels."""
+
+    def __init__(self, twin, k):
+        self.twin, self.kind, self.fine, self.coarse = twin, twin.kind, twin.fine, twin.coarse
+        self.dim, self.dtype = twin.fine.dim, twin.columns.dtype
+        module = _module(self.dtype, self.dim, k)
+        self._restrict = module.get_function("blackbox_restrict")
+        self._prolong = module.get_function("blackbox_prolong_add")
+        pad = 3 - self.dim
+        self._sizes = [numpy.int32(v) for v in (*grid.dims3(self.fine.shape), *grid.dims3(self.coarse.shape),
+                                                *([0] * pad + [int(c) for c in twin.coarsened]),
+                                                *([0] * pad + list(twin.phase)))]
+        self._rscale = self.dtype.type(twin.rscale)
+
+    def stored_values(self):
+        return self.twin.stored_values()
+
+    def restrict(self, coarse_out, fine_pad):
+        """coarse_out (unpadded, contiguous) = R r, from a padded fine array with current ghosts."""
+        _launch(self._restrict, grid.dims3(self.coarse.shape),
+                [coarse_out, self.twin.columns, fine_pad, *self._sizes, self._rscale])
+        return coarse_out
+
+    def prolong_add(self, fine_pad, coarse_pad):
+        """fine (interior of padded) += P e, from a padded coarse array with current ghosts."""
+        _launch(self._prolong, grid.dims3(self.fine.shape), [fine_pad, self.twin.columns, coarse_pad, *self._sizes])
+        return fine_pad

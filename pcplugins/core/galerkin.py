@@ -26,15 +26,18 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     """The coarse StencilOperator R A P on ``cbox`` (arrays of ``cxp``) of the fine operator ``op``
     and the transfer ``T``, with the fine and coarse levels' ghost updates (None: none) and the
     communicator of a distributed coarse level (None: it is whole on this rank). On one rank no
-    ghost update comes between the probes' kernels, so plain transfers take them in batches."""
+    ghost update comes between the probes' kernels, so plain transfers take them in batches.
+    The coarse operator of a stored (variable) one stays stored: only all-zero offsets are
+    dropped, with no search for constant coefficients (passes over every coefficient array)."""
     xp = op.xp
+    tol = 0.0 if op.constant else None
     one_rank = comm is None or comm.size == 1
     if one_rank and type(T) is transfer.BlackBox and cxp is xp and T.weight_planes is not None:
         if not backend.is_gpu(xp):
-            return stencil_product(op, T, cbox, dtype)
+            return stencil_product(op, T, cbox, dtype, tol)
         if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
             coefs = fused_stored.galerkin_product(op, T, cbox, dtype)
-            return stencil.compress(cbox, list(coefs), list(coefs.values()), xp, dtype)
+            return stencil.compress(cbox, list(coefs), list(coefs.values()), xp, dtype, tol)
     batch = None
     if one_rank and type(T) in (transfer.Transfer, transfer.BlackBox):
         limit = BATCH_VALUES["gpu" if backend.is_gpu(xp) else "host"]
@@ -58,15 +61,15 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
         exchange_fine(a)
         T.restrict(o, a)
         return -o
-    return probe(rap, cbox, cxp, dtype, comm, batch)
+    return probe(rap, cbox, cxp, dtype, comm, batch, tol)
 
 
-def probe(rap, coarse_box, xp, dtype, comm=None, batch=None):
+def probe(rap, coarse_box, xp, dtype, comm=None, batch=None, tol=0.0):
     """The coarse stencil of R A P by probing: 3^d applications of ``rap`` (a function of a padded
     coarse array returning an unpadded one), one per class of global index mod 3. Valid whenever
     R A P couples only points at most one apart (linear interpolation, 3-point stencils).
     ``batch``: rap takes a batch of that many probes at once (a leading axis), which spares most
-    of the launches of a probe on the small coarse levels."""
+    of the launches of a probe on the small coarse levels; ``tol``: stencil.compress's."""
     d = coarse_box.dim
     classes = list(itertools.product(range(3), repeat=d))
     gidx = [(xp.arange(s, s + n) % 3).reshape([-1 if b == a else 1 for b in range(d)])
@@ -94,22 +97,22 @@ def probe(rap, coarse_box, xp, dtype, comm=None, batch=None):
             k = k * 3 + (gidx[a] + o[a]) % 3
         K.append(xp.broadcast_to(k, coarse_box.shape))
     C = xp.take_along_axis(Y, xp.stack(K), axis=0)         # one gather for all offsets
-    return _coarse_stencil(coarse_box, dict(zip(offsets, C)), xp, dtype, comm)
+    return _coarse_stencil(coarse_box, dict(zip(offsets, C)), xp, dtype, comm, tol)
 
 
-def _coarse_stencil(coarse_box, coefs, xp, dtype, comm=None):
+def _coarse_stencil(coarse_box, coefs, xp, dtype, comm=None, tol=0.0):
     """The compressed StencilOperator of {offset: array}, each array zeroed where the neighbour
-    lies outside the grid."""
+    lies outside the grid (``tol``: stencil.compress's)."""
     out = []
     for o, c in coefs.items():
         inside = stencil.inside_slices(coarse_box, o)
         masked = xp.zeros_like(c)
         masked[inside] = c[inside]
         out.append(masked)
-    return stencil.compress(coarse_box, list(coefs), out, xp, dtype, comm=comm)
+    return stencil.compress(coarse_box, list(coefs), out, xp, dtype, tol, comm)
 
 
-def stencil_product(op, T, cbox, dtype):
+def stencil_product(op, T, cbox, dtype, tol=0.0):
     """R A P of the fine StencilOperator ``op`` and a transfer.BlackBox ``T`` (one rank) by stencil
     algebra. With F(I) the fine point of coarse point I, P's weights W_t(j) = P[j, J] for the
     fine point j = F(J) + t and R = P^T / 2^c:
@@ -161,7 +164,7 @@ def stencil_product(op, T, cbox, dtype):
             kernels.lincomb(acc[O], [G], [at(W[transfer.BlackBox.corner(t)], v, 2)], add=True)
     for c in acc.values():
         c *= T.rscale
-    return _coarse_stencil(cbox, acc, xp, dtype)
+    return _coarse_stencil(cbox, acc, xp, dtype, tol=tol)
 
 
 @functools.lru_cache(maxsize=None)

@@ -193,12 +193,13 @@ class Multigrid:
                 lev.fused = fused.Laplacian(lev.op, w)
             elif not lev.op.constant and not isinstance(lev.op, stencil.AxisLaplacian):
                 lev.fused = fused_stored.Stored(lev.op)
-            outer, T = lev, lev.transfer            # the plain transfer inside Moved / Gathered
-            attr = "transfer"
+            outer, attr, T = lev, "transfer", lev.transfer      # the plain transfer inside Moved / Gathered
             while isinstance(T, (transfer.Moved, transfer.Gathered)):
                 outer, attr, T = T, "inner", T.inner
-            if T is not None and T.kind == "linear":
-                setattr(outer, attr, fused.LinearTransfer(T, self.dtype))
+            kind = getattr(T, "kind", None)
+            if kind in ("linear", "blackbox"):
+                setattr(outer, attr, fused.LinearTransfer(T, self.dtype) if kind == "linear"
+                        else fused_stored.BlackBoxTransfer(T, len(lev.op.offsets)))
 
     def _smoother(self, lev):
         opt = self.options
@@ -386,9 +387,8 @@ class Multigrid:
             if lev.index == len(self.levels) - 1 and lev.coarse_solve is None:
                 what = "coarse solve by smoothing: " + what
             gs = grid.shape_name(lev.box)
-            where = ", gathered onto every rank" if lev.replicated else ""
-            if self.host_levels and lev.op.xp is numpy:
-                where += ", on the host"
+            where = (", gathered onto every rank" if lev.replicated else "") + (
+                ", on the host" if self.host_levels and lev.op.xp is numpy else "")
             lines.append(f"level {lev.index}: grid {gs}{where}, {lev.op.nnz_per_row}-point {kind}; {what}")
         return lines
 

@@ -203,3 +203,67 @@ extern "C" __global__ void blackbox_class(T* W, const T* __restrict__ A, const i
         W[corner * NP + p] = centre == (T)0 ? fallback : -acc / centre;
     }
 }
+
+// Black box multigrid's transfers (transfer/blackbox.py: the BlackBox itself, the linear
+// transfer's lattice sums over its columns, is their NumPy twin), from P's columns: C[k] over the
+// padded coarse grid holds P[F(I) + o, I] for the k-th offset o in {-1, 0, 1}^c of the coarsened
+// axes (axis 0 first, -1 before 0 before 1: itertools' order), F(I) = ph + 2 I along a coarsened
+// axis (ax_a = 1), F(I) = I along a kept one. n: the fine box, c: the coarse box (local sizes).
+#define COARSE_STRIDES const long Q1 = c2 + 2, Q0 = (long)(c1 + 2) * Q1, NQ = (long)(c0 + 2 * PAD0) * Q0
+
+// fc = rscale P^T r on the owned coarse points, one thread each: its column times the fine
+// points it reaches (r padded, with current ghosts; fc unpadded)
+extern "C" __global__ void blackbox_restrict(T* __restrict__ fc, const T* __restrict__ C, const T* __restrict__ r,
+                                             int n0, int n1, int n2, int c0, int c1, int c2,
+                                             int ax0, int ax1, int ax2, int ph0, int ph1, int ph2, T rscale)
+{
+    const int I0 = blockIdx.z, I1 = blockIdx.y, I2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (I2 >= c2) return;
+    STRIDES;
+    COARSE_STRIDES;
+    const int e0 = DIM == 3 && ax0;
+    const T* col = C + (I0 + PAD0) * Q0 + (I1 + 1) * Q1 + I2 + 1;
+    const T* centre = r + PADDED(e0 ? ph0 + 2 * I0 : I0, ax1 ? ph1 + 2 * I1 : I1, ax2 ? ph2 + 2 * I2 : I2);
+    T acc = 0;
+    int k = 0;
+    for (int o0 = -e0; o0 <= e0; ++o0)
+    for (int o1 = -ax1; o1 <= ax1; ++o1)
+    for (int o2 = -ax2; o2 <= ax2; ++o2, ++k)
+        acc += col[k * NQ] * centre[(DIM == 3 ? o0 * P0 : 0) + o1 * P1 + o2];
+    fc[((long)I0 * c1 + I1) * c2 + I2] = rscale * acc;
+}
+
+// u += P e on the owned fine points, one thread each: a fine point between two coarse points
+// along the axes of its class takes the 2^|B| coarse points around it (e padded, with current
+// ghosts: the coarse halo's points included), the others the one it sits on
+extern "C" __global__ void blackbox_prolong_add(T* __restrict__ u, const T* __restrict__ C, const T* __restrict__ e,
+                                                int n0, int n1, int n2, int c0, int c1, int c2,
+                                                int ax0, int ax1, int ax2, int ph0, int ph1, int ph2)
+{
+    const int i[3] = {(int)blockIdx.z, (int)blockIdx.y, (int)(blockIdx.x * blockDim.x + threadIdx.x)};
+    if (i[2] >= n2) return;
+    STRIDES;
+    COARSE_STRIDES;
+    const int ax[3] = {DIM == 3 && ax0, ax1, ax2}, ph[3] = {ph0, ph1, ph2};
+    int k[3], between[3];           // the coarse point at or before i (-1: the halo's), and whether between
+    for (int a = 0; a < 3; ++a) {
+        const int j = i[a] - ph[a];
+        between[a] = ax[a] && (j & 1);
+        k[a] = ax[a] ? (j + 2) / 2 - 1 : i[a];
+    }
+    T acc = 0;
+    for (int s0 = 0; s0 <= between[0]; ++s0)
+    for (int s1 = 0; s1 <= between[1]; ++s1)
+    for (int s2 = 0; s2 <= between[2]; ++s2) {
+        // from coarse point k + s the fine point lies at o = +1 (s = 0) or -1 (s = 1) along a
+        // between axis, at 0 along the others
+        const int s[3] = {s0, s1, s2};
+        int slot = 0;
+        for (int a = 0; a < 3; ++a)
+            if (ax[a])
+                slot = 3 * slot + (between[a] ? 2 - 2 * s[a] : 1);
+        const long q = (k[0] + s0 + PAD0) * Q0 + (k[1] + s1 + 1) * Q1 + k[2] + s2 + 1;
+        acc += C[slot * NQ + q] * e[q];
+    }
+    u[PADDED(i[0], i[1], i[2])] += acc;
+}

@@ -327,6 +327,44 @@ def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dty
     assert np.abs(planes[0] - planes[1]).max() <= tol
 
 
+@blackbox_cases
+def test_blackbox_transfer_kernels_match_twin(shape, keep, coarsened, points, dtype):
+    """kernels/stored.cu's blackbox_restrict and blackbox_prolong_add against BlackBox's lattice
+    sums over the same columns, with random values in the fine and coarse halos (the coarse
+    halo's columns hold the weights of the first fine points)."""
+    _check_blackbox_transfers(*blackbox_case(shape, keep, coarsened, points, seed=9), dtype)
+
+
+@pytest.mark.parametrize("box", SUBBOXES + [grid.Box((30, 31), (10, 0), (20, 31), keep_ends=True)], ids=str)
+@pytest.mark.parametrize("coarsened", ["all", "first-kept"])
+def test_blackbox_transfer_kernels_match_twin_on_a_ranks_part(box, coarsened):
+    """The same on one rank's part of a grid (its phases, its coarse part)."""
+    kept = {"all": -1, "first-kept": 0}[coarsened]
+    axes = tuple(a != kept for a in range(box.dim))
+    rng = np.random.default_rng(10)
+    offs = stencil.box_offsets(box.dim)
+    coefs = [rng.uniform(1, 2, box.shape) * (4 * len(offs) if not any(o) else -1) * stencil.inside_mask(box, o, np)
+             for o in offs]
+    _check_blackbox_transfers(box, axes, box.coarsen(axes), offs, coefs, "float64")
+
+
+def _check_blackbox_transfers(box, axes, cbox, offs, coefs, dtype):
+    from pcplugins.core import fused_stored
+    cp = backend.cupy
+    op = stencil.StencilOperator(box, offs, [c if np.isscalar(c) else cp.asarray(c) for c in coefs], cp, dtype)
+    T = transfer.BlackBox(box, cbox, axes, op, lambda u: u)
+    fast = fused_stored.BlackBoxTransfer(T, len(offs))
+    rng = np.random.default_rng(3)
+    r, u = (cp.asarray(rng.standard_normal(box.padded_shape), dtype) for _ in range(2))
+    e = cp.asarray(rng.standard_normal(cbox.padded_shape), dtype)
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    ref, got = (t.restrict(cp.zeros(cbox.shape, dtype), r) for t in (T, fast))
+    assert float(cp.abs(ref - got).max()) <= tol * float(cp.abs(ref).max())
+    ref, got = (t.prolong_add(u.copy(), e) for t in (T, fast))
+    assert float(cp.abs(ref - got).max()) <= tol * float(cp.abs(ref).max())
+    assert float(cp.abs(ref - u).max()) > 0.1        # the prolongation added something
+
+
 # boxes holding the grid's last points (and one that does not), for the non-uniform last cell
 END_BOXES = [grid.Box((31, 30, 29), (20, 19, 17), (11, 11, 12)), grid.Box((31, 30, 29)),
              grid.Box((31, 30, 29), (5, 6, 7), (10, 11, 12)), grid.Box((45, 38), (25, 20), (20, 18)),

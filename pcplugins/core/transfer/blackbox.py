@@ -27,8 +27,10 @@ Grids that keep their ends (Neumann) have zero row sums and weights that sum to 
 
 The weights are made once, as arrays over the fine level (one per corner of the point's cell,
 2^d of them; on the GPU a kernel per class, fused_stored.blackbox_class, whose twin is
-``BlackBox._class``), with the fine level's ghost update between the classes under MPI; the
-transfers then are the linear transfer's lattice sums with those arrays as coefficients.
+``BlackBox._class``), with the fine level's ghost update between the classes under MPI, then
+gathered by coarse point (``columns``: P's column of each coarse point, its 3^c entries, the
+halo's coarse points included), which both transfers read: the linear transfer's lattice sums
+with views of them as coefficients, or on the GPU one kernel each (fused_stored.BlackBoxTransfer).
 """
 import itertools
 
@@ -44,14 +46,16 @@ class BlackBox(Transfer):
     def __init__(self, fine, coarse, coarsened, op, exchange):
         super().__init__(fine, coarse, coarsened, "linear")
         self.kind = "blackbox"
-        # weight_planes stay for the Galerkin product (galerkin.stencil_product) until released
+        # weight_planes stay for the Galerkin product (galerkin.stencil_product) until released;
+        # the cycle keeps only the columns, (3/2)^d fine levels' worth of weights
         W = self._weights(op, exchange)
-        # the linear transfer's lattice sums, each weight array cut to its lattice (the full
-        # arrays are freed: the cycle keeps about 2 (3/2)^d fine levels' worth of weights)
-        self._restrict_terms = [(grid.view(W[self.corner(o)], lat, padded=True) * self.rscale, lat)
-                                for o, lat in self._restriction_lattices()]
-        self._prolong_plan = [(flat, [(grid.view(W[self.corner(o)], flat, padded=True).copy(), lat)
-                                      for o, lat in terms])
+        self.columns = self._columns(W, op.xp)
+        # the linear transfer's lattice sums with views of the columns as coefficients (the
+        # restriction's factor 2^-c, a power of two, is applied to the sum: the same rounding)
+        slot = {o: k for k, o in enumerate(self.w)}
+        inner = (slice(1, -1),) * self.fine.dim
+        self._restrict_terms = [(self.columns[slot[o]][inner], lat) for o, lat in self._restriction_lattices()]
+        self._prolong_plan = [(flat, [(grid.view(self.columns[slot[o]], lat, padded=True), lat) for o, lat in terms])
                               for flat, terms in self._prolongation_lattices()]
 
     def weights(self):
@@ -63,8 +67,37 @@ class BlackBox(Transfer):
         self.weight_planes = None
 
     def stored_values(self):
-        return (sum(c.size for c, _ in self._restrict_terms)
-                + sum(c.size for _, terms in self._prolong_plan for c, _ in terms))
+        return self.columns.size
+
+    def restrict(self, coarse_out, fine_pad):
+        super().restrict(coarse_out, fine_pad)
+        coarse_out *= self.rscale
+        return coarse_out
+
+    def _columns(self, W, xp):
+        """P's columns: plane k (offset o, the k-th of ``self.w``) at padded coarse index I holds
+        P[F(I) + o, I], F(I) the coarse point's fine point, for the coarse points of the padded
+        box whose fine point F(I) + o lies in the padded fine box; zero elsewhere."""
+        cols = xp.zeros((len(self.w),) + self.coarse.padded_shape, self.weight_planes.dtype)
+        for k, o in enumerate(self.w):
+            src, dst = [], []
+            for a, c in enumerate(self.coarsened):
+                nc, nf = self.coarse.shape[a] + 2, self.fine.shape[a] + 2
+                if not c:
+                    src.append(slice(0, nf))
+                    dst.append(slice(0, nc))
+                    continue
+                # padded fine index of padded coarse I: phase + 2 (I - 1) + o + 1
+                first = self.phase[a] + o[a] - 1
+                lo = max(0, -(first // 2))                  # least I with index >= 0
+                hi = min(nc, (nf - 1 - first) // 2 + 1)     # past the last I with index < nf
+                if hi <= lo:
+                    break
+                src.append(slice(first + 2 * lo, first + 2 * (hi - 1) + 1, 2))
+                dst.append(slice(lo, hi))
+            else:
+                cols[k][tuple(dst)] = W[self.corner(o)][tuple(src)]
+        return cols
 
     def _axis_slice(self, a, between, halo):
         """The padded indices along axis ``a`` of the points between two coarse points
