@@ -14,7 +14,7 @@ import scipy.sparse.linalg
 from pcplugins.core import aggregation, kcycle, smoothers, sparse
 
 import meshes
-from conftest import amg_galerkin_error, amg_solve, colour_graphs, petsc_options
+from conftest import amg_galerkin_error, amg_solve, colour_graphs, petsc_options, real_scalars
 from problems import convection_diffusion
 
 
@@ -619,7 +619,7 @@ def test_new_operator_values_rebuild_the_hierarchy(capfd):
     assert "-pc_amg_kcycle_its <2>" in capfd.readouterr().out
 
 
-@pytest.mark.parametrize("pc_type", ["pcplugins.AMG", "pcplugins.GMG"])
+@pytest.mark.parametrize("pc_type", ["pcplugins.AMG", pytest.param("pcplugins.GMG", marks=real_scalars)])
 def test_destroy_resets_the_pc(pc_type):
     """PCDestroy does not call a Python PC's reset, only its destroy: ours must drop the hierarchy
     (and on the GPU the graphs, whose reference cycle had left each destroyed AMG's pool memory
