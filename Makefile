@@ -26,8 +26,7 @@ demo: $(VENV)/.pcplugins-setup
 
 test: setup lint
 	$(PY) -m pytest -q tests
-	$(PYC) -m pytest -q tests/petsc/test_shifted_laplace.py
-	$(PYC) -m pytest -q tests/mpi/test_mpi.py -k "shifted_laplace or complex"
+	$(PYC) -m pytest -q tests
 
 # the array core's tests: NumPy and SciPy only, no PETSc (any Python with numpy, scipy, pytest)
 test-core:

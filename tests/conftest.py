@@ -14,6 +14,49 @@ def pcplugins_env(**extra):
     return dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]), **extra)
 
 
+def petsc_dir():
+    import petsc
+    return petsc.get_petsc_dir()
+
+
+def petsc_tutorials(work, paths):
+    """{name: executable} of PETSc's tutorials at ``paths`` in its source tree (as
+    'src/ksp/ksp/tutorials/ex45.c'), taken from the installed PETSc's source distribution (``pip
+    download``; pip's cache serves it again) and built against it in the folder ``work``; nothing
+    of them is kept in this repository."""
+    import shutil
+    import subprocess
+    import tarfile
+    from importlib.metadata import version
+    v = version("petsc")
+    res = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                          f"petsc=={v}", "-d", str(work)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"cannot fetch PETSc {v}'s sources for its tutorials:\n{res.stderr}"
+    pd = petsc_dir()
+    exes = {}
+    with tarfile.open(next(work.glob("petsc-*.tar.gz"))) as tar:
+        for path in paths:
+            name = os.path.splitext(os.path.basename(path))[0]
+            src = work / f"{name}.c"
+            src.write_bytes(tar.extractfile(tar.getmember(f"petsc-{v}/{path}")).read())
+            exe = str(work / name)
+            subprocess.run([shutil.which("mpicc"), "-O1", "-o", exe, str(src), f"-I{pd}/include", f"-L{pd}/lib",
+                            "-lpetsc", "-lm", f"-Wl,-rpath,{pd}/lib"], check=True)
+            exes[name] = exe
+    return exes
+
+
+def run_tutorial(exe, ranks, *options, timeout=300):
+    """A tutorial on ``ranks`` ranks with pcplugins importable (its CompletedProcess)."""
+    import shutil
+    import subprocess
+    env = pcplugins_env(PETSC_DIR=petsc_dir())
+    cmd = [exe, "-python", sys.executable, *options]
+    if ranks > 1:
+        cmd = [shutil.which("mpiexec"), "-n", str(ranks)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
 def _gpu():
     from pcplugins import backend
     return backend.gpu_available()
@@ -44,7 +87,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(layer)
         if any(m.name == "skipif" and m.kwargs.get("reason") == GPU_REASON for m in item.iter_markers()):
             item.add_marker("gpu")
-# GMG, FFTPoisson and AMG refuse a PETSc built with complex scalars (tested in test_shifted_laplace)
+# GMG and FFTPoisson refuse a PETSc built with complex scalars (tested in test_shifted_laplace)
 real_scalars = pytest.mark.skipif(complex_scalars(), reason="needs a PETSc with real scalars")
 
 

@@ -286,7 +286,7 @@ class AggregationMG:
     def _dot(self, a, b):
         """(a, b), a 0-d array; a global sum on several ranks (which waits for the host)."""
         d = sparse.dot(a, b, self.xp)
-        return d if self.comm.size == 1 else self.xp.asarray(self.comm.allsum(float(d)))
+        return d if self.comm.size == 1 else self.xp.asarray(self.comm.allsum(d.item()))    # complex too
 
     # -- information ----------------------------------------------------------------------------------
     def counts(self):

@@ -336,7 +336,7 @@ class Multigrid:
         lev = self.levels[0]
         lev.op.residual(grid.interior(lev.r), f, u)
         r = grid.interior(lev.r)
-        return self.comm.allsum(float(self.xp.vdot(r, r))) ** 0.5
+        return self.comm.allsum(float(self.xp.vdot(r, r).real)) ** 0.5
 
     def solve(self, f, rtol=1e-6, maxit=100):
         """Cycles as a stand-alone solver from a zero guess: (u, iterations, residual history)."""

@@ -56,7 +56,8 @@ def square_dmda(pc, dof, who):
     ``dof`` fields."""
     dm = pc_dm(pc)
     if dm is None or dm.getType() != "da":
-        raise error(f"{who} needs a 2D or 3D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp")
+        raise error(f"{who} needs a 2D or 3D DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp; "
+                    "for a matrix without a grid use pcplugins.AMG")
     dim = dm.getDim()
     if dim not in (2, 3):
         raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, complex_scalars, gpu, pcplugins_env
+from conftest import ROOT, complex_scalars, gpu, pcplugins_env, real_scalars
 
 HERE = os.path.dirname(__file__)
 MPIEXEC = shutil.which("mpiexec")
@@ -50,6 +50,7 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
+@real_scalars  # pcplugins.GMG
 def test_fixed_iterations_equal_serial(tmp_path, problem, options):
     fixed = options + ["-ksp_max_it", "4", "-ksp_norm_type", "none"]
     ref = run(tmp_path, 1, problem, fixed)
@@ -98,6 +99,7 @@ def test_gpu_fixed_iterations_equal_serial(tmp_path, problem, options):
         assert str(got["graph"]).startswith("on") == (str(got["transport"]) == "device"), got["graph"]
 
 
+@real_scalars  # pcplugins.GMG
 def test_converged_counts_match_serial(tmp_path):
     problem = (33, 3, "petsc", 4.0)
     its = [int(run(tmp_path, P, problem, [])["its"]) for P in (1, 2, 3, 4)]
@@ -322,6 +324,7 @@ def test_bad_input_on_one_rank_stops_every_rank(case, message):
     assert "solved" not in out
 
 
+@real_scalars  # pcplugins.GMG
 def test_rank_with_one_boundary_layer(tmp_path):
     """A 33 x 33 x 7 DMDA split 2, 2, 2, 1 along z over 4 ranks: with interior unknowns only (every
     rank's rows see different stencil offsets; all must build the same stencil) the iterates are
@@ -338,6 +341,7 @@ def test_rank_with_one_boundary_layer(tmp_path):
 
 
 @pytest.mark.parametrize("n,options", [(3, []), (7, []), (33, ["-pc_gmg_levels", "1"])])
+@real_scalars  # pcplugins.GMG
 def test_poisson_example_small_grids_rank_independent(n, options):
     """examples/poisson.py on 2D grids too small to coarsen (3^2: one unknown on the second rank's
     row, the hang of an earlier version; 7^2, within the default coarse size) and with one level
@@ -353,6 +357,7 @@ def test_poisson_example_small_grids_rank_independent(n, options):
     assert count[0] == count[1] and count[0] <= 2, its
 
 
+@real_scalars  # pcplugins.GMG
 def test_homg_under_mpi_names_the_rank_count():
     res = mpiexec(2, os.path.join(ROOT, "examples", "poisson.py"),
                   ["-n", "17", "-dim", "2", "-ksp_type", "richardson", "-pc_gmg_cycle", "homg"], timeout=120)

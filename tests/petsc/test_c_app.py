@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
-from conftest import ROOT, pcplugins_env
+from conftest import ROOT, pcplugins_env, real_scalars
+
+# GMG refuses a PETSc built with complex scalars (tested in test_shifted_laplace)
+pytestmark = real_scalars
 
 SRC = os.path.join(ROOT, "examples", "c", "poisson3d.c")
 

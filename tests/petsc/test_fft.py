@@ -6,7 +6,7 @@ from petsc4py import PETSc
 
 from pcplugins.core import fft, grid, stencil
 
-from conftest import petsc_solve, true_relative_residual
+from conftest import petsc_solve, real_scalars, true_relative_residual
 from problems import poisson_system
 
 
@@ -31,6 +31,7 @@ def fft_solve(da, A, b, options, ksp_type="preonly"):
 @pytest.mark.parametrize("dim,n,convention", [(2, 33, "petsc"), (2, 30, "interior"), (3, 17, "petsc"),
                                               (3, 12, "interior")])
 @pytest.mark.parametrize("declared", [False, True])
+@real_scalars
 def test_preonly_fft_solves_both_conventions(dim, n, convention, declared):
     da, A, b = poisson_system(n, dim, convention)
     ksp, rel = fft_solve(da, A, b, {"pc_fft_operator": "laplacian"} if declared else {})
@@ -38,6 +39,7 @@ def test_preonly_fft_solves_both_conventions(dim, n, convention, declared):
     assert "fast Poisson solver" in ksp.getPC().getPythonContext().describe()[0]
 
 
+@real_scalars
 def test_cg_with_fft_converges_in_one_iteration():
     da, A, b = poisson_system(33, 3, "petsc")
     ksp, rel = fft_solve(da, A, b, {}, ksp_type="cg")

@@ -11,8 +11,11 @@ from petsc4py import PETSc
 
 import pcplugins
 
-from conftest import ROOT, petsc_solve, true_relative_residual
+from conftest import ROOT, petsc_solve, real_scalars, true_relative_residual
 from problems import convection_system, half_volumes, neumann_system, poisson_csr, poisson_system, stencil_system
+
+# GMG refuses a PETSc built with complex scalars (tested in test_shifted_laplace)
+pytestmark = real_scalars
 
 
 def solve(da, A, b, options, ksp_type="cg", rtol=1e-10, prefix=None):

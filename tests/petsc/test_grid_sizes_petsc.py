@@ -2,8 +2,11 @@
 every KSP of the design card, at the iteration counts of the nearest 2^k - 1 grid."""
 import pytest
 
-from conftest import petsc_solve, true_relative_residual
+from conftest import petsc_solve, real_scalars, true_relative_residual
 from problems import poisson_system
+
+# GMG refuses a PETSc built with complex scalars (tested in test_shifted_laplace)
+pytestmark = real_scalars
 
 
 def nearest_uniform(m):

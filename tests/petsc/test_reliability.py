@@ -5,19 +5,15 @@ KSPSetDM) and ex56 (3D elasticity, a near null space) for one PC each; each answ
 true residual, never by the KSP's own word. A PC that does not apply to a problem must refuse
 it with one error that names it, never return a wrong answer.
 
-The tutorials are PETSc's code: they are taken at test time from the PETSc source distribution of
-the installed version (``pip download``; pip's cache serves it again) and built against the
-project's PETSc; nothing of them is kept in this repository.
+The tutorials are PETSc's code, taken at test time from its source distribution
+(conftest.petsc_tutorials).
 """
 import re
 import shutil
-import subprocess
-import sys
-import tarfile
 
 import pytest
 
-from conftest import pcplugins_env, real_scalars
+from conftest import petsc_tutorials, real_scalars, run_tutorial
 
 TUTORIALS = ("ex45", "ex46", "ex50", "ex56")
 KSPS = ("cg", "gmres", "bcgs", "fgmres")
@@ -31,40 +27,10 @@ TRUE_RTOL = {"fgmres": 1.01 * RTOL, "fcg": 1e3 * RTOL, "cg": 1e3 * RTOL, "gmres"
 pytestmark = [real_scalars, pytest.mark.skipif(shutil.which("mpicc") is None, reason="no mpicc")]
 
 
-def petsc_dir():
-    import petsc
-    return petsc.get_petsc_dir()
-
-
 @pytest.fixture(scope="module")
 def tutorials(tmp_path_factory):
     """{name: executable} of the KSP tutorials, built from the installed PETSc's sdist."""
-    from importlib.metadata import version
-    v = version("petsc")
-    work = tmp_path_factory.mktemp("tutorials")
-    res = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                          f"petsc=={v}", "-d", str(work)], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, f"cannot fetch PETSc {v}'s sources for its tutorials:\n{res.stderr}"
-    pd = petsc_dir()
-    exes = {}
-    with tarfile.open(next(work.glob("petsc-*.tar.gz"))) as tar:
-        for name in TUTORIALS:
-            member = tar.getmember(f"petsc-{v}/src/ksp/ksp/tutorials/{name}.c")
-            src = work / f"{name}.c"
-            src.write_bytes(tar.extractfile(member).read())
-            exe = str(work / name)
-            subprocess.run([shutil.which("mpicc"), "-O1", "-o", exe, str(src), f"-I{pd}/include", f"-L{pd}/lib",
-                            "-lpetsc", "-lm", f"-Wl,-rpath,{pd}/lib"], check=True)
-            exes[name] = exe
-    return exes
-
-
-def run_tutorial(exe, ranks, *options, timeout=300):
-    env = pcplugins_env(PETSC_DIR=petsc_dir())
-    cmd = [exe, "-python", sys.executable, *options]
-    if ranks > 1:
-        cmd = [shutil.which("mpiexec"), "-n", str(ranks)] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    return petsc_tutorials(tmp_path_factory.mktemp("tutorials"), [f"src/ksp/ksp/tutorials/{n}.c" for n in TUTORIALS])
 
 
 def true_residual(out):
