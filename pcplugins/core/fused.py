@@ -301,6 +301,8 @@ class LinearTransfer:
         """``twin``: the generic ``transfer.Transfer`` of kind 'linear' (its boxes, phases and
         omegas: with omegas, the TAIL kernels, which take the last coarse points and omegas)."""
         self.fine, self.coarse = twin.fine, twin.coarse
+        if any(twin.virtual):
+            raise ValueError("fused.LinearTransfer: no kernel for a virtual last coarse point (grid.Box.virtual_end)")
         self.dim = self.fine.dim
         pad = 3 - self.dim
         flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))

@@ -13,7 +13,13 @@ on a coarse spacing of 2h; stencil.AxisLaplacian and transfer.Transfer's omegas 
 Grids whose end points are unknowns too (``keep_ends``: the absorbing boundary of
 pcplugins.ShiftedLaplace) put coarse point k on fine point 2k instead, so m = 2^j + 1 gives
 2^(j-1) + 1 points and the ends stay on every level; ``keep_ends`` is per axis (a Neumann
-condition on the faces across one axis, Dirichlet values eliminated across another). An axis is
+condition on the faces across one axis, Dirichlet values eliminated across another). An even m
+with kept ends leaves the last point beyond the last coarse point; with ``virtual_end`` (the
+absorbing boundary of pcplugins.ShiftedLaplace) the coarse axis takes one more point, a virtual
+one on fine point m, one cell beyond the grid: m/2 + 1 coarse points, an odd count from there on
+(64 -> 33 -> 17), and the last fine point between two coarse points as any other. With linear
+interpolation its coarse space is that of a coarsening that keeps both end points (the span of
+the same columns), which the stencil lattices (coarse k on fine 2k) could not hold. An axis is
 coarsened while it has at least 3 points; axes that cannot be coarsened are kept
 (semi-coarsening), and coarsening stops when no axis can be coarsened, when the coarse grid has
 at most ``coarse_size`` unknowns, or at ``levels``.
@@ -31,8 +37,9 @@ class Box:
     ``global_shape`` and ``start`` are global (array-axis order), ``shape`` local.
     """
 
-    def __init__(self, global_shape, start=None, shape=None, keep_ends=False):
+    def __init__(self, global_shape, start=None, shape=None, keep_ends=False, virtual_end=False):
         self.global_shape = tuple(int(m) for m in global_shape)
+        self.virtual_end = bool(virtual_end)
         # one flag per axis (a single bool: the same on every axis)
         self.keep_ends = (tuple(bool(k) for k in keep_ends) if isinstance(keep_ends, (tuple, list))
                           else (bool(keep_ends),) * len(self.global_shape))
@@ -59,9 +66,19 @@ class Box:
         """Which axes the coarsening rule allows to coarsen."""
         return tuple(m >= 3 for m in self.global_shape)
 
-    def coarse_range(self, s, e, axis):
-        """The coarse points on fine points [s, e) of the coarsened axis ``axis``."""
-        return ((s + 1) // 2, (e + 1) // 2) if self.keep_ends[axis] else (s // 2, e // 2)
+    def coarse_range(self, s, e, axis, m=None):
+        """The coarse points on fine points [s, e) of the coarsened axis ``axis`` of ``m`` points
+        (this box's by default); with ``virtual_end`` the rank owning an even axis's last point
+        owns the virtual coarse point beyond it."""
+        if not self.keep_ends[axis]:
+            return s // 2, e // 2
+        m = self.global_shape[axis] if m is None else m
+        return (s + 1) // 2, (m // 2 + 1 if self.virtual_end and e == m else (e + 1) // 2)
+
+    def virtual_axes(self, coarsened):
+        """The coarsened axes whose coarse grid has a virtual last point that this rank owns."""
+        return tuple(bool(c and k and self.virtual_end and m % 2 == 0 and s + n == m)
+                     for c, k, m, s, n in zip(coarsened, self.keep_ends, self.global_shape, self.start, self.shape))
 
     def coarsen(self, axes):
         """The coarse box (coarse point k on fine point 2k+1, or 2k, along each axis in ``axes``)."""
@@ -77,11 +94,11 @@ class Box:
                 gs.append(m)
                 st.append(s)
                 sh.append(n)
-        return Box(gs, st, sh, self.keep_ends)
+        return Box(gs, st, sh, self.keep_ends, self.virtual_end)
 
     def whole(self):
         """The whole global grid as one rank's box (a replicated level)."""
-        return Box(self.global_shape, keep_ends=self.keep_ends)
+        return Box(self.global_shape, keep_ends=self.keep_ends, virtual_end=self.virtual_end)
 
     def __repr__(self):
         return f"Box(global={self.global_shape}, start={self.start}, shape={self.shape})"

@@ -4,8 +4,9 @@ On a square (cube) grid of n points per axis in DMDA order (x fastest), on SciPy
 matrices (complex):
 
 - coarsening by 2 per axis that keeps the boundary: with the boundary nodes as unknowns
-  (absorbing boundary, n = 2^j + 1) coarse node J is fine node 2J; with interior unknowns only
-  (Dirichlet, n = 2^j - 1) coarse J is fine 2J + 1;
+  (absorbing boundary, n = 2^j + 1) coarse node J is fine node 2J, and an even n adds a virtual
+  coarse node on fine node n, past the grid (grid.Box's ``virtual_end``); with interior unknowns
+  only (Dirichlet, n = 2^j - 1) coarse J is fine 2J + 1;
 - prolongation P bilinear (trilinear in 3D), or in 2D with the boundary nodes as unknowns de Zeeuw's
   matrix-dependent prolongation (``transfer.dezeeuw_prolongation``, the paper's); restriction R the
   transpose of the bilinear one (full weighting up to a factor, which does not change the

@@ -137,7 +137,7 @@ class ShiftedLaplace(PythonPC):
         if hierarchy == "stencil":
             dm, box = dmda.dmda_box(pc, dof, TITLE)
             if v["boundary"] == "absorbing":  # the boundary nodes are unknowns: coarse points on them too
-                box = grid.Box(box.global_shape, box.start, box.shape, keep_ends=True)
+                box = grid.Box(box.global_shape, box.start, box.shape, keep_ends=True, virtual_end=True)
             if k.ndim:                    # the field is given on the whole grid: this rank's part
                 k = k.reshape((n,) * dim)[tuple(slice(s, s + m) for s, m in zip(box.start, box.shape))]
             offsets, coefs = helmholtz.coefficients(box, self.xp.asarray(k), shift, v["boundary"], self.xp)

@@ -164,7 +164,7 @@ class DMDAComm(Comm):
     def distribute(self, level, box):
         if level > 0:
             pshape, pranges = self._ranges[level - 1]
-            ranges = [[box.coarse_range(s, e, a) for s, e in r] if m != pm else r
+            ranges = [[box.coarse_range(s, e, a, pm) for s, e in r] if m != pm else r
                       for a, (r, m, pm) in enumerate(zip(pranges, box.global_shape, pshape))]
             self._ranges[level] = (box.global_shape, ranges)
         gshape, ranges = self._ranges[level]

@@ -55,6 +55,30 @@ def test_restriction_is_scaled_adjoint_of_prolongation(shape, kind):
     assert np.all(P.max(axis=0) == 1.0)
 
 
+@pytest.mark.parametrize("shape", [(6, 6), (8, 5), (6, 7, 4)])
+def test_virtual_last_point(shape):
+    """grid.Box's virtual_end (pcplugins.ShiftedLaplace's absorbing boundary): an even axis with
+    kept ends coarsens to m/2 + 1 points, the last one a fine cell past the grid. The last fine
+    point lies halfway between two coarse points, so P 1 = 1; restriction, which reads a zero
+    plane past the padded array there, is P^T / 2^c; P is the Kronecker product of the CSR levels'
+    prolongation_1d; and ranks' parts nest, the last rank owning the virtual point."""
+    fine = grid.Box(shape, keep_ends=True, virtual_end=True)
+    axes = fine.coarsenable()
+    coarse = fine.coarsen(axes)
+    assert coarse.global_shape == tuple(m // 2 + 1 for m in shape)
+    assert coarse.virtual_end and fine.virtual_axes(axes) == tuple(m % 2 == 0 for m in shape)
+    P, R = transfer_matrices(fine, coarse, axes, "linear")
+    assert np.allclose(R, P.T / 2 ** sum(axes)) and np.allclose(P.sum(axis=1), 1.0)
+    K = transfer.prolongation_1d(shape[0], True)[0]
+    for m in shape[1:]:
+        K = sp.kron(K, transfer.prolongation_1d(m, True)[0])
+    assert np.array_equal(P, K.toarray())
+    m = shape[0]
+    cuts = [0, m // 3, 2 * m // 3, m]
+    parts = [fine.coarse_range(s, e, 0) for s, e in zip(cuts[:-1], cuts[1:])]
+    assert parts[0][0] == 0 and parts[-1][1] == m // 2 + 1 and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+
+
 def test_any_all_helpers_match_numpy():
     """backend.any_true / all_true (through maxima and minima; the GPU test runs them on CuPy)."""
     rng = np.random.default_rng(2)
@@ -507,17 +531,18 @@ def test_blackbox_keeps_the_flux_across_coefficient_jumps(n):
 
 def test_csr_prolongation_1d_follows_the_coarsening_rule():
     """The shifted-Laplace CSR levels' 1D interpolation coarsens as grid.py does (an even number of
-    Dirichlet unknowns makes the last fine point a coarse point) and gives every fine point a
-    coarse neighbour: no zero row of P, the constants kept away from the boundaries (an even
-    absorbing grid's last node, beyond the last coarse point, has weight 1/2)."""
+    Dirichlet unknowns makes the last fine point a coarse point; an even absorbing grid takes the
+    virtual coarse point past its end, grid.Box's virtual_end, which ShiftedLaplace's stencil levels
+    set) and gives every fine point a coarse neighbour: no zero row of P, the constants kept away
+    from the Dirichlet boundaries and everywhere with the boundary nodes as unknowns."""
     for n in range(3, 14):
         for keep in (False, True):
             P, nc = transfer.prolongation_1d(n, keep)
-            assert nc == grid.Box((n,), keep_ends=keep).coarsen((True,)).global_shape[0], (n, keep)
+            assert nc == grid.Box((n,), keep_ends=keep, virtual_end=keep).coarsen((True,)).global_shape[0], (n, keep)
             P = P.toarray()
             assert (P.sum(axis=1) > 0).all(), (n, keep)
             ones = P @ np.ones(nc)
-            inner = slice(0 if keep else 1, n - 1)
+            inner = slice(0, n) if keep else slice(1, n - 1)
             assert np.allclose(ones[inner], 1.0), (n, keep)
 
 

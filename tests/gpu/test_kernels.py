@@ -754,10 +754,12 @@ def test_helmholtz_operator_built_on_the_device(boundary):
 
 
 @pytest.mark.parametrize("coarse_solve", ["direct", "polynomial"])
-@pytest.mark.parametrize("dim,n,prolongation", [(2, 33, "bilinear"), (2, 33, "dezeeuw"), (3, 17, "bilinear")])
+@pytest.mark.parametrize("dim,n,prolongation", [(2, 33, "bilinear"), (2, 33, "dezeeuw"), (3, 17, "bilinear"),
+                                                (2, 32, "dezeeuw"), (3, 16, "bilinear")])
 def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n, prolongation):
     """The shifted-Laplace F-cycle (complex CSR levels on cupyx, the complex row kernels) against
-    NumPy, with either coarsest-grid solve, in 2D (bilinear and de Zeeuw's prolongation) and 3D."""
+    NumPy, with either coarsest-grid solve, in 2D (bilinear and de Zeeuw's prolongation) and 3D,
+    on odd and even point counts (the virtual last coarse point)."""
     from pcplugins.core import helmholtz, slmg
     cp = backend.cupy
     k = 0.625 * (n - 1)

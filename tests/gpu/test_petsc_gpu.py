@@ -189,7 +189,7 @@ def test_shifted_laplace_petsc_cuda_matches_host(coarse_solve, krylov):
         assert np.allclose(out["aijcusparse"][i], ref, rtol=0, atol=1e-9 * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("dim,N", [(2, 32), (3, 16)])
+@pytest.mark.parametrize("dim,N", [(2, 32), (3, 16), (2, 31), (3, 15)])
 def test_shifted_laplace_stencil_levels_on_cuda_vecs(dim, N):
     """-pc_sl_hierarchy stencil (the levels MPI runs use) on CUDA Vecs: multigrid.py's CuPy kernels
     on complex arrays give the host run's application and Bi-CGSTAB count (both builds)."""

@@ -111,10 +111,12 @@ def test_converged_counts_match_serial(tmp_path):
 # -pc_sl_hierarchy stencil on one rank: the levels MPI runs use (the default there), which give the
 # default CSR levels' preconditioner to rounding (test_shifted_laplace.py).
 STENCIL = ["-pc_sl_hierarchy", "stencil"]
-SL_CASES = [(32, 2, "helmholtz", 20.0), (16, 3, "helmholtz", 10.0)]
+SL_CASES = [(32, 2, "helmholtz", 20.0), (16, 3, "helmholtz", 10.0),
+            # even point counts: the virtual last coarse point lives on the last rank
+            (31, 2, "helmholtz", 19.375), (15, 3, "helmholtz", 9.375)]
 
 
-@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d")
+@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d-{c[0] + 1}")
 def test_shifted_laplace_fixed_iterations_equal_serial(tmp_path, problem):
     """Four Bi-CGSTAB iterations on 2-4 ranks give the serial solution to 1e-10 (measured 1e-15),
     with the finer two of three levels distributed (-pc_sl_gather_size 0): global colours and a
@@ -152,7 +154,7 @@ def test_shifted_laplace_converged_counts_match_serial(tmp_path):
 
 
 @gpu
-@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d")
+@pytest.mark.parametrize("problem", SL_CASES, ids=lambda c: f"{c[1]}d-{c[0] + 1}")
 def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
     """ShiftedLaplace's complex levels on the GPU under MPI: four Bi-CGSTAB iterations on 2 and 3
     ranks give the one-rank GPU solution to 1e-10."""

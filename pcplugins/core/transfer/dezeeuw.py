@@ -46,12 +46,15 @@ class MatrixDependent:
         self.exchange = exchange
         xp, dtype = op.xp, op.dtype
         self.t = xp.zeros(fine.padded_shape, dtype)
-        # injection: the padded fine points with even global indices inside the grid, from the
-        # padded coarse array (coarse global g // 2 at padded index g // 2 - coarse start + 1)
+        # injection: the padded fine points with even global indices inside the grid (and the
+        # virtual ones past an even axis's end, grid.Box's virtual_end), from the padded coarse
+        # array (coarse global g // 2 at padded index g // 2 - coarse start + 1)
         self._inject = []
+        m = fine.global_shape
+        virtual = [fine.virtual_end and m[a] % 2 == 0 for a in range(2)]
         for a in range(2):
             g = fine.start[a] - 1 + numpy.arange(fine.shape[a] + 2)
-            ok = (g % 2 == 0) & (g >= 0) & (g < fine.global_shape[a])
+            ok = (g % 2 == 0) & (g >= 0) & (g < m[a] + virtual[a])
             ok &= (g // 2 - coarse.start[a] + 1 >= 0) & (g // 2 - coarse.start[a] + 1 < coarse.shape[a] + 2)
             p = numpy.nonzero(ok)[0].tolist()
             c0 = int(g[p[0]] // 2 - coarse.start[a] + 1) if p else 0
@@ -67,12 +70,20 @@ class MatrixDependent:
         def pair(low, high, where):                  # the two weights on the points ``where``
             return (w.astype(dtype) for w in dezeeuw_weights(low, high, xp, where))
 
+        # the last line of an even axis lies between a coarse point and a virtual one, beyond
+        # which the stencil has nothing to weigh: bilinear there (dezeeuw_prolongation's rule)
+        last_y, last_x = (virtual[0] & (gy == m[0] - 1)), (virtual[1] & (gx == m[1] - 1))
         x_edge, y_edge = even_y & ~even_x, ~even_y & even_x
         self.w_w, self.w_e = pair([get((dy, -1)) for dy in (-1, 0, 1)], [get((dy, 1)) for dy in (-1, 0, 1)], x_edge)
         self.w_s, self.w_n = pair([get((-1, dx)) for dx in (-1, 0, 1)], [get((1, dx)) for dx in (-1, 0, 1)], y_edge)
-        centre = ~even_y & ~even_x
+        half = xp.asarray(0.5, dtype)
+        self.w_w, self.w_e = (xp.where(x_edge & last_x, half, w) for w in (self.w_w, self.w_e))
+        self.w_s, self.w_n = (xp.where(y_edge & last_y, half, w) for w in (self.w_s, self.w_n))
+        last = ~even_y & ~even_x & (last_x | last_y)
+        centre = ~even_y & ~even_x & ~last
         diag = xp.where(centre, get((0, 0)), 1.0)
         self.centre = [(o, xp.where(centre, -c / diag, 0).astype(dtype)) for o, c in coef.items() if o != (0, 0)]
+        self.centre += [(o, xp.where(last, 0.25, 0).astype(dtype)) for o in ((-1, -1), (-1, 1), (1, -1), (1, 1))]
 
     def restrict(self, coarse_out, fine_pad):
         return self.linear.restrict(coarse_out, fine_pad)
@@ -96,9 +107,9 @@ class MatrixDependent:
 
 def dezeeuw_prolongation(A, n, xp=numpy):
     """De Zeeuw's matrix-dependent prolongation on the grid of n x n points (the boundary nodes
-    unknowns, coarse node J at fine node 2J; for an even n the last column and row of nodes have a
-    coarse neighbour on one side only and take its value), from A's 9-point (or 5-point) stencils, in the
-    complex form of Erlangga, Oosterlee and Vuik: |.| is the modulus.
+    unknowns, coarse node J at fine node 2J; an even n adds the virtual coarse nodes on fine node n,
+    one cell beyond the grid, grid.Box's ``virtual_end``), from A's 9-point (or 5-point) stencils,
+    in the complex form of Erlangga, Oosterlee and Vuik: |.| is the modulus.
 
     A fine node between two coarse nodes along x takes the weights d_w / (d_w + d_e) and
     d_e / (d_w + d_e) from its west and east neighbours, with d_w = max(|a_nw + a_w + a_sw|,
@@ -106,11 +117,14 @@ def dezeeuw_prolongation(A, n, xp=numpy):
     dezeeuw_weights, which the stencil levels' MatrixDependent uses too). A node in
     the middle of a coarse cell makes its own row of A P vanish: its value is -(sum of its
     neighbours' a_j e_j) / a_c, the neighbours' e_j being the coarse values and the interpolated
-    edge values. For the constant-coefficient Laplacian it is bilinear interpolation. A is a CSR
+    edge values. The last column and row of an even n lie between a coarse node and a virtual one,
+    beyond which A has no couplings to weigh: they interpolate bilinearly (edges 1/2 and 1/2,
+    cell centres 1/4 from each corner), the corner's only weight. For the constant-coefficient
+    Laplacian it is bilinear interpolation. A is a CSR
     matrix of ``xp`` (SciPy or cupyx) with no duplicate entries; so is the result (n^2 x nc^2)."""
     sp = sparse.module(xp)
     N = n * n
-    nc = (n + 1) // 2
+    nc = n // 2 + 1
     rows = sparse.rows_of(A, xp).astype(numpy.int64)
     cols = A.indices.astype(numpy.int64)
     dy, dx = cols // n - rows // n, cols % n - rows % n
@@ -133,16 +147,21 @@ def dezeeuw_prolongation(A, n, xp=numpy):
     w_s, w_n = dezeeuw_weights(*([S[side, a, p] for a in range(3)] for side in (0, 2)), xp)
     add(p, j[p] - 1, i[p], w_s)
     add(p, j[p] + 1, i[p], w_n)
-    # an even n leaves the last column (row) with no coarse node beyond it: those boundary nodes
-    # take their one coarse neighbour's value (the last cell is half a coarse cell)
-    p = xp.nonzero((j % 2 == 0) & (i == n - 1) & (i % 2 == 1))[0]
-    add(p, j[p], i[p] - 1, xp.ones(p.shape[0], A.dtype))
-    p = xp.nonzero((j == n - 1) & (j % 2 == 1) & (i % 2 == 0))[0]
-    add(p, j[p] - 1, i[p], xp.ones(p.shape[0], A.dtype))
+    # an even n: the last column (row) lies between a coarse node and a virtual one, bilinearly
+    last_x, last_y = (i == n - 1) & (i % 2 == 1), (j == n - 1) & (j % 2 == 1)
+    for edge, (sj, si) in (((j % 2 == 0) & last_x, (0, 1)), ((i % 2 == 0) & last_y, (1, 0))):
+        p = xp.nonzero(edge)[0]
+        for s in (-1, 1):
+            add(p, j[p] + s * sj, i[p] + s * si, xp.full(p.shape[0], 0.5, A.dtype))
+    last = (j % 2 == 1) & (i % 2 == 1) & (last_x | last_y)
+    p = xp.nonzero(last)[0]
+    for sj in (-1, 1):
+        for si in (-1, 1):
+            add(p, j[p] + sj, i[p] + si, xp.full(p.shape[0], 0.25, A.dtype))
     P = sp.coo_matrix((xp.concatenate(v).astype(A.dtype), (xp.concatenate(r), xp.concatenate(c))),
                       shape=(N, nc * nc)).tocsr()
     # cell centres: (A P) vanishes on their rows; they couple only to non-centre nodes
-    centre = (j % 2 == 1) & (i % 2 == 1)
+    centre = (j % 2 == 1) & (i % 2 == 1) & ~last
     D = A.diagonal()
     off = A - sp.diags(D)
     scale = xp.where(centre, -1.0 / xp.where(centre, D, 1.0), 0.0).astype(A.dtype)

@@ -70,6 +70,9 @@ class Transfer:
         # phase: local fine index of the first owned coarse point (0 or 1) along coarsened axes
         self.phase = tuple((2 * cs + (0 if keep else 1) - fs) if c else 0
                            for c, cs, fs, keep in zip(coarsened, coarse.start, fine.start, fine.keep_ends))
+        # axes whose last coarse point is virtual (grid.Box.virtual_end): it lies on the fine
+        # point past the padded array's halo, which restriction reads as a zero plane
+        self.virtual = fine.virtual_axes(coarsened)
 
     # the plans are built on first use: the fused GPU transfers (fused.LinearTransfer) never need
     # them, and building them is most of a GPU setup's host time
@@ -117,6 +120,16 @@ class Transfer:
             t = self._t = like.copy()
         return t
 
+    def _extended(self, like):
+        """A padded fine array like ``like`` (a batch of them: leading axes) with one more (zero)
+        plane past the end of each virtual axis, made once per shape."""
+        d = self.fine.dim
+        shape = like.shape[:-d] + tuple(n + int(v) for n, v in zip(like.shape[-d:], self.virtual))
+        t = getattr(self, "_te", None)
+        if t is None or t.shape != shape or t.dtype != like.dtype or type(t) is not type(like):
+            t = self._te = backend.array_module(like).zeros(shape, like.dtype)
+        return t
+
     def _scale(self, t):
         for at, s in self._scaled:
             t[at] *= s
@@ -124,7 +137,11 @@ class Transfer:
 
     def restrict(self, coarse_out, fine_pad):
         """coarse_out (unpadded view) = R r, from a padded fine array with current ghosts."""
-        if self.omegas is not None:
+        if any(self.virtual):
+            t = self._extended(fine_pad)
+            t[tuple(slice(0, n) for n in fine_pad.shape)] = fine_pad
+            fine_pad = t
+        elif self.omegas is not None:
             t = self._work(fine_pad)
             t[...] = fine_pad
             fine_pad = self._scale(t)
