@@ -77,7 +77,7 @@ class ShiftedLaplaceMG:
             raise ValueError(f"unknown prolongation {prolongation!r} (bilinear or dezeeuw)")
         if prolongation == "dezeeuw" and (dim != 2 or not keep_boundary):
             raise ValueError("de Zeeuw's prolongation is built for 2D grids with the boundary nodes as unknowns")
-        self.prolongation = prolongation
+        self.prolongation, self.keep_boundary = prolongation, keep_boundary
         self.xp, self.cycle_kind, self.pre, self.post = xp, cycle, pre, post
         self.omega, self.max_kh, self.dim = omega, max_kh, dim
         self.dtype = numpy.dtype(dtype)
@@ -124,6 +124,8 @@ class ShiftedLaplaceMG:
 
     def describe(self):
         sizes = " -> ".join(f"{lev.points}^{self.dim}" for lev in self.levels)
+        if self.keep_boundary and any(lev.points % 2 == 0 for lev in self.levels[:-1]):
+            sizes += "; an even grid coarsens through a virtual last coarse point"
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
         return [f"{self.cycle_kind.upper()}-cycle in {prec}, {len(self.levels)} levels ({sizes}), "
                 f"{_prolongation_name(self.prolongation)} prolongation, "
@@ -177,7 +179,11 @@ class StencilMG:
 
     def describe(self):
         prec = "complex64" if self.dtype == numpy.complex64 else "complex128"
+        virtual = any(lev.box.virtual_end and any(k and m % 2 == 0 for k, m in zip(lev.box.keep_ends,
+                                                                                     lev.box.global_shape))
+                      for lev in self.levels[:-1])
         return ([f"stencil levels (multigrid.py) in {prec}, {_prolongation_name(self.prolongation)} "
                  "prolongation, Galerkin coarse stencils, "
-                 f"omega {self.omega:g}"]
+                 f"omega {self.omega:g}" + ("; an even grid coarsens through a virtual last coarse point"
+                                            if virtual else "")]
                 + self.mg.describe())

@@ -225,6 +225,8 @@ def test_one_application_equals_the_complex_cycle(dim, N):
         pc.apply(x, y)
         got = from_petsc(y.getArray())
         assert numpy.abs(got - ref).max() <= 1e-12 * numpy.abs(ref).max(), hierarchy
+        view = "\n".join(pc.getPythonContext().mg.describe())
+        assert ("virtual last coarse point" in view) == ((N + 1) % 2 == 0), view
 
 
 def test_three_dimensions():
@@ -549,7 +551,7 @@ def _random_rhs_its(n, dim, prolongation):
     x, info = scipy.sparse.linalg.bicgstab(A, b, M=P, rtol=1e-6, maxiter=300,
                                            callback=lambda _: its.__setitem__(0, its[0] + 1))
     assert info == 0 and numpy.linalg.norm(b - A @ x) <= 1e-6 * numpy.linalg.norm(b)
-    return its[0], [lev.points for lev in mg.levels]
+    return its[0], [lev.points for lev in mg.levels], mg.describe()[0]
 
 
 @pytest.mark.parametrize("n,dim,prolongation", [(64, 2, "dezeeuw"), (100, 2, "dezeeuw"), (64, 2, "bilinear"),
@@ -560,10 +562,11 @@ def test_even_point_counts_at_their_odd_neighbours_counts(n, dim, prolongation):
     than the odd neighbour n + 1 (measured: de Zeeuw 64/65 20/20, 100/101 27/28; bilinear 64/65
     22/24; 3D 32/33 11/12; with the last point beyond the last coarse point, as before, de Zeeuw
     23 and 30, bilinear 26)."""
-    even, levels = _random_rhs_its(n, dim, prolongation)
-    odd, odd_levels = _random_rhs_its(n + 1, dim, prolongation)
+    even, levels, view = _random_rhs_its(n, dim, prolongation)
+    odd, odd_levels, odd_view = _random_rhs_its(n + 1, dim, prolongation)
     assert levels[1:] == odd_levels[1:] and levels[1] == n // 2 + 1
     assert even <= 1.1 * odd, (even, odd)
+    assert "virtual last coarse point" in view and "virtual" not in odd_view
 
 
 @pytest.mark.parametrize("N", [63, 127, 99])
