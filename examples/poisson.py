@@ -14,6 +14,8 @@ Options of this example:
   -pattern <boxes>   where kappa jumps: boxes | checkerboard (3^dim cells, faces at 1/3, 2/3)
   -rhs <random>      random | ones | sine
   -seed <0>
+  -periodic <>       axes along which the domain is periodic, e.g. x,y (a periodic DMDA; along
+                     every axis the constant null space is attached and removed from the rhs)
 With -vec_type cuda -mat_type aijcusparse PETSc's vectors and matrix live on the GPU.
 """
 import sys
@@ -39,8 +41,9 @@ def main():
     conv = opts.getString("convention", "interior")
     jump = opts.getReal("jump", 0.0)
     rhs = opts.getString("rhs", "random")
+    periodic = [name in opts.getString("periodic", "").split(",") for name in "xyz"[:dim]]
     da, A, b = poisson_system(n, dim, conv, jump, rhs, opts.getInt("seed", 0),
-                              pattern=opts.getString("pattern", "boxes"))
+                              pattern=opts.getString("pattern", "boxes"), periodic=periodic)
     x = b.duplicate()
     ksp = PETSc.KSP().create()
     ksp.setDM(da)

@@ -13,6 +13,10 @@ h^(d-2)-scaled stencil of PETSc's KSP tutorial ex45.
 kappa is 1, or 10^jump inside a few boxes whose faces do not line up with coarse grids
 (``pattern`` 'boxes'), or on the black cells of a 3^d checkerboard whose faces at 1/3 and 2/3 lie
 on no grid line of any coarse grid ('checkerboard').
+``periodic``: per axis, in the DMDA's (x, y, z) order, whether the domain is periodic along it (a
+DM_BOUNDARY_PERIODIC DMDA: the last point's neighbour is the first, no boundary there); periodic
+along every axis the operator is singular, with the constant null space attached to the matrix and
+removed from the right-hand side.
 """
 import itertools
 import time
@@ -47,8 +51,9 @@ def grid_sizes(n, dim):
     return (n,) * dim if numpy.isscalar(n) else tuple(int(m) for m in n)
 
 
-def poisson_csr(n, dim, convention="interior", jump=0.0, pattern="boxes"):
+def poisson_csr(n, dim, convention="interior", jump=0.0, pattern="boxes", periodic=()):
     shape = grid_sizes(n, dim)[::-1]        # natural ordering: x fastest
+    periodic = tuple(periodic or (False,) * dim)[::-1]
     N = int(numpy.prod(shape))
     n = min(shape)
     idx = numpy.arange(N).reshape(shape)
@@ -62,6 +67,8 @@ def poisson_csr(n, dim, convention="interior", jump=0.0, pattern="boxes"):
         scale = h ** (dim - 2)
         boundary = numpy.zeros(shape, dtype=bool)
         for a in range(dim):
+            if periodic[a]:
+                continue
             sl = [slice(None)] * dim
             sl[a] = 0
             boundary[tuple(sl)] = True
@@ -78,7 +85,7 @@ def poisson_csr(n, dim, convention="interior", jump=0.0, pattern="boxes"):
             valid = numpy.ones(shape, dtype=bool)
             sl = [slice(None)] * dim
             sl[a] = -1 if s == 1 else 0
-            valid[tuple(sl)] = False
+            valid[tuple(sl)] = periodic[a]          # the neighbour across a periodic end: rolled in
             face = numpy.where(valid, face, kap * scale)   # Dirichlet face: kappa of the cell
             diag += face
             keep = valid & ~boundary
@@ -96,12 +103,14 @@ def poisson_csr(n, dim, convention="interior", jump=0.0, pattern="boxes"):
 
 
 def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed=0, comm=None,
-                   pattern="boxes"):
+                   pattern="boxes", periodic=()):
     """The DMDA, the matrix and the right-hand side; in parallel each rank assembles its own rows
     in PETSc's DMDA ordering, and the right-hand side does not depend on the number of ranks."""
     comm = comm or PETSc.COMM_WORLD
-    shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump, pattern)
-    da = PETSc.DMDA().create(list(grid_sizes(n, dim)), dof=1, stencil_width=1, comm=comm, setup=False)
+    shape, indptr, cols, vals = poisson_csr(n, dim, convention, jump, pattern, periodic)
+    boundary = tuple("periodic" if p else "none" for p in (periodic or (False,) * dim))
+    da = PETSc.DMDA().create(list(grid_sizes(n, dim)), dof=1, stencil_width=1, boundary_type=boundary,
+                             comm=comm, setup=False)
     da.setFromOptions()
     da.setUp()
     N = int(numpy.prod(shape))
@@ -126,6 +135,10 @@ def poisson_system(n, dim=3, convention="interior", jump=0.0, rhs="random", seed
         da.setVecType("cuda")
     b, _ = A.createVecs()
     b.setArray(bvals)
+    if periodic and all(periodic):
+        null = PETSc.NullSpace().create(constant=True, comm=comm)
+        A.setNullSpace(null)
+        null.remove(b)
     return da, A, b
 
 

@@ -1,7 +1,8 @@
 """The one communicator protocol of the core: what a hierarchy asks of the ranks it runs on.
 
 The core never calls MPI. Every hierarchy takes a communicator object and calls only these
-methods; ``Comm`` is the serial one (one rank: nothing to exchange, local sums are global), and
+methods; ``Comm`` is the serial one (one rank: local sums are global, and the only ghost update is
+the wrap of a periodic grid's halo), and
 petsc/mpi.py supplies the MPI ones (``DMDAComm`` for the structured levels of GMG and
 ShiftedLaplace, ``CSRComm`` for AMG's distributed rows). Every rank must make the same sequence
 of the collective calls.
@@ -25,9 +26,14 @@ of the collective calls.
 
 
 class Comm:
-    """One rank."""
+    """One rank; ``periodic``: per axis of the structured levels, whether the grid is periodic
+    along it (grid.Box.periodic)."""
     size, rank = 1, 0
     capturable = True
+
+    def __init__(self, periodic=()):
+        self.periodic = tuple(a for a, p in enumerate(periodic) if p)
+        self.dim = len(periodic)
 
     def allsum(self, x):
         return x
@@ -41,7 +47,7 @@ class Comm:
         return True
 
     def exchange(self, level, u):
-        return u
+        return wrap(u, self.periodic, self.dim)
 
     def expect_gather(self, level, part_box):
         pass
@@ -60,3 +66,15 @@ class Comm:
 
     def free(self):
         """Release what the exchanges hold (collective under MPI: Multigrid.free calls it)."""
+
+
+def wrap(u, axes, dim):
+    """The halo of the padded array ``u`` (a batch of them: leading axes) along the periodic
+    ``axes`` of its last ``dim`` axes: each side takes the grid's other end. One axis after the
+    other, each over the whole padded extent of the others, so the corners of box stencils wrap
+    too."""
+    for a in axes:
+        lead = (slice(None),) * (u.ndim - dim + a)
+        u[lead + (0,)] = u[lead + (-2,)]
+        u[lead + (-1,)] = u[lead + (1,)]
+    return u

@@ -68,12 +68,14 @@ def kernels_apply(indptr, cols, vals):
             and indptr.dtype == cols.dtype and indptr.dtype.name in ("int32", "int64"))
 
 
-def stencil_of_csr(indptr, cols, vals, shape, dtype):
+def stencil_of_csr(indptr, cols, vals, shape, dtype, periods=None):
     """Found(offsets, coefs, wide, nonfinite) of the CSR matrix on the grid ``shape`` (array-axis
-    order, natural ordering); with ``wide`` or ``nonfinite`` the coefficients are not made."""
-    if kernels_apply(indptr, cols, vals):
+    order, natural ordering); with ``wide`` or ``nonfinite`` the coefficients are not made.
+    ``periods``: per axis the number of points of a periodic axis (its ends are neighbours), else
+    0; a periodic grid is read by the twin."""
+    if kernels_apply(indptr, cols, vals) and not any(periods or ()):
         return _stencil_gpu(indptr, cols, vals, tuple(shape), numpy.dtype(dtype))
-    return stencil_of_csr_twin(indptr, cols, vals, tuple(shape), numpy.dtype(dtype))
+    return stencil_of_csr_twin(indptr, cols, vals, tuple(shape), numpy.dtype(dtype), periods)
 
 
 def _stencil_gpu(indptr, cols, vals, shape, dtype):
@@ -145,11 +147,11 @@ def _scatter_stats(indptr, cols, vals, shape, dtype, present):
     return Found([offsets[k] for k in keep], [coefs[k].reshape(shape) for k in keep], stats=stats[keep])
 
 
-def stencil_of_csr_twin(indptr, cols, vals, shape, dtype):
+def stencil_of_csr_twin(indptr, cols, vals, shape, dtype, periods=None):
     """stencil_of_csr by whole-array index arithmetic, on the arrays' own module."""
     xp = backend.array_module(vals)
     nonfinite = not backend.all_true(xp.isfinite(vals))
-    rows, slot, far = entry_slots(indptr, cols, shape)
+    rows, slot, far = entry_slots(indptr, cols, shape, periods=periods)
     wide = backend.any_true(far & (vals != 0))
     if wide or nonfinite:
         return Found([], [], bool(wide), bool(nonfinite))
@@ -163,15 +165,19 @@ def natural_positions(index, shape):
     return list(backend.array_module(index).unravel_index(index, tuple(shape)))
 
 
-def entry_slots(indptr, cols, shape, start=None, col_positions=None):
+def entry_slots(indptr, cols, shape, start=None, col_positions=None, periods=None):
     """Per stored entry of CSR rows over a box ``shape`` in natural order (starting at grid point
     ``start``): its row, its slot (index in stencil.box_offsets of the offset to its column) and
     whether the column lies more than one apart along some axis (``far``; its slot is then
     meaningless). ``col_positions``: the columns' grid positions where the columns are not in
-    the box's natural order (a matrix split over ranks); by default they are."""
+    the box's natural order (a matrix split over ranks); by default they are. ``periods``: per
+    axis the global number of points of a periodic axis, else 0: a column m - 1 apart along it
+    is the neighbour across the wrap."""
     xp = backend.array_module(cols)
     d = len(shape)
-    if xp is numpy and col_positions is None and not any(start or ()) and all(m >= 3 for m in shape[1:]):
+    periods = periods or (0,) * d
+    if (xp is numpy and col_positions is None and not any(start or ()) and all(m >= 3 for m in shape[1:])
+            and not any(periods)):
         return _entry_slots_by_difference(indptr, cols, shape)
     start = start or (0,) * d
     if xp is numpy:
@@ -185,6 +191,8 @@ def entry_slots(indptr, cols, shape, start=None, col_positions=None):
     far = xp.zeros(cols.size, dtype=bool)
     for a in range(d):
         off = col_positions[a] - (row_positions[a] + start[a])
+        if periods[a] >= 3:
+            off = xp.where(off == periods[a] - 1, -1, xp.where(off == 1 - periods[a], 1, off))
         far |= xp.abs(off) > 1
         slot += (off + 1) * 3 ** (d - 1 - a)
     return rows, slot, far

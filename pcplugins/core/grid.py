@@ -26,6 +26,12 @@ at most ``coarse_size`` unknowns, or at ``levels``.
 Under MPI a rank owning fine points [s, e) owns coarse points [s // 2, e // 2) (with
 ``keep_ends`` [(s + 1) // 2, (e + 1) // 2)): coarse and fine partitions nest, and colours come
 from global indices, so iterates do not depend on the ranks.
+A ``periodic`` axis (a DMDA's DM_BOUNDARY_PERIODIC) has no boundary: its halo holds the grid's
+other end (comm.Comm's ghost update wraps it), and coarse point k sits on fine point 2k as with
+``keep_ends``, so an even m gives m/2 coarse points of twice the spacing and the last fine point
+lies between the last coarse point and the first one, wrapped: the uniform periodic hierarchy. It
+is coarsened while m is even and the coarse axis keeps at least 3 points (a wrapped neighbour is
+then never the point's other neighbour); an odd periodic axis is kept (semi-coarsening).
 """
 import itertools
 import math
@@ -37,12 +43,13 @@ class Box:
     ``global_shape`` and ``start`` are global (array-axis order), ``shape`` local.
     """
 
-    def __init__(self, global_shape, start=None, shape=None, keep_ends=False, virtual_end=False):
+    def __init__(self, global_shape, start=None, shape=None, keep_ends=False, virtual_end=False, periodic=False):
         self.global_shape = tuple(int(m) for m in global_shape)
         self.virtual_end = bool(virtual_end)
         # one flag per axis (a single bool: the same on every axis)
-        self.keep_ends = (tuple(bool(k) for k in keep_ends) if isinstance(keep_ends, (tuple, list))
-                          else (bool(keep_ends),) * len(self.global_shape))
+        self.periodic = _per_axis(periodic, len(self.global_shape))
+        # a periodic axis places its coarse points as one that keeps its ends
+        self.keep_ends = tuple(k or p for k, p in zip(_per_axis(keep_ends, len(self.global_shape)), self.periodic))
         self.start = tuple(start) if start is not None else (0,) * len(self.global_shape)
         self.shape = tuple(shape) if shape is not None else self.global_shape
 
@@ -64,7 +71,7 @@ class Box:
 
     def coarsenable(self):
         """Which axes the coarsening rule allows to coarsen."""
-        return tuple(m >= 3 for m in self.global_shape)
+        return tuple(m % 2 == 0 and m >= 6 if p else m >= 3 for m, p in zip(self.global_shape, self.periodic))
 
     def coarse_range(self, s, e, axis, m=None):
         """The coarse points on fine points [s, e) of the coarsened axis ``axis`` of ``m`` points
@@ -94,14 +101,19 @@ class Box:
                 gs.append(m)
                 st.append(s)
                 sh.append(n)
-        return Box(gs, st, sh, self.keep_ends, self.virtual_end)
+        return Box(gs, st, sh, self.keep_ends, self.virtual_end, self.periodic)
 
     def whole(self):
         """The whole global grid as one rank's box (a replicated level)."""
-        return Box(self.global_shape, keep_ends=self.keep_ends, virtual_end=self.virtual_end)
+        return Box(self.global_shape, keep_ends=self.keep_ends, virtual_end=self.virtual_end, periodic=self.periodic)
 
     def __repr__(self):
         return f"Box(global={self.global_shape}, start={self.start}, shape={self.shape})"
+
+
+def _per_axis(flag, dim):
+    """One bool per axis from a bool or a sequence of them."""
+    return tuple(bool(k) for k in flag) if isinstance(flag, (tuple, list)) else (bool(flag),) * dim
 
 
 class CoarseningError(ValueError):

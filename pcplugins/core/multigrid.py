@@ -8,7 +8,7 @@ on the non-uniform last cell an even axis leaves, stencil.AxisLaplacian) or Gale
 R A P (any other operator), formed stencil-wise by probing.
 
 Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``
-(comm.Comm: the serial one does nothing; petsc/mpi.py supplies DMDA ghost updates under MPI).
+(comm.Comm: on one rank the wrap of periodic halos; petsc/mpi.py: DMDA ghost updates under MPI).
 """
 import contextlib
 import dataclasses
@@ -53,9 +53,7 @@ class Level:
         shapes = [self.box.padded_shape] * 2 + ([self.box.shape] if index else [])
         self.u, self.r, *f = backend.zeros_carved(op.xp, op.dtype, shapes)
         self.f = f[0] if f else None
-        self.smoother = None
-        self.transfer = None   # to the next coarser level
-        self.coarse_solve = None
+        self.smoother = self.transfer = self.coarse_solve = None   # transfer: to the next coarser level
         self.fused = None      # fused.Laplacian or fused_stored.Stored when the fast path applies
         self.replicated = False  # under MPI: every rank holds the whole level
 
@@ -95,14 +93,14 @@ class Multigrid:
             # the Laplacian rediscretized (stencil.AxisLaplacian) where the axes it coarsens are
             # Dirichlet axes and the transfer is linear: else Galerkin from here on
             if weights is not None and (self.transfer_kind != "linear" or any(
-                    a and k for a, k in zip(ax, fine.box.keep_ends))):
+                    a and k and not p for a, k, p in zip(ax, fine.box.keep_ends, fine.box.periodic))):
                 weights = None
             omegas = None
             if weights is not None:
                 omegas = [r / (1 + r) if a and m % 2 and r < 1 else None
                           for a, m, r in zip(ax, fine.box.global_shape, ratios)]
-                ratios = [stencil.coarse_ratio(m, r) if a else r
-                          for a, m, r in zip(ax, fine.box.global_shape, ratios)]
+                ratios = [stencil.coarse_ratio(m, r) if a and not p else r      # periodic: uniform
+                          for a, m, r, p in zip(ax, fine.box.global_shape, ratios, fine.box.periodic)]
             fine.transfer = self._transfer(fine, cbox, ax, omegas)
             replicated = fine.replicated or (self.comm.size > 1 and (
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
@@ -175,6 +173,9 @@ class Multigrid:
         return transfer.Transfer(fine.box, cbox, ax, self.transfer_kind, omegas)
 
     def _galerkin(self, fine, cbox, cxp):
+        if any(fine.box.periodic):        # probing's column groups (index mod 3) alias across a wrap
+            raise ValueError("a periodic grid takes the constant-coefficient Laplacian and linear transfers "
+                             "(coarse levels rediscretized), not Galerkin coarse operators")
         ex_coarse = None
         if not isinstance(fine.transfer, transfer.Gathered) and not fine.replicated:
             ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
@@ -186,7 +187,7 @@ class Multigrid:
 
     def _use_fused_kernels(self):
         for lev in self.levels:
-            if lev.op.xp is numpy:
+            if lev.op.xp is numpy or any(lev.box.periodic):   # the kernels take zero halos
                 continue
             w = lev.op.weights if isinstance(lev.op, stencil.AxisLaplacian) else stencil.laplacian_weights(lev.op)
             if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
@@ -381,8 +382,7 @@ class Multigrid:
                     "zyx"[3 - lev.box.dim + a] for a, r in enumerate(lev.op.ratios) if r != 1)
             else:
                 kind = "stored stencil"
-            if lev.fused is not None:
-                kind += " (fused kernels)"
+            kind += " (fused kernels)" if lev.fused is not None else ""
             what = lev.coarse_solve.describe() if lev.coarse_solve else lev.smoother.describe()
             if lev.index == len(self.levels) - 1 and lev.coarse_solve is None:
                 what = "coarse solve by smoothing: " + what

@@ -4,7 +4,8 @@ Two kinds, one code: *constant* coefficients (each c_k a number: the matrix-free
 Laplacian of the paper, no stored matrix) and *variable* coefficients (each c_k an array over the
 level: any assembled scalar star or box operator, 5/7/9/27 points, and the Galerkin coarse
 operators). Offsets are in {-1, 0, 1}^d. Entries that couple to points outside the level's
-global grid are zero: the Dirichlet values are eliminated.
+global grid are zero: the Dirichlet values are eliminated; along a periodic axis the neighbour
+beyond one end is the other end, read from the halo that the ghost update wraps.
 """
 import functools
 import itertools
@@ -103,17 +104,23 @@ class StencilOperator:
         return scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(self.box.size, self.box.size))
 
     def _entries(self):
-        """(rows, columns, values) of the level's matrix, on the host."""
+        """(rows, columns, values) of the level's matrix, on the host; a periodic axis couples its
+        ends."""
         box = self.box
+        pos = numpy.indices(box.shape)
         idx = numpy.arange(box.size).reshape(box.shape)
         rows, cols, vals = [], [], []
         for c, o in zip(self.host_coefs(), self.offsets):
-            # src: the points whose neighbour at o lies inside the box (no masks needed)
-            src = tuple(slice(max(0, -oo), m - max(0, oo)) for oo, m in zip(o, box.shape))
-            dst = tuple(slice(max(0, oo), m - max(0, -oo)) for oo, m in zip(o, box.shape))
-            rows.append(idx[src].ravel())
-            cols.append(idx[dst].ravel())
-            vals.append(numpy.full(rows[-1].size, c, self.dtype) if self.constant else numpy.ravel(c[src]))
+            q = [p + oo for p, oo in zip(pos, o)]
+            inside = numpy.ones(box.shape, bool)
+            for a, (m, periodic) in enumerate(zip(box.shape, box.periodic)):
+                if periodic:
+                    q[a] %= m
+                else:
+                    inside &= (q[a] >= 0) & (q[a] < m)
+            rows.append(idx[inside])
+            cols.append(numpy.ravel_multi_index([qa[inside] for qa in q], box.shape))
+            vals.append(numpy.full(rows[-1].size, c, self.dtype) if self.constant else c[inside])
         return numpy.concatenate(rows), numpy.concatenate(cols), numpy.concatenate(vals)
 
     def host_coefs(self):
@@ -127,10 +134,10 @@ def _host(a):
 
 
 def inside_slices(box, offset):
-    """The points of the local box whose neighbour at ``offset`` lies inside the global grid: a
-    rectangle, as one slice per axis."""
-    return tuple(slice(min(n, max(0, -o - s)), max(0, min(n, m - o - s)))
-                 for o, s, n, m in zip(offset, box.start, box.shape, box.global_shape))
+    """The points of the local box whose neighbour at ``offset`` lies inside the global grid (every
+    point along a periodic axis): a rectangle, as one slice per axis."""
+    return tuple(slice(0, n) if p else slice(min(n, max(0, -o - s)), max(0, min(n, m - o - s)))
+                 for o, s, n, m, p in zip(offset, box.start, box.shape, box.global_shape, box.periodic))
 
 
 def inside_mask(box, offset, xp):

@@ -22,6 +22,8 @@ from ..petsc.pcbase import PythonPC
 
 class DMDAPC(PythonPC):
     WHAT = ""
+    # whether periodic DMDA axes are taken; the PCs that an error about the grid's boundary points to
+    PERIODIC, INSTEAD = False, "pcplugins.AMG, which takes the assembled matrix whatever the grid's boundary"
 
     def _release(self):
         self._elim = self._elim_fused = self._op64 = self.comm = None
@@ -47,7 +49,7 @@ class DMDAPC(PythonPC):
         if mat.scalar_is_complex():
             raise errors.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
-        dm, box = dmda.dmda_box(pc, who=self.TITLE)
+        dm, box = dmda.dmda_box(pc, who=self.TITLE, periodic=self.PERIODIC, instead=self.INSTEAD)
         M = mat.operator_matrix(pc, box, self.TITLE)
         # the hybrid cycle with no GPU level runs on the host
         xp = self.select_device(M, "cpu" if v.get("gpu_levels") == 0 else None)
@@ -66,7 +68,7 @@ class DMDAPC(PythonPC):
                                      transport=v.get("ghost_transport", "auto"))
             self.comm.distribute(0, op.box)
         else:
-            self.comm = Comm()
+            self.comm = Comm(box.periodic)
         self._inner = _inner_slices(box, op.box, self.layer)
         t = log.clock()
         self._op64 = None
@@ -86,6 +88,9 @@ class DMDAPC(PythonPC):
 
     def _fine_operator(self, v, box, dm, M, xp):
         dt, collective = self.dtype, self.mpi
+        if any(box.periodic):
+            op, kind = dmda.periodic_operator(v["operator"], M, box, dm, xp, dt, collective, self.TITLE, self.PREFIX)
+            return op, False, kind
         if v["operator"] == "laplacian":
             w, layer, bdiag = dmda.sample_laplacian(M if mat.is_aij(M) else None, box, dm, collective)
             mgbox = dmda.interior_box(box) if layer else box
@@ -165,9 +170,6 @@ class DMDAPC(PythonPC):
         if found.layer and w is not None and all(same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)):
             self._use_fused_elimination(v, op, w)
         return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)"
-
-    def _neumann_names(self):
-        return ", ".join("xyz"[self.box.dim - 1 - a] for a, k in enumerate(self.mg.fine_box.keep_ends) if k)
 
     def _check_interior(self, mgbox):
         """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
@@ -372,10 +374,11 @@ class DMDAPC(PythonPC):
                  f"operator: {self.operator_kind}",
                  *([f"not a symmetric preconditioner: {self._cycle_not_symmetric()}; with CG use fcg, or "
                     "fgmres/bcgs"] if self._cycle_not_symmetric() else []),
-                 "boundary: " + ("identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
+                 "boundary: " + (dmda.periodic_boundary(self.mg.fine_box) if any(self.mg.fine_box.periodic) else
+                                 "identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
                                  if self.layer else
                                  "Neumann-type (boundary rows sum to zero): the boundary nodes are coarse points "
-                                 f"on every level, across axes {self._neumann_names()}"
+                                 f"on every level, across axes {dmda.axis_names(self.box, self.mg.fine_box.keep_ends)}"
                                  if any(self.mg.fine_box.keep_ends) else
                                  "Dirichlet values eliminated (interior unknowns only)"),
                  f"operator complexity {self.mg.operator_complexity():.3f}, "

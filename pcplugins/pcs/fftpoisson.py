@@ -24,6 +24,7 @@ OPTIONS = [
 class FFTPoisson(DMDAPC):
     TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.FFTPoisson", "pc_fft_", "FFTPoisson", OPTIONS
     WHAT = "fast Poisson solver"
+    INSTEAD = "pcplugins.GMG (periodic axes too) or pcplugins.AMG (any boundary)"
 
     def _build(self, op, v):
         if self.mpi.size > 1:

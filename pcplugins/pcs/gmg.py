@@ -12,8 +12,10 @@ hierarchy.
 """
 from .. import backend
 from ..core import grid, homg, multigrid, stencil
-from ..petsc import errors, mpi, options
+from ..petsc import dmda, errors, mpi, options
 from .dmdapc import DMDAPC
+
+LINE_SMOOTHERS = ("line_x", "line_y", "line_z", "adi")
 
 OPTIONS = [
     options.Option("pc_gmg_levels", "int", None, "Number of levels (default: coarsen while the grid allows)", lo=1),
@@ -71,6 +73,7 @@ OPTIONS = [
 class GMG(DMDAPC):
     TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.GMG", "pc_gmg_", "GMG", OPTIONS
     WHAT = "geometric multigrid"
+    PERIODIC = True
 
     def _cycle_not_symmetric(self):
         v = self.values
@@ -86,6 +89,13 @@ class GMG(DMDAPC):
         return ""
 
     def _build(self, op, v):
+        if any(op.box.periodic):
+            # HOMG's hierarchy and the line solves know no wrap
+            bad = [f"-pc_gmg_{k} {v[k]}" for k, no in (("cycle", ("homg",)), ("smoother", LINE_SMOOTHERS))
+                   if v[k] in no]
+            if bad:
+                raise errors.error(f"pcplugins.GMG: option {bad[0]}: not on a grid periodic along "
+                                   f"{dmda.periodic_names(op.box)}; leave it out")
         if v["cycle"] == "homg":
             if v["multiplicative_cycles"] != 1:
                 raise errors.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is "
@@ -105,7 +115,8 @@ class GMG(DMDAPC):
             raise errors.error(f"pcplugins.GMG: option -pc_gmg_levels {v['levels']}: {e}; use -pc_gmg_levels "
                                f"{e.levels} or fewer, or leave it out") from None
         except ValueError as e:
-            raise errors.error(f"pcplugins.GMG: {e}") from None
+            hint = "; use -pc_gmg_transfer auto or linear, or pcplugins.AMG" if any(op.box.periodic) else ""
+            raise errors.error(f"pcplugins.GMG: {e}{hint}") from None
         backend.synchronize(self.xp)
         return mg
 

@@ -5,7 +5,7 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from ..core import csrstencil, detect, grid
+from ..core import csrstencil, detect, grid, stencil
 from ..core.stencil import box_offsets
 from .errors import error
 from .mat import _device_csr, is_aij, mpiaij_blocks
@@ -29,9 +29,10 @@ def pc_dm(pc):
     return None
 
 
-def dmda_box(pc, dof=1, who="pcplugins.GMG"):
+def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False, instead="pcplugins.AMG"):
     """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x); the DMDA must
-    have ``dof`` fields."""
+    have ``dof`` fields, and may have periodic axes where ``periodic``. ``instead``: the PCs an
+    error about the grid's boundary points to."""
     dm = pc_dm(pc)
     if dm is None:
         raise error(f"{who} needs a DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp"
@@ -43,12 +44,27 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG"):
                     else f"{who} needs a DMDA with dof {dof}, this one has dof {dm.getDof()}")
     dim = dm.getDim()
     if dim not in (2, 3):
-        raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")
-    if any(b != PETSc.DM.BoundaryType.NONE for b in dm.getBoundaryType()[:dim]):
-        raise error(f"{who} does not support periodic or ghosted DMDA boundaries yet")
+        raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D"
+                    + ("; pcplugins.AMG takes any grid's assembled matrix" if dof == 1 else ""))
+    kinds = boundary_types(dm, who, periodic, instead)
     sizes = dm.getSizes()[:dim][::-1]
     ranges = dm.getRanges()[:dim][::-1]
-    return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges])
+    return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges],
+                        periodic=[b == PETSc.DM.BoundaryType.PERIODIC for b in kinds][::-1])
+
+
+def boundary_types(dm, who, periodic=False, instead="pcplugins.AMG"):
+    """The DMDA's boundary type along each axis (x first), which must be none, or periodic where
+    ``periodic``; else a PETSc error that names the axes and points to ``instead``."""
+    B = PETSc.DM.BoundaryType
+    kinds = dm.getBoundaryType()[:dm.getDim()]
+    accepted = (B.NONE, B.PERIODIC) if periodic else (B.NONE,)
+    if any(b not in accepted for b in kinds):
+        names = {B.NONE: "none", B.PERIODIC: "periodic", B.MIRROR: "mirror", B.GHOSTED: "ghosted", B.TWIST: "twist"}
+        found = ", ".join(f"{names.get(b, b)} along {'xyz'[a]}" for a, b in enumerate(kinds) if b not in accepted)
+        raise error(f"{who} supports the DMDA boundary type{'s' if periodic else ''} "
+                    f"{' and '.join(names[b] for b in accepted)}; this DMDA's is {found}: use {instead}")
+    return kinds
 
 
 def square_dmda(pc, dof, who):
@@ -61,6 +77,7 @@ def square_dmda(pc, dof, who):
     dim = dm.getDim()
     if dim not in (2, 3):
         raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D")
+    boundary_types(dm, who)
     sizes = dm.getSizes()[:dim]
     if len(set(sizes)) != 1:
         raise error(f"{who} needs a square (cubic) grid, the DMDA is {' x '.join(map(str, sizes))}")
@@ -118,7 +135,7 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
         csr = _device_csr(M.handle, M.getSize()[0], M, copy=False) \
             if backend.is_gpu(xp) and M.getType() == "seqaijcusparse" else None
         indptr, cols, vals = csr if csr is not None else (xp.asarray(a) for a in M.getValuesCSR())
-        found = csrstencil.stencil_of_csr(indptr, cols, vals, box.shape, dtype)
+        found = csrstencil.stencil_of_csr(indptr, cols, vals, box.shape, dtype, periods(box))
         if found.nonfinite or found.wide:
             raise error(nonfinite if found.nonfinite else wide)
         return found.offsets, found.coefs, found.stats
@@ -138,7 +155,8 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
         parts = [(indptr, cols, vals, _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp))]
     if mpi.allmin(int(all(backend.all_true(xp.isfinite(p[2])) for p in parts))) == 0:
         raise error(nonfinite)
-    found = [csrstencil.entry_slots(ptr, cols, box.shape, box.start, pos) + (vals,) for ptr, cols, vals, pos in parts]
+    found = [csrstencil.entry_slots(ptr, cols, box.shape, box.start, pos, periods(box)) + (vals,)
+             for ptr, cols, vals, pos in parts]
     rows, slot, far, vals = (xp.concatenate([f[i] for f in found]) for i in range(4))
     if mpi.allmin(-int(backend.any_true(far & (vals != 0)))) < 0:
         raise error(wide)
@@ -146,6 +164,75 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     rows, slot, vals = rows[keep], slot[keep], vals[keep]
     present = sorted(set().union(*mpi.allgather(set(csrstencil.slots_present(slot, box.dim)))))
     return (*csrstencil.scatter(rows, slot, vals, present, box.shape, dtype), None)
+
+
+def periods(box):
+    """Per axis the number of points of a periodic axis, else 0 (csrstencil.entry_slots)."""
+    return tuple(m if p else 0 for m, p in zip(box.global_shape, box.periodic))
+
+
+def axis_names(box, flags):
+    """The names of the axes whose flag (one per array axis, z first) is set, x first: 'x, z'."""
+    return ", ".join("xyz"[box.dim - 1 - a] for a in reversed(range(box.dim)) if flags[a])
+
+
+def periodic_names(box):
+    return axis_names(box, box.periodic)
+
+
+def periodic_boundary(box):
+    """-ksp_view's boundary of a grid with periodic axes."""
+    other = "" if all(box.periodic) else "; Dirichlet values eliminated across the other axes"
+    return f"periodic along {periodic_names(box)} (the halo wraps){other}"
+
+
+def periodic_operator(operator, M, box, dm, xp, dtype, mpi, who="pcplugins.GMG", prefix="pc_gmg_"):
+    """(the fine StencilOperator, its description) of a grid with periodic axes, by the PC's
+    ``-{prefix}operator``: declared (the Laplacian's weights from the matrix's central row) or read
+    from the matrix (periodic_stencil). One rank, on the host, for now."""
+    where = periodic_names(box)
+    if mpi.size > 1 or backend.is_gpu(xp):
+        raise error(f"{who}: a DMDA periodic along {where} runs on " + (
+            f"one MPI rank for now, this PC has {mpi.size}: use pcplugins.AMG under MPI" if mpi.size > 1 else
+            f"the host for now: use -{prefix}device cpu, or pcplugins.AMG on the GPU"))
+    if operator == "assembled":
+        raise error(f"{who}: option -{prefix}operator assembled: a grid periodic along {where} takes the "
+                    "constant-coefficient Laplacian (coarse levels rediscretized), not stored coefficients; "
+                    "use pcplugins.AMG for variable coefficients")
+    if operator == "laplacian":
+        w, _, _ = sample_laplacian(M if is_aij(M) else None, box, dm, mpi)
+        return stencil.laplacian(box, w, xp, dtype), f"declared constant-coefficient Laplacian, periodic along {where}"
+    offsets, consts = periodic_stencil(M, box, dm, xp, dtype, mpi, who)
+    try:
+        op = stencil.StencilOperator(box, offsets, consts, xp, dtype)
+    except ValueError as e:
+        raise error(f"{who}: {e}") from None
+    return op, f"constant-coefficient stencil detected from the matrix (matrix-free), periodic along {where}"
+
+
+def periodic_stencil(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
+    """(offsets, constants) of the assembled operator on a grid with periodic axes (its couplings
+    across the wrap read as neighbours), which must be a constant-coefficient stencil with at least
+    3 points along each periodic axis and the Dirichlet values eliminated across any other axis
+    (rows on those faces lack the couplings beyond them)."""
+    where = periodic_names(box)
+    short = [f"{'xyz'[box.dim - 1 - a]} has {m}" for a, (m, p) in enumerate(zip(box.global_shape, box.periodic))
+             if p and m < 3]
+    if short:
+        raise error(f"{who}: a periodic axis needs at least 3 points; {', '.join(short)}")
+    offsets, coefs, _ = stencil_from_aij(M, box, dm, xp, dtype, mpi, who)
+    consts = []
+    for o, c in zip(offsets, coefs):
+        part = c[stencil.inside_slices(box, o)]
+        lo, hi = (mpi.allmin(float(part.min()) if part.size else numpy.inf),
+                  -mpi.allmin(-float(part.max()) if part.size else numpy.inf))
+        if lo != hi:
+            raise error(f"{who}: on a grid periodic along {where} the operator must be a constant-coefficient "
+                        "stencil (Dirichlet values eliminated across the other axes); its coefficient at offset "
+                        f"({', '.join('d' + 'xyz'[a] for a in range(box.dim))}) = ({', '.join(map(str, o[::-1]))}) "
+                        f"ranges from {lo:g} to {hi:g}: use pcplugins.AMG")
+        consts.append(lo)
+    return offsets, consts
 
 
 def constant_stencil(box, offsets, coefs, dtype, mpi, stats=None):

@@ -367,6 +367,20 @@ def test_homg_under_mpi_names_the_rank_count():
     assert res.returncode != 0 and out.count("-pc_gmg_cycle homg runs on one MPI rank, this PC has 2") >= 2, out
 
 
+@real_scalars  # pcplugins.GMG
+def test_periodic_grid_under_mpi_points_to_amg():
+    """Periodic DMDAs run on one rank for now: on two, every rank stops with the message."""
+    res = mpiexec(2, os.path.join(ROOT, "examples", "poisson.py"),
+                  ["-n", "16", "-dim", "2", "-periodic", "x,y"], timeout=120)
+    out = res.stdout + res.stderr
+    message = "a DMDA periodic along x, y runs on one MPI rank for now, this PC has 2: use pcplugins.AMG under MPI"
+    assert res.returncode != 0 and out.count(message) >= 2, out
+    res = mpiexec(2, os.path.join(ROOT, "examples", "poisson.py"), ["-n", "64", "-dim", "2", "-periodic", "x,y",
+                  "-pc_python_type", "pcplugins.AMG", "-ksp_rtol", "1e-8"], timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert float(res.stdout.split("true relative residual ")[1].split(",")[0]) <= 1e-7, res.stdout
+
+
 BLAS_PROBE = """
 import os, sys
 from pcplugins.petsc import blas

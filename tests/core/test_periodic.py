@@ -1,0 +1,129 @@
+"""Periodic grids in the array core: the wrapped halo (comm.Comm), the coarsening rule (an even
+periodic axis halves, an odd one is kept), the level's matrix with its couplings across the wrap,
+the stencil read from a CSR matrix with wrapped columns, and multigrid cycles against a direct
+solve of the singular periodic system."""
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+
+from pcplugins.core import csrstencil, grid, multigrid, stencil
+from pcplugins.core.comm import Comm
+
+SHAPES = [((64, 64), (True, True)), ((48, 40), (True, False)), ((40, 48), (False, True)),
+          ((30, 20), (True, True)), ((21, 32), (True, True)), ((16, 16, 16), (True, True, True)),
+          ((12, 10, 14), (True, False, True)), ((9, 8, 12), (False, True, False))]
+# shape and, per axis, p (periodic) or d (Dirichlet values eliminated)
+IDS = ["x".join(map(str, s)) + "-" + "".join("p" if p else "d" for p in per) for s, per in SHAPES]
+
+
+def laplacian_1d(m, periodic):
+    """The 1D -Laplacian (h = 1) on m points: Dirichlet values eliminated, or periodic."""
+    T = scipy.sparse.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1], format="lil")
+    if periodic:
+        T[0, m - 1] = T[m - 1, 0] = -1
+    return T.tocsr()
+
+
+def reference_matrix(shape, periodic):
+    """The d-dimensional -Laplacian as a sum of Kronecker products, x fastest (natural order)."""
+    d = len(shape)
+    A = 0
+    for a in range(d):
+        factors = [laplacian_1d(m, p) if b == a else scipy.sparse.identity(m) for b, (m, p) in
+                   enumerate(zip(shape, periodic))]
+        term = factors[0]
+        for f in factors[1:]:
+            term = scipy.sparse.kron(term, f)
+        A = A + term
+    return scipy.sparse.csr_matrix(A)
+
+
+def solve_reference(A, b, singular):
+    """The direct solve; of a singular (all periodic) system the mean-free solution, from the
+    system bordered by the constant."""
+    if not singular:
+        return scipy.sparse.linalg.spsolve(A.tocsc(), b)
+    n = A.shape[0]
+    e = scipy.sparse.csr_matrix(np.ones((n, 1)))
+    B = scipy.sparse.bmat([[A, e], [e.T, None]]).tocsc()
+    return scipy.sparse.linalg.spsolve(B, np.append(b, 0.0))[:n]
+
+
+def test_the_halo_wraps_along_periodic_axes_only():
+    u = np.arange(1.0, 1 + 6 * 7).reshape(6, 7)
+    u[0], u[-1], u[:, 0], u[:, -1] = 0, 0, 0, 0
+    inner = u[1:-1, 1:-1].copy()
+    Comm((False, True)).exchange(0, u)
+    assert (u[1:-1, 0] == inner[:, -1]).all() and (u[1:-1, -1] == inner[:, 0]).all()
+    assert not u[0].any() and not u[-1].any()          # the Dirichlet axis keeps its zero halo
+    batch = np.zeros((2, 4, 5))
+    batch[:, 1:-1, 1:-1] = np.arange(2 * 2 * 3).reshape(2, 2, 3)
+    Comm((True, True)).exchange(0, batch)               # a batch of arrays (leading axis)
+    assert (batch[:, 0, 1:-1] == batch[:, -2, 1:-1]).all() and (batch[:, 0, 0] == batch[:, -2, -2]).all()
+
+
+def test_coarsening_rule():
+    box = grid.Box((64, 21, 12), periodic=(True, True, False))
+    assert box.coarsenable() == (True, False, True)       # 21 is odd: kept
+    c = box.coarsen(box.coarsenable())
+    assert c.global_shape == (32, 21, 6) and c.periodic == box.periodic
+    assert c.keep_ends == (True, True, False)               # coarse point k on fine point 2k
+    assert grid.Box((8,), periodic=True).coarsenable() == (True,)
+    # 2 coarse points would be each other's neighbours on both sides
+    assert grid.Box((4,), periodic=True).coarsenable() == (False,)
+
+
+@pytest.mark.parametrize("shape,periodic", SHAPES, ids=IDS)
+def test_level_matrix_couples_across_the_wrap(shape, periodic):
+    op = stencil.laplacian(grid.Box(shape, periodic=periodic), [-1.0] * len(shape), np)
+    assert abs(op.to_scipy() - reference_matrix(shape, periodic)).max() == 0
+
+
+@pytest.mark.parametrize("shape,periodic", SHAPES, ids=IDS)
+def test_stencil_read_from_wrapped_columns(shape, periodic):
+    """The matrix's wrapped columns are neighbours along a periodic axis, and reported as wide
+    (more than one point apart) along any other."""
+    A = reference_matrix(shape, periodic)
+    periods = [m if p else 0 for m, p in zip(shape, periodic)]
+    found = csrstencil.stencil_of_csr(A.indptr, A.indices, A.data, shape, np.float64, periods)
+    assert not found.wide
+    op = stencil.StencilOperator(grid.Box(shape, periodic=periodic), found.offsets, found.coefs, np)
+    assert abs(op.to_scipy() - A).max() == 0
+    if any(periodic):
+        assert csrstencil.stencil_of_csr(A.indptr, A.indices, A.data, shape, np.float64).wide
+
+
+@pytest.mark.parametrize("shape,periodic", SHAPES, ids=IDS)
+def test_cycles_against_a_direct_solve(shape, periodic):
+    """Preconditioned CG with the V(2,2) cycle: the direct solve's answer (mean-free where every
+    axis is periodic), in the iterations of a Dirichlet grid where every periodic axis halves."""
+    box = grid.Box(shape, periodic=periodic)
+    op = stencil.laplacian(box, [-1.0] * len(shape), np)
+    mg = multigrid.Multigrid(op, multigrid.Options(pre=2, post=2), comm=Comm(periodic))
+    assert len(mg.levels) > 1
+    A = reference_matrix(shape, periodic)
+    b = np.random.default_rng(0).standard_normal(box.size)
+    singular = all(periodic)
+    if singular:
+        b -= b.mean()
+    x, r = np.zeros_like(b), b.copy()
+    z = grid.interior(mg.cycle(r.reshape(shape))).ravel().copy()
+    p, rz = z.copy(), r @ z
+    for its in range(1, 60):
+        Ap = A @ p
+        alpha = rz / (p @ Ap)
+        x += alpha * p
+        r -= alpha * Ap
+        if np.linalg.norm(r) <= 1e-10 * np.linalg.norm(b):
+            break
+        z = grid.interior(mg.cycle(r.reshape(shape))).ravel().copy()
+        rz, old = r @ z, rz
+        p = z + rz / old * p
+    assert np.linalg.norm(b - A @ x) <= 1e-10 * np.linalg.norm(b)
+    ref = solve_reference(A, b, singular)
+    if singular:
+        x -= x.mean()
+    assert np.linalg.norm(x - ref) <= 1e-8 * np.linalg.norm(ref)
+    halving = all(m % 2 == 0 for m, p in zip(shape, periodic) if p)
+    assert its <= (8 if halving else 12), its

@@ -1,0 +1,151 @@
+"""pcplugins.GMG on periodic DMDAs (DM_BOUNDARY_PERIODIC) through PETSc, on one rank: periodic
+along every axis (singular, the constant null space attached) or along some (Dirichlet values
+eliminated across the others), even and odd sizes, 2D and 3D, under every KSP of the design card,
+against a direct solve and at PETSc PCMG's iteration counts; and the named refusals of what is
+not taken yet."""
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+from petsc4py import PETSc
+
+from conftest import petsc_options, petsc_solve, python_pc_ksp, real_scalars, true_relative_residual
+from problems import poisson_csr, poisson_system
+
+pytestmark = real_scalars        # GMG refuses a PETSc built with complex scalars
+
+# DMDA sizes (x, y, z) and periodic axes (x, y, z)
+CASES = [((64, 64), (True, True)), ((48, 40), (True, False)), ((40, 21), (True, True)),
+         ((16, 16, 16), (True, True, True)), ((12, 10, 14), (True, False, True)), ((9, 8, 12), (False, True, False))]
+IDS = ["x".join(map(str, n)) + "-" + "".join("p" if p else "d" for p in per) for n, per in CASES]
+
+
+def direct(n, periodic):
+    """The direct solve of the example's system (the mean-free solution where it is singular:
+    the system bordered by the constant)."""
+    da, A, b = poisson_system(n, len(n), periodic=periodic)
+    shape, indptr, cols, vals = poisson_csr(n, len(n), periodic=periodic)
+    M = scipy.sparse.csr_matrix((vals, cols, indptr))
+    rhs = b.getArray().copy()
+    if not all(periodic):
+        return da, A, b, scipy.sparse.linalg.spsolve(M.tocsc(), rhs)
+    e = scipy.sparse.csr_matrix(np.ones((M.shape[0], 1)))
+    B = scipy.sparse.bmat([[M, e], [e.T, None]]).tocsc()
+    return da, A, b, scipy.sparse.linalg.spsolve(B, np.append(rhs, 0.0))[:-1]
+
+
+@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs", "fgmres"])
+@pytest.mark.parametrize("n,periodic", CASES, ids=IDS)
+def test_periodic_against_a_direct_solve(n, periodic, ksp_type):
+    da, A, b, ref = direct(n, periodic)
+    # right preconditioning: GMRES, FGMRES and BiCGStab stop on the true residual's norm, as CG does here
+    side = None if ksp_type == "cg" else {"ksp_pc_side": "right"}
+    ksp, x = petsc_solve(da, A, b, side, ksp_type, pc="pcplugins.GMG", rtol=1e-10, max_it=60)
+    assert ksp.getConvergedReason() > 0
+    assert true_relative_residual(A, b, x) <= 1e-9
+    u = x.getArray().copy()
+    if all(periodic):
+        u -= u.mean()
+    assert np.linalg.norm(u - ref) <= 1e-7 * np.linalg.norm(ref)
+    halving = all(m % 2 == 0 for m, p in zip(n, periodic) if p)
+    assert ksp.getIterationNumber() <= (8 if halving else 12)
+    view = ksp.getPC().getPythonContext().describe()
+    names = ", ".join("xyz"[a] for a, p in enumerate(periodic) if p)
+    assert any(line.startswith(f"boundary: periodic along {names} (the halo wraps)") for line in view), view
+    assert sum(line.startswith("level ") for line in view) >= 3, view
+
+
+def pcmg_its(n, periodic, levels):
+    da, A, b = poisson_system(n, len(n), periodic=periodic)
+    ksp, x = petsc_solve(da, A, b, {"pc_type": "mg", "pc_mg_levels": levels, "pc_mg_galerkin": "both",
+                                    "mg_coarse_pc_type": "svd"}, "cg", rtol=1e-8, max_it=60,
+                         norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+    assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1e-8
+    return ksp.getIterationNumber()
+
+
+@pytest.mark.parametrize("dim,sizes", [(2, (64, 128, 256)), (3, (16, 32))])
+def test_periodic_counts_at_pcmgs_and_bounded(dim, sizes):
+    """Periodic along every axis, CG to 1e-8 on the true residual: at most PCMG's count (Galerkin,
+    its default smoother, an SVD on the singular coarsest grid) + 1, and the same count within 1
+    under refinement."""
+    counts = []
+    for m in sizes:
+        n = (m,) * dim
+        da, A, b = poisson_system(n, dim, periodic=(True,) * dim)
+        ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=60,
+                             norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+        assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1e-8
+        counts.append(ksp.getIterationNumber())
+        assert counts[-1] <= pcmg_its(n, (True,) * dim, len(ksp.getPC().getPythonContext().mg.levels)) + 1
+    assert max(counts) - min(counts) <= 1, counts
+
+
+def setup_error(n, periodic, pc="pcplugins.GMG", options=None, **system):
+    da, A, b = poisson_system(n, len(n), periodic=periodic, **system)
+    with petsc_options(options or {}):
+        ksp = python_pc_ksp(A, pc, da=da)
+        ksp.setFromOptions()
+        with pytest.raises(PETSc.Error) as err:
+            ksp.setUp()
+    return str(err.value.__cause__)
+
+
+REFUSALS = [
+    ({"jump": 2.0}, None, "pcplugins.GMG: on a grid periodic along x, y the operator must be a constant-coefficient "
+                          "stencil"),
+    ({"convention": "petsc"}, None, "(dx, dy) = (0, -1) ranges from -1 to 0: use pcplugins.AMG"),
+    ({}, {"pc_gmg_smoother": "adi"}, "option -pc_gmg_smoother adi: not on a grid periodic along x, y"),
+    ({}, {"pc_gmg_cycle": "homg"}, "option -pc_gmg_cycle homg: not on a grid periodic along x, y"),
+    ({}, {"pc_gmg_transfer": "blackbox"}, "not Galerkin coarse operators; use -pc_gmg_transfer auto or linear"),
+    ({}, {"pc_gmg_operator": "assembled"}, "option -pc_gmg_operator assembled: a grid periodic along x, y takes"),
+]
+
+
+@pytest.mark.parametrize("system,options,message", REFUSALS, ids=["jumps", "petsc convention", "adi", "homg",
+                                                                  "blackbox", "assembled"])
+def test_refused_by_name(system, options, message):
+    periodic = (True, True) if system.get("convention") != "petsc" else (False, True)
+    assert message in setup_error((16, 16), periodic, options=options, **system)
+
+
+def test_other_boundary_types_point_to_amg():
+    da = PETSc.DMDA().create([12, 12], stencil_width=1, boundary_type=("periodic", "mirror"), stencil_type="star")
+    A = da.createMat()
+    A.assemble()
+    for pc, names in (("pcplugins.GMG", "none and periodic"), ("pcplugins.FFTPoisson", "none")):
+        with petsc_options({}):
+            ksp = python_pc_ksp(A, pc, da=da)
+            with pytest.raises(PETSc.Error) as err:
+                ksp.setUp()
+        msg = str(err.value.__cause__)
+        assert msg.startswith(f"{pc} supports the DMDA boundary type") and names in msg and "mirror along y" in msg
+        assert "pcplugins.AMG" in msg
+
+
+def test_shifted_laplace_refuses_a_periodic_grid():
+    """ShiftedLaplace builds its operator from the grid with its own boundary (absorbing or
+    Dirichlet): on a periodic DMDA it would precondition another problem, so it says so."""
+    da = PETSc.DMDA().create([16, 16], dof=2, stencil_width=1, boundary_type=("none", "periodic"))
+    A = da.createMat()
+    A.assemble()
+    with petsc_options({}):
+        ksp = python_pc_ksp(A, "pcplugins.ShiftedLaplace", da=da)
+        with pytest.raises(PETSc.Error) as err:
+            ksp.setUp()
+    assert str(err.value.__cause__).startswith("pcplugins.ShiftedLaplace supports the DMDA boundary type none; "
+                                               "this DMDA's is periodic along y: use pcplugins.AMG")
+
+
+@pytest.mark.parametrize("ksp_type", ["cg", "bcgs"])
+def test_amg_on_a_periodic_grid(ksp_type):
+    """pcplugins.AMG, where the errors above send the user: the assembled periodic matrix, every
+    KSP, the true residual."""
+    da, A, b = poisson_system((64, 48), 2, periodic=(True, True))
+    with petsc_options({}):
+        ksp = python_pc_ksp(A, "pcplugins.AMG", ksp_type=ksp_type)
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=1e-8, max_it=100)
+        x = b.duplicate()
+        ksp.solve(b, x)
+    assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1e-8
