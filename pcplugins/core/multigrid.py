@@ -17,7 +17,7 @@ import numpy
 
 from .. import backend
 from . import coarse, fused, fused_stored, galerkin, grid, smoothers, stencil, transfer
-from .comm import Comm
+from .comm import Comm, wrap
 from .cycle import second_visit
 
 
@@ -160,8 +160,8 @@ class Multigrid:
 
     # -- setup -------------------------------------------------------------------------------------
     def _exchange(self, lev):
-        if lev.replicated:
-            return lambda u: u
+        if lev.replicated:         # whole on every rank: only a periodic halo to wrap
+            return lambda u: wrap(u, [a for a, p in enumerate(lev.box.periodic) if p], lev.box.dim)
         return lambda u: self.comm.exchange(lev.index, u)
 
     def _transfer(self, fine, cbox, ax, omegas=None):

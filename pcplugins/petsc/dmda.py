@@ -189,12 +189,11 @@ def periodic_boundary(box):
 def periodic_operator(operator, M, box, dm, xp, dtype, mpi, who="pcplugins.GMG", prefix="pc_gmg_"):
     """(the fine StencilOperator, its description) of a grid with periodic axes, by the PC's
     ``-{prefix}operator``: declared (the Laplacian's weights from the matrix's central row) or read
-    from the matrix (periodic_stencil). One rank, on the host, for now."""
+    from the matrix (periodic_stencil). On the host, for now."""
     where = periodic_names(box)
-    if mpi.size > 1 or backend.is_gpu(xp):
-        raise error(f"{who}: a DMDA periodic along {where} runs on " + (
-            f"one MPI rank for now, this PC has {mpi.size}: use pcplugins.AMG under MPI" if mpi.size > 1 else
-            f"the host for now: use -{prefix}device cpu, or pcplugins.AMG on the GPU"))
+    if backend.is_gpu(xp):
+        raise error(f"{who}: a DMDA periodic along {where} runs on the host for now: use -{prefix}device cpu, "
+                    "or pcplugins.AMG on the GPU")
     if operator == "assembled":
         raise error(f"{who}: option -{prefix}operator assembled: a grid periodic along {where} takes the "
                     "constant-coefficient Laplacian (coarse levels rediscretized), not stored coefficients; "

@@ -295,12 +295,14 @@ def _swap(mpi, lo, hi, up, down, send, recv):
     MPI.Request.Waitall(requests)
 
 
-def process_grid(counts, own_start, rank, collective):
+def process_grid(counts, own_start, rank, collective, periodic=()):
     """This rank's coordinates in the process grid and its neighbours along each axis.
 
     ``counts``: per axis (core order), the number of points each process column owns
-    (DMDAGetOwnershipRanges); ``own_start``: this rank's first point per axis. Checks on every
-    rank that the ranks are numbered as assumed (the module docstring)."""
+    (DMDAGetOwnershipRanges); ``own_start``: this rank's first point per axis; ``periodic``: per
+    axis whether the grid wraps, so the first and last process columns are neighbours (a rank
+    alone along such an axis is its own neighbour on both sides: its messages to itself wrap its
+    halo). Checks on every rank that the ranks are numbered as assumed (the module docstring)."""
     dims = tuple(len(c) for c in counts)
     coords = tuple(int(numpy.searchsorted(numpy.cumsum(c) - c, s)) for c, s in zip(counts, own_start))
     if int(numpy.ravel_multi_index(coords, dims)) != rank:
@@ -314,6 +316,8 @@ def process_grid(counts, own_start, rank, collective):
         for step in (-1, 1):
             c = list(coords)
             c[a] += step
+            if a < len(periodic) and periodic[a]:
+                c[a] %= dims[a]
             pair.append(int(numpy.ravel_multi_index(c, dims)) if 0 <= c[a] < dims[a] else None)
         neighbours.append(tuple(pair))
     return coords, neighbours

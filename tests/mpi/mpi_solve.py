@@ -3,7 +3,8 @@ natural ordering, the iteration count and the converged reason.
 
     mpiexec -n P python tests/mpi/mpi_solve.py OUT.npz n|NXxNYxNZ dim convention jump [PETSc options]
 
-Poisson (poisson_system) with CG and pcplugins.GMG; with ``convention`` convection, upwind
+Poisson (poisson_system) with CG and pcplugins.GMG (``convention`` periodic: the interior
+convention, periodic along every axis; periodic_x: along x only); with ``convention`` convection, upwind
 convection-diffusion at cell Peclet number ``jump`` (convection_system) with GMRES and
 pcplugins.GMG; or with ``convention`` helmholtz MP1 on (n + 1)^dim points with k = ``jump``
 (helmholtz_system) with right-preconditioned Bi-CGSTAB and pcplugins.ShiftedLaplace.
@@ -32,6 +33,10 @@ if convention == "helmholtz":
 elif convention == "convection":
     da, A, b = convection_system(n, dim, jump)
     ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
+elif convention.startswith("periodic"):
+    da, A, b = poisson_system(n, dim, "interior", jump=jump,
+                              periodic=[convention == "periodic" or a == 0 for a in range(dim)])
+    ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
 else:
     da, A, b = poisson_system(n, dim, convention, jump=jump)
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
