@@ -32,8 +32,7 @@ class Comm:
     capturable = True
 
     def __init__(self, periodic=()):
-        self.periodic = tuple(a for a, p in enumerate(periodic) if p)
-        self.dim = len(periodic)
+        self.periodic = tuple(bool(p) for p in periodic)
 
     def allsum(self, x):
         return x
@@ -47,7 +46,7 @@ class Comm:
         return True
 
     def exchange(self, level, u):
-        return wrap(u, self.periodic, self.dim)
+        return wrap(u, self.periodic)
 
     def expect_gather(self, level, part_box):
         pass
@@ -68,13 +67,13 @@ class Comm:
         """Release what the exchanges hold (collective under MPI: Multigrid.free calls it)."""
 
 
-def wrap(u, axes, dim):
-    """The halo of the padded array ``u`` (a batch of them: leading axes) along the periodic
-    ``axes`` of its last ``dim`` axes: each side takes the grid's other end. One axis after the
-    other, each over the whole padded extent of the others, so the corners of box stencils wrap
-    too."""
-    for a in axes:
-        lead = (slice(None),) * (u.ndim - dim + a)
+def wrap(u, periodic):
+    """The halo of the padded array ``u`` (a batch of them: leading axes) along the axes of its
+    last len(``periodic``) axes that are periodic: each side takes the grid's other end. One axis
+    after the other, each over the whole padded extent of the others, so the corners of box
+    stencils wrap too."""
+    for a in (a for a, p in enumerate(periodic) if p):
+        lead = (slice(None),) * (u.ndim - len(periodic) + a)
         u[lead + (0,)] = u[lead + (-2,)]
         u[lead + (-1,)] = u[lead + (1,)]
     return u

@@ -161,7 +161,7 @@ class Multigrid:
     # -- setup -------------------------------------------------------------------------------------
     def _exchange(self, lev):
         if lev.replicated:         # whole on every rank: only a periodic halo to wrap
-            return lambda u: wrap(u, [a for a, p in enumerate(lev.box.periodic) if p], lev.box.dim)
+            return lambda u: wrap(u, lev.box.periodic)
         return lambda u: self.comm.exchange(lev.index, u)
 
     def _transfer(self, fine, cbox, ax, omegas=None):
