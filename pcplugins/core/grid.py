@@ -155,10 +155,10 @@ def hierarchy_boxes(fine, levels=None, coarse_size=COARSE_SIZE):
         axes_list.append(axes)
     if levels is not None and len(boxes) < levels:
         short = boxes[-1]
-        raise CoarseningError(
-            f"{levels} levels asked for, but the {shape_name(fine)} grid has {len(boxes)}: its coarsest grid, "
-            f"{shape_name(short)}, has fewer than 3 points along every axis and cannot be coarsened",
-            len(boxes))
+        why = ("has no axis to coarsen (one of at least 3 points; a periodic one of an even number, at least 6)"
+               if any(short.periodic) else "has fewer than 3 points along every axis and cannot be coarsened")
+        raise CoarseningError(f"{levels} levels asked for, but the {shape_name(fine)} grid has {len(boxes)}: "
+                              f"its coarsest grid, {shape_name(short)}, {why}", len(boxes))
     return boxes, axes_list
 
 

@@ -109,6 +109,12 @@ def test_refused_by_name(system, options, message):
     assert message in setup_error((16, 16), periodic, options=options, **system)
 
 
+def test_levels_beyond_an_odd_periodic_grid():
+    msg = setup_error((21, 21), (True, True), options={"pc_gmg_levels": 3})
+    assert ("3 levels asked for, but the 21x21 grid has 1: its coarsest grid, 21x21, has no axis to coarsen "
+            "(one of at least 3 points; a periodic one of an even number, at least 6)") in msg
+
+
 def test_other_boundary_types_point_to_amg():
     da = PETSc.DMDA().create([12, 12], stencil_width=1, boundary_type=("periodic", "mirror"), stencil_type="star")
     A = da.createMat()
