@@ -1,10 +1,11 @@
 """Solves on the coarsest level.
 
 The coarsest operator is small (a few hundred unknowns by default), so its inverse is formed once
-in setup (the pseudo-inverse where it is singular: pure Neumann) and each solve is one dense
-matrix-vector product on the level's device: a single GEMV launch on the GPU.
-Larger coarse grids (when the grid cannot be coarsened further) use a sparse LU on the host, or,
-for CSR hierarchies of complex matrices, a fixed GMRES polynomial on the device.
+in setup (the pseudo-inverse where it is singular: pure Neumann, periodic) and each solve is one
+dense matrix-vector product on the level's device: a single GEMV launch on the GPU.
+Larger coarse grids (when the grid cannot be coarsened further) use a sparse LU on the host (of
+the matrix bordered by the constants where they are its null space), or, for CSR hierarchies of
+complex matrices, a fixed GMRES polynomial on the device.
 """
 import numpy
 
@@ -17,19 +18,47 @@ HOST_INVERSE = 512      # dense inverses up to this order are formed on the host
 
 def dense_inverse(A, xp):
     """The inverse of the dense matrix A (on the host or on ``xp``'s device), on ``xp``, in double:
-    by LU, or the pseudo-inverse (on the host) where LU fails, for a singular (pure Neumann)
-    operator (an SVD costs an order of magnitude more than LU)."""
+    by LU; where that fails, for a singular (pure Neumann or periodic) operator, the pseudo-inverse:
+    where every row sums to zero and the constants span both null spaces, (A + J)^-1 - J with
+    J = 1 1^T / n (one LU more), else by an SVD on the host (an order of magnitude more than LU)."""
     target = xp
     if A.shape[0] <= HOST_INVERSE and backend.array_module(A) is numpy:
         xp = numpy          # a small inverse is faster on the host than a device solver's round trips
     d = xp.asarray(A, dtype=numpy.result_type(A.dtype, numpy.float64))
+    n = d.shape[0]
+    eye = xp.eye(n)
+    inv = _checked_inverse(d, eye, xp)
+    if inv is None and n and float(xp.abs(d.sum(axis=1)).max()) <= 1e-12 * float(xp.abs(d).max()):
+        J = xp.full((n, n), 1.0 / n)
+        inv = _checked_inverse(d + J, eye - J, xp, shift=J)
+    if inv is None:
+        inv = numpy.linalg.pinv(backend.to_host(A))
+    return target.asarray(inv)
+
+
+def _checked_inverse(d, product, xp, shift=0.0):
+    """X = d^-1 - shift by LU, where d X is ``product`` to 1e-8 (else None)."""
     try:
-        inv = xp.linalg.inv(d)
-        if float(xp.abs(d @ inv - xp.eye(A.shape[0])).max()) <= 1e-8:
-            return target.asarray(inv)
+        inv = xp.linalg.inv(d) - shift
     except numpy.linalg.LinAlgError:
-        pass
-    return target.asarray(numpy.linalg.pinv(backend.to_host(A)))
+        return None
+    return inv if float(xp.abs((d - shift) @ inv - product).max()) <= 1e-8 else None
+
+
+def sparse_lu(A):
+    """A solve by SciPy's sparse LU of the host CSR matrix A (a function of a host vector); where
+    every row sums to zero (a pure Neumann or periodic operator, singular), of A bordered by the
+    constants, [[A, 1], [1^T, 0]], whose solution is the mean-free one, the pseudo-inverse's for a
+    consistent right-hand side."""
+    import scipy.sparse
+    import scipy.sparse.linalg
+    n = A.shape[0]
+    if n and abs(A.sum(axis=1)).max() <= 1e-12 * abs(A).max():
+        e = scipy.sparse.csr_matrix(numpy.ones((n, 1), A.dtype))
+        lu = scipy.sparse.linalg.splu(scipy.sparse.bmat([[A, e], [e.T, None]]).tocsc())
+        return lambda f: lu.solve(numpy.append(f, 0.0).astype(lu.U.dtype))[:n]
+    lu = scipy.sparse.linalg.splu(A.tocsc())
+    return lu.solve
 
 
 class DirectSolve:
@@ -37,15 +66,17 @@ class DirectSolve:
         self.op = op
         self.xp = op.xp
         self.n = op.box.size
-        A = op.to_dense() if self.n <= DENSE_LIMIT else None
+        # on the host a sparse LU beyond a few hundred unknowns: the dense inverse's setup is cubic
+        # (a grid that does not coarsen far: odd periodic axes, -pc_gmg_levels 1), its GEMV no faster
+        dense = self.n <= (DENSE_LIMIT if backend.is_gpu(self.xp) else HOST_INVERSE)
+        A = op.to_dense() if dense else None
         if A is not None:
             self.inv = dense_inverse(A, self.xp).astype(op.dtype)
             self.out = self.xp.zeros(self.n, op.dtype)
             self.lu = None
         else:
-            import scipy.sparse.linalg
             self.inv = None
-            self.lu = scipy.sparse.linalg.splu(op.to_scipy().tocsc())
+            self.lu = sparse_lu(op.to_scipy())
 
     def solve(self, u, f):
         """u (padded; interior overwritten) = A^-1 f."""
@@ -54,7 +85,7 @@ class DirectSolve:
             kernels.gemv(self.out, self.inv, f.reshape(-1))
             ui[...] = self.out.reshape(ui.shape)
         else:
-            x = self.lu.solve(backend.to_host(f).reshape(-1).astype(numpy.result_type(f.dtype, numpy.float64)))
+            x = self.lu(backend.to_host(f).reshape(-1).astype(numpy.result_type(f.dtype, numpy.float64)))
             ui[...] = backend.to_namespace(x.reshape(ui.shape).astype(self.op.dtype), self.xp)
         return u
 
@@ -101,16 +132,15 @@ class CSRDirectSolve:
             self.inv = dense_inverse(A.toarray(), xp).astype(self.dtype)
             self.out = xp.zeros(self.n, self.dtype)
         else:
-            import scipy.sparse.linalg
             host = sparse.to_host(A)
-            self.lu = scipy.sparse.linalg.splu(host.tocsc())
+            self.lu = sparse_lu(host)
             self.lu_dtype = host.dtype
 
     def solve(self, f):
         """A^-1 f (a new array)."""
         if self.inv is not None:
             return kernels.gemv(self.out, self.inv, f).copy()
-        x = self.lu.solve(backend.to_host(f).astype(self.lu_dtype))
+        x = self.lu(backend.to_host(f).astype(self.lu_dtype))
         return backend.to_namespace(x.astype(self.dtype), self.xp)
 
     def describe(self):

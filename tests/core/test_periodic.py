@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins.core import csrstencil, grid, multigrid, stencil
+from pcplugins.core import coarse, csrstencil, grid, multigrid, stencil
 from pcplugins.core.comm import Comm
 
 SHAPES = [((64, 64), (True, True)), ((48, 40), (True, False)), ((40, 48), (False, True)),
@@ -127,3 +127,40 @@ def test_cycles_against_a_direct_solve(shape, periodic):
     assert np.linalg.norm(x - ref) <= 1e-8 * np.linalg.norm(ref)
     halving = all(m % 2 == 0 for m, p in zip(shape, periodic) if p)
     assert its <= (8 if halving else 12), its
+
+
+@pytest.mark.parametrize("shape,periodic", [((8, 8), (True, True)), ((6, 5, 4), (True, True, True)),
+                                            ((9, 7), (True, False))], ids=["8x8-pp", "6x5x4-ppp", "9x7-pd"])
+def test_singular_coarse_solves_are_the_pseudo_inverse(shape, periodic, monkeypatch):
+    """The coarsest solves of a singular (periodic, pure Neumann) level: the dense inverse by one
+    LU of A + 1 1^T / n and the sparse LU of A bordered by the constants give the pseudo-inverse's
+    answer, with no SVD; a nonsingular level takes the plain LU."""
+    A = reference_matrix(shape, periodic)
+    dense = A.toarray()
+    pinv = np.linalg.pinv(dense)
+    f = np.random.default_rng(1).standard_normal(A.shape[0])
+    if all(periodic):
+        f -= f.mean()
+
+    def no_svd(a):
+        raise AssertionError("an SVD where one LU does")
+    monkeypatch.setattr(np.linalg, "pinv", no_svd)
+    inv = coarse.dense_inverse(dense, np)
+    assert np.abs(inv - pinv).max() <= 1e-10 * np.abs(inv).max()
+    x = coarse.sparse_lu(A)(f)
+    assert np.linalg.norm(x - pinv @ f) <= 1e-10 * np.linalg.norm(x)
+
+
+def test_large_host_coarsest_level_takes_the_sparse_lu():
+    """A grid that does not coarsen (odd periodic axes) is solved whole: on the host by the sparse
+    LU past coarse.HOST_INVERSE unknowns (the dense inverse's setup is cubic), still exactly."""
+    shape = (33, 21)
+    box = grid.Box(shape, periodic=(True, True))
+    mg = multigrid.Multigrid(stencil.laplacian(box, [-1.0, -1.0], np), comm=Comm(box.periodic))
+    solve = mg.levels[-1].coarse_solve
+    assert len(mg.levels) == 1 and solve.inv is None and "sparse LU" in solve.describe()
+    f = np.random.default_rng(2).standard_normal(shape)
+    f -= f.mean()
+    u = grid.interior(mg.cycle(f)).ravel()
+    A = reference_matrix(shape, (True, True))
+    assert np.linalg.norm(A @ u - f.ravel()) <= 1e-12 * np.linalg.norm(f)
