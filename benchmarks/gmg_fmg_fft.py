@@ -3,7 +3,7 @@
     python benchmarks/gmg_fmg_fft.py [-out benchmarks/results/x.json] [-cpu] [-small]
 
 For the constant-coefficient Dirichlet Laplacian (interior convention, 1/h^2) with a smooth
-several-mode solution: the FFT solve (fft.DirichletFFT: DST-I by CuPy's real FFTs) gives u_h
+several-mode solution: the FFT solve (fft.LaplacianFFT: DST-I by CuPy's real FFTs) gives u_h
 exactly; FMG(mu_f, mu_b) should reach the discretization error |u - u_h| with its algebraic error
 |u_FMG - u_h|. Each cycle is captured once as a CUDA graph and timed by CUDA events (median of
 20). Also: one V(1,1) application in float64 and float32 at the 3D size.
@@ -84,7 +84,7 @@ def main():
     for n, dim, pairs in (((63, 3, [(2, 2), (3, 3)]), (255, 2, [(1, 2)])) if small else
                           ((255, 3, [(2, 2), (3, 3)]), (4095, 2, [(1, 2), (2, 2)]))):
         op, f, u = problem(n, dim, xp)
-        solver = fft.DirichletFFT(op, [-1.0 * (n + 1) ** 2] * dim)
+        solver = fft.LaplacianFFT(op, [-1.0 * (n + 1) ** 2] * dim)
         uh = grid.interior(solver.cycle(f)).copy()
         t_fft, how = timed(lambda: solver.cycle(f), xp)
         disc = rms(u - uh, xp)

@@ -9,7 +9,7 @@ NaN checks, -help, -ksp_view and -log_view.
 
 The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_box``,
 ``coarsest_rhs`` (checked for NaN), ``memory_values()``, ``operator_complexity()`` and
-``describe()``: multigrid.Multigrid does, and so does fft.DirichletFFT.
+``describe()``: multigrid.Multigrid does, and so does fft.LaplacianFFT.
 """
 import numpy
 

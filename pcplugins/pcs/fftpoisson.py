@@ -1,6 +1,7 @@
-"""pcplugins.FFTPoisson: the exact inverse of the constant-coefficient Dirichlet Laplacian on a
-DMDA by fast sine transforms (fft.py), as a preconditioner or, with -ksp_type preonly, a direct
-solver; the baseline Feng, Shu, Xu, Zhang compare full multigrid with.
+"""pcplugins.FFTPoisson: the exact inverse of the constant-coefficient Laplacian on a DMDA, Dirichlet
+or periodic along each axis, by fast sine and Fourier transforms (fft.py), as a preconditioner or,
+with -ksp_type preonly, a direct solver; the baseline Feng, Shu, Xu, Zhang compare full multigrid
+with.
 
     -ksp_type preonly -pc_type python -pc_python_type pcplugins.FFTPoisson [-pc_fft_* options]
 
@@ -24,7 +25,7 @@ OPTIONS = [
 class FFTPoisson(DMDAPC):
     TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.FFTPoisson", "pc_fft_", "FFTPoisson", OPTIONS
     WHAT = "fast Poisson solver"
-    INSTEAD = "pcplugins.GMG (periodic axes too) or pcplugins.AMG (any boundary)"
+    PERIODIC = True
 
     def _build(self, op, v):
         if self.mpi.size > 1:
@@ -32,6 +33,6 @@ class FFTPoisson(DMDAPC):
                                "use pcplugins.GMG under MPI")
         w = stencil.laplacian_weights(op)
         if w is None:
-            raise errors.error("pcplugins.FFTPoisson needs the constant-coefficient Dirichlet Laplacian "
-                               f"(5/7-point star, zero row sum); the operator is: {self.operator_kind}")
-        return fft.DirichletFFT(op, w)
+            raise errors.error("pcplugins.FFTPoisson needs the constant-coefficient Dirichlet (or periodic) "
+                               f"Laplacian (5/7-point star, zero row sum); the operator is: {self.operator_kind}")
+        return fft.LaplacianFFT(op, w)

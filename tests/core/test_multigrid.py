@@ -370,7 +370,7 @@ def fmg_errors(n, dim, pre, post):
             np.prod([np.sin(m[a] * np.pi * x[a]) for a in range(dim)], axis=0) for m, c in MODES)
     box = grid.Box((n,) * dim)
     op = stencil.laplacian(box, [-1.0 / h ** 2] * dim, np)
-    uh = grid.interior(fft.DirichletFFT(op, [-1.0 / h ** 2] * dim).cycle(f))      # exact
+    uh = grid.interior(fft.LaplacianFFT(op, [-1.0 / h ** 2] * dim).cycle(f))      # exact
     mg = multigrid.Multigrid(op, multigrid.Options(cycle="fmg", pre=pre, post=post, smoother="multicolor"))
     ufmg = grid.interior(mg.cycle(f))
     rms = lambda e: float(np.sqrt(np.mean(e ** 2)))  # noqa: E731

@@ -119,7 +119,7 @@ def test_other_boundary_types_point_to_amg():
     da = PETSc.DMDA().create([12, 12], stencil_width=1, boundary_type=("periodic", "mirror"), stencil_type="star")
     A = da.createMat()
     A.assemble()
-    for pc, names in (("pcplugins.GMG", "none and periodic"), ("pcplugins.FFTPoisson", "none")):
+    for pc, names in (("pcplugins.GMG", "none and periodic"), ("pcplugins.FFTPoisson", "none and periodic")):
         with petsc_options({}):
             ksp = python_pc_ksp(A, pc, da=da)
             with pytest.raises(PETSc.Error) as err:
@@ -127,6 +127,20 @@ def test_other_boundary_types_point_to_amg():
         msg = str(err.value.__cause__)
         assert msg.startswith(f"{pc} supports the DMDA boundary type") and names in msg and "mirror along y" in msg
         assert "pcplugins.AMG" in msg
+
+
+@pytest.mark.parametrize("n,periodic", CASES, ids=IDS)
+def test_fftpoisson_is_the_exact_solve(n, periodic):
+    """FFTPoisson with preonly: sine transforms along the Dirichlet axes, real FFTs along the
+    periodic ones, odd (21, 9) and even sizes: the direct solve's answer (the mean-free one)."""
+    da, A, b, ref = direct(n, periodic)
+    ksp, x = petsc_solve(da, A, b, None, "preonly", pc="pcplugins.FFTPoisson")
+    assert true_relative_residual(A, b, x) <= 1e-12
+    u = x.getArray().copy()
+    if all(periodic):
+        u -= u.mean()
+    assert np.linalg.norm(u - ref) <= 1e-11 * np.linalg.norm(ref)
+    assert any("real FFTs (periodic) along" in line for line in ksp.getPC().getPythonContext().describe())
 
 
 def test_shifted_laplace_refuses_a_periodic_grid():

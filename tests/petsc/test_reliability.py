@@ -49,7 +49,8 @@ def solve(exe, ranks, pc, ksp, refine, *extra):
 
 # (tutorial, PC) pairs that solve; the others must refuse with these words
 SOLVES = {("ex45", "GMG"), ("ex45", "AMG"), ("ex45", "FFTPoisson"), ("ex50", "GMG"), ("ex50", "AMG")}
-REFUSALS = {("ex50", "FFTPoisson"): "pcplugins.FFTPoisson needs the constant-coefficient Dirichlet Laplacian",
+REFUSALS = {("ex50", "FFTPoisson"): "pcplugins.FFTPoisson needs the constant-coefficient Dirichlet (or periodic) "
+                                   "Laplacian",
             ("ex45", "ShiftedLaplace"): "pcplugins.ShiftedLaplace: with a real PETSc: the real-equivalent form",
             ("ex50", "ShiftedLaplace"): "pcplugins.ShiftedLaplace: with a real PETSc: the real-equivalent form"}
 
