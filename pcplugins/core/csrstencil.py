@@ -176,9 +176,8 @@ def entry_slots(indptr, cols, shape, start=None, col_positions=None, periods=Non
     xp = backend.array_module(cols)
     d = len(shape)
     periods = periods or (0,) * d
-    if (xp is numpy and col_positions is None and not any(start or ()) and all(m >= 3 for m in shape[1:])
-            and not any(periods)):
-        return _entry_slots_by_difference(indptr, cols, shape)
+    if xp is numpy and col_positions is None and not any(start or ()) and all(m >= 3 for m in shape[1:]):
+        return _entry_slots_by_difference(indptr, cols, shape, periods)
     start = start or (0,) * d
     if xp is numpy:
         rows = numpy.repeat(numpy.arange(indptr.size - 1), numpy.diff(indptr))
@@ -190,21 +189,27 @@ def entry_slots(indptr, cols, shape, start=None, col_positions=None, periods=Non
     slot = xp.zeros(cols.size, dtype=numpy.int64)
     far = xp.zeros(cols.size, dtype=bool)
     for a in range(d):
-        off = col_positions[a] - (row_positions[a] + start[a])
-        if periods[a] >= 3:
-            off = xp.where(off == periods[a] - 1, -1, xp.where(off == 1 - periods[a], 1, off))
+        off = _wrapped(col_positions[a] - (row_positions[a] + start[a]), periods[a], xp)
         far |= xp.abs(off) > 1
         slot += (off + 1) * 3 ** (d - 1 - a)
     return rows, slot, far
 
 
-def _entry_slots_by_difference(indptr, cols, shape):
+def _wrapped(off, period, xp):
+    """Position differences along an axis, those across a periodic axis's wrap (m - 1 apart) as the
+    neighbours they are."""
+    if period < 3:
+        return off
+    return xp.where(off == period - 1, -1, xp.where(off == 1 - period, 1, off))
+
+
+def _entry_slots_by_difference(indptr, cols, shape, periods):
     """entry_slots on the host for a matrix in the box's natural order, from the difference column
     - row: with at least 3 points along every axis but the slowest, the 3^d offsets have distinct
     differences, so a table lookup gives each entry's slot. A column can have wrapped around (the
-    difference of an offset whose neighbour lies outside the grid) only in a row on the grid's
-    faces, so only those rows' entries are checked by grid position. 32-bit indices where they
-    fit: the passes over the entries are the cost."""
+    difference of an offset whose neighbour lies outside the grid, or a neighbour across a periodic
+    axis's wrap) only in a row on the grid's faces, so only those rows' entries are placed again by
+    grid position. 32-bit indices where they fit: the passes over the entries are the cost."""
     d = len(shape)
     nrows = indptr.size - 1
     itype = numpy.int32 if nrows < 2 ** 31 - 1 else numpy.int64
@@ -226,11 +231,13 @@ def _entry_slots_by_difference(indptr, cols, shape):
         face[(slice(None),) * a + (0,)] = face[(slice(None),) * a + (-1,)] = True
     edge = numpy.flatnonzero(face.ravel()[rows])
     row_pos = numpy.unravel_index(rows[edge], shape)
-    wrapped = numpy.zeros(edge.size, bool)
+    col_pos = numpy.unravel_index(cols[edge], shape)
+    slot[edge] = 0
+    far[edge] = False
     for a in range(d):
-        p = row_pos[a] + offsets[slot[edge], a]
-        wrapped |= (p < 0) | (p >= shape[a])
-    far[edge[wrapped]] = True
+        off = _wrapped(col_pos[a].astype(itype) - row_pos[a], periods[a], numpy)
+        far[edge] |= numpy.abs(off) > 1
+        slot[edge] += ((off + 1) * 3 ** (d - 1 - a)).astype(slot.dtype)
     return rows, slot, far
 
 
