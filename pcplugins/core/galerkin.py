@@ -14,6 +14,8 @@ import functools
 import itertools
 import math
 
+import numpy
+
 from .. import backend
 from . import fused, fused_stored, kernels, stencil, transfer
 
@@ -32,7 +34,8 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     xp = op.xp
     tol = 0.0 if op.constant else None
     one_rank = comm is None or comm.size == 1
-    if one_rank and type(T) is transfer.BlackBox and cxp is xp and T.weight_planes is not None:
+    if (one_rank and type(T) is transfer.BlackBox and cxp is xp and T.weight_planes is not None
+            and not any(op.box.periodic)):       # the stencil algebra's zeros past the grid know no wrap
         if not backend.is_gpu(xp):
             return stencil_product(op, T, cbox, dtype, tol)
         if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
@@ -64,16 +67,37 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     return probe(rap, cbox, cxp, dtype, comm, batch, tol)
 
 
+def axis_classes(m, periodic):
+    """The probing class of each global index 0..m-1 along an axis (and of the index past either
+    end, at m + 1 and 0 of the result: the array is padded by one), such that two points at most
+    two apart never share a class: the index mod 3, and along a periodic axis whose length is no
+    multiple of 3 the last m mod 3 points in classes of their own (the wrap joins the last points
+    to the first). Returns (classes of -1..m, the number of classes)."""
+    c = numpy.arange(-1, m + 1) % 3
+    r = m % 3 if periodic else 0
+    if r:
+        c[m + 1 - r:m + 1] = 3 + numpy.arange(r)
+        c[0], c[-1] = c[m], c[1]          # past the ends: the other end's
+    return c, 3 + r
+
+
 def probe(rap, coarse_box, xp, dtype, comm=None, batch=None, tol=0.0):
     """The coarse stencil of R A P by probing: 3^d applications of ``rap`` (a function of a padded
-    coarse array returning an unpadded one), one per class of global index mod 3. Valid whenever
-    R A P couples only points at most one apart (linear interpolation, 3-point stencils).
-    ``batch``: rap takes a batch of that many probes at once (a leading axis), which spares most
-    of the launches of a probe on the small coarse levels; ``tol``: stencil.compress's."""
+    coarse array returning an unpadded one), one per class of global index mod 3 (up to 5 classes
+    along a periodic axis: axis_classes). Valid whenever R A P couples only points at most one
+    apart (linear interpolation, 3-point stencils). ``batch``: rap takes a batch of that many
+    probes at once (a leading axis), which spares most of the launches of a probe on the small
+    coarse levels; ``tol``: stencil.compress's."""
     d = coarse_box.dim
-    classes = list(itertools.product(range(3), repeat=d))
-    gidx = [(xp.arange(s, s + n) % 3).reshape([-1 if b == a else 1 for b in range(d)])
-            for a, (s, n) in enumerate(zip(coarse_box.start, coarse_box.shape))]
+    tables = [axis_classes(m, p) for m, p in zip(coarse_box.global_shape, coarse_box.periodic)]
+    counts = [n for _, n in tables]
+    classes = list(itertools.product(*[range(n) for n in counts]))
+
+    def along(a, shift):
+        """The classes of this rank's points shifted by ``shift`` along axis a, shaped to broadcast."""
+        s, n = coarse_box.start[a] + 1 + shift, coarse_box.shape[a]
+        return xp.asarray(tables[a][0][s:s + n]).reshape([-1 if b == a else 1 for b in range(d)])
+    gidx = [along(a, 0) for a in range(d)]
     responses = []
     inner = (Ellipsis,) + (slice(1, -1),) * d
     for first in range(0, len(classes), batch or 1):
@@ -91,10 +115,10 @@ def probe(rap, coarse_box, xp, dtype, comm=None, batch=None, tol=0.0):
     offsets = stencil.box_offsets(d)
     K = []
     for o in offsets:
-        # the probe whose class is (i + o) mod 3 sees A_c[i, i + o] at point i
+        # the probe of the class of i + o sees A_c[i, i + o] at point i
         k = 0
         for a in range(d):
-            k = k * 3 + (gidx[a] + o[a]) % 3
+            k = k * counts[a] + along(a, o[a])
         K.append(xp.broadcast_to(k, coarse_box.shape))
     C = xp.take_along_axis(Y, xp.stack(K), axis=0)         # one gather for all offsets
     return _coarse_stencil(coarse_box, dict(zip(offsets, C)), xp, dtype, comm, tol)

@@ -173,10 +173,8 @@ class Multigrid:
         return transfer.Transfer(fine.box, cbox, ax, self.transfer_kind, omegas)
 
     def _galerkin(self, fine, cbox, cxp):
-        if any(fine.box.periodic):        # probing's column groups (index mod 3) alias across a wrap
-            raise ValueError("a periodic grid takes the constant-coefficient Laplacian and linear transfers "
-                             "(coarse levels rediscretized), not Galerkin coarse operators")
-        ex_coarse = None
+        # a coarse level gathered onto every rank wraps its own periodic halo
+        ex_coarse = lambda u: wrap(u, cbox.periodic)  # noqa: E731
         if not isinstance(fine.transfer, transfer.Gathered) and not fine.replicated:
             ex_coarse = lambda u: self.comm.exchange(fine.index + 1, u)  # noqa: E731
         cop = galerkin.coarse_operator(fine.op, fine.transfer, cbox, cxp, self.dtype, self._exchange(fine),

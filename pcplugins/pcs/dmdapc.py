@@ -134,15 +134,7 @@ class DMDAPC(PythonPC):
             # keeps the constants, P 1 = 1, where zero halos would pull the coarse corrections to
             # zero there
             mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=keep)
-        bad = None
-        if not backend.all_true(d > 0):
-            k = int(backend.to_host(xp.flatnonzero((d <= 0).ravel())[0]))
-            at = numpy.unravel_index(k, mgbox.shape)
-            point = [s + i + (1 if layer else 0) for s, i in zip(mgbox.start, at)][::-1]
-            ijk = "i, j, k" if box.dim == 3 else "i, j"
-            bad = (f"{self.TITLE} needs a positive diagonal; the row of grid point ({ijk}) = "
-                   f"({', '.join(map(str, point))}) has diagonal {float(d.ravel()[k]):g}")
-        collective.check(bad)
+        dmda.check_positive_diagonal(d, mgbox, 1 if layer else 0, collective, self.TITLE)
         tol = None if v["operator"] == "assembled" else 0.0
         op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=collective)
         w = stencil.laplacian_weights(op)

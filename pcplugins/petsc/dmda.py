@@ -187,51 +187,45 @@ def periodic_boundary(box):
 
 
 def periodic_operator(operator, M, box, dm, xp, dtype, mpi, who="pcplugins.GMG", prefix="pc_gmg_"):
-    """(the fine StencilOperator, its description) of a grid with periodic axes, by the PC's
-    ``-{prefix}operator``: declared (the Laplacian's weights from the matrix's central row) or read
-    from the matrix (periodic_stencil). On the host, for now."""
+    """(the fine StencilOperator, its description) of a grid with periodic axes (at least 3 points
+    along each), by the PC's ``-{prefix}operator``: declared (the Laplacian's weights from the
+    matrix's central row) or read from the matrix, its couplings across the wrap as neighbours
+    (matrix-free where its coefficients are constant, else stored). Across any other axis the rows
+    are taken as they are: Dirichlet values eliminated, or kept as rows of the grid. On the host,
+    for now."""
     where = periodic_names(box)
     if backend.is_gpu(xp):
         raise error(f"{who}: a DMDA periodic along {where} runs on the host for now: use -{prefix}device cpu, "
                     "or pcplugins.AMG on the GPU")
-    if operator == "assembled":
-        raise error(f"{who}: option -{prefix}operator assembled: a grid periodic along {where} takes the "
-                    "constant-coefficient Laplacian (coarse levels rediscretized), not stored coefficients; "
-                    "use pcplugins.AMG for variable coefficients")
-    if operator == "laplacian":
-        w, _, _ = sample_laplacian(M if is_aij(M) else None, box, dm, mpi)
-        return stencil.laplacian(box, w, xp, dtype), f"declared constant-coefficient Laplacian, periodic along {where}"
-    offsets, consts = periodic_stencil(M, box, dm, xp, dtype, mpi, who)
-    try:
-        op = stencil.StencilOperator(box, offsets, consts, xp, dtype)
-    except ValueError as e:
-        raise error(f"{who}: {e}") from None
-    return op, f"constant-coefficient stencil detected from the matrix (matrix-free), periodic along {where}"
-
-
-def periodic_stencil(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
-    """(offsets, constants) of the assembled operator on a grid with periodic axes (its couplings
-    across the wrap read as neighbours), which must be a constant-coefficient stencil with at least
-    3 points along each periodic axis and the Dirichlet values eliminated across any other axis
-    (rows on those faces lack the couplings beyond them)."""
-    where = periodic_names(box)
     short = [f"{'xyz'[box.dim - 1 - a]} has {m}" for a, (m, p) in enumerate(zip(box.global_shape, box.periodic))
              if p and m < 3]
     if short:
         raise error(f"{who}: a periodic axis needs at least 3 points; {', '.join(short)}")
+    if operator == "laplacian":
+        w, _, _ = sample_laplacian(M if is_aij(M) else None, box, dm, mpi)
+        return stencil.laplacian(box, w, xp, dtype), f"declared constant-coefficient Laplacian, periodic along {where}"
     offsets, coefs, _ = stencil_from_aij(M, box, dm, xp, dtype, mpi, who)
-    consts = []
-    for o, c in zip(offsets, coefs):
-        part = c[stencil.inside_slices(box, o)]
-        lo, hi = (mpi.allmin(float(part.min()) if part.size else numpy.inf),
-                  -mpi.allmin(-float(part.max()) if part.size else numpy.inf))
-        if lo != hi:
-            raise error(f"{who}: on a grid periodic along {where} the operator must be a constant-coefficient "
-                        "stencil (Dirichlet values eliminated across the other axes); its coefficient at offset "
-                        f"({', '.join('d' + 'xyz'[a] for a in range(box.dim))}) = ({', '.join(map(str, o[::-1]))}) "
-                        f"ranges from {lo:g} to {hi:g}: use pcplugins.AMG")
-        consts.append(lo)
-    return offsets, consts
+    check_positive_diagonal(coefs[offsets.index((0,) * box.dim)], box, 0, mpi, who)
+    op = stencil.compress(box, offsets, coefs, xp, dtype, tol=None if operator == "assembled" else 0.0, comm=mpi)
+    kind = ("constant-coefficient stencil detected from the matrix (matrix-free)" if op.constant else
+            f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)")
+    return op, f"{kind}, periodic along {where}"
+
+
+def check_positive_diagonal(d, box, shift, mpi, who):
+    """A PETSc error on every rank where the diagonal ``d`` over this rank's ``box`` is not positive
+    somewhere, naming the first such grid point (``shift``: the box's offset in the DMDA, 1 where
+    the outer layer was eliminated)."""
+    bad = None
+    if not backend.all_true(d > 0):
+        xp = backend.array_module(d)
+        k = int(backend.to_host(xp.flatnonzero((d <= 0).ravel())[0]))
+        at = numpy.unravel_index(k, box.shape)
+        point = [s + i + shift for s, i in zip(box.start, at)][::-1]
+        ijk = "i, j, k" if box.dim == 3 else "i, j"
+        bad = (f"{who} needs a positive diagonal; the row of grid point ({ijk}) = "
+               f"({', '.join(map(str, point))}) has diagonal {float(d.ravel()[k]):g}")
+    mpi.check(bad)
 
 
 def constant_stencil(box, offsets, coefs, dtype, mpi, stats=None):

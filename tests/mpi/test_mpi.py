@@ -50,7 +50,9 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          # periodic axes: the ghost updates wrap between the first and last process columns (a rank
          # alone along an axis sends to itself), the gathered levels wrap their own halo
          ((32, 2, "periodic", 0.0), NOGATHER), (("24x20x16", 3, "periodic", 0.0), NOGATHER),
-         (("40x26", 2, "periodic_x", 0.0), NOGATHER), (("24x20x16", 3, "periodic", 0.0), [])]
+         (("40x26", 2, "periodic_x", 0.0), NOGATHER), (("24x20x16", 3, "periodic", 0.0), []),
+         # kappa jumps on a periodic grid: black box weights and Galerkin probes across the wrap
+         ((40, 2, "periodic", 2.0), NOGATHER), (("20x28x16", 3, "periodic_x", 3.0), NOGATHER)]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
