@@ -212,6 +212,18 @@ def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
     return ksp
 
 
+def setup_error_on(da, A, pc_type, options=None):
+    """The message of the PETSc error that setting up the Python PC ``pc_type`` on A (the DMDA
+    ``da`` attached) with ``options`` raises."""
+    from petsc4py import PETSc
+    with petsc_options(options or {}):
+        ksp = python_pc_ksp(A, pc_type, da=da)
+        ksp.setFromOptions()
+        with pytest.raises(PETSc.Error) as err:
+            ksp.setUp()
+    return str(err.value.__cause__)
+
+
 def amg_galerkin_error(mg):
     """The largest relative difference between a coarse matrix of a kcycle.AggregationMG and P^T A P
     formed here from the whole finer matrix and the whole aggregate map (gathered from every rank

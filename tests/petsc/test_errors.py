@@ -8,7 +8,15 @@ import numpy
 import pytest
 from petsc4py import PETSc
 
-from conftest import ROOT, pcplugins_env, petsc_options, python_pc_ksp, real_scalars, true_relative_residual
+from conftest import (
+    ROOT,
+    pcplugins_env,
+    petsc_options,
+    python_pc_ksp,
+    real_scalars,
+    setup_error_on,
+    true_relative_residual,
+)
 from problems import helmholtz_system, poisson_system
 
 pytestmark = real_scalars
@@ -108,15 +116,6 @@ def test_zero_diagonal_names_the_grid_point():
     A.assemble()
     msg = setup_error_on(da, A, GMG)
     assert "pcplugins.GMG needs a positive diagonal; the row of grid point (i, j) = (5, 4) has diagonal 0" in msg
-
-
-def setup_error_on(da, A, pc_type, options=None):
-    with petsc_options(options or {}):
-        ksp = python_pc_ksp(A, pc_type, da=da)
-        ksp.setFromOptions()
-        with pytest.raises(PETSc.Error) as err:
-            ksp.setUp()
-    return str(err.value.__cause__)
 
 
 @pytest.mark.parametrize("pc_type", [GMG, AMG])

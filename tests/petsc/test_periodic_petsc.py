@@ -9,7 +9,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 from petsc4py import PETSc
 
-from conftest import petsc_options, petsc_solve, python_pc_ksp, real_scalars, true_relative_residual
+from conftest import petsc_options, petsc_solve, python_pc_ksp, real_scalars, setup_error_on, true_relative_residual
 from problems import poisson_csr, poisson_system
 
 pytestmark = real_scalars        # GMG refuses a PETSc built with complex scalars
@@ -34,6 +34,16 @@ def direct(n, periodic, convention="interior", jump=0.0, pattern="boxes"):
     return da, A, b, scipy.sparse.linalg.spsolve(B, np.append(rhs, 0.0))[:-1]
 
 
+def assert_answer(A, b, x, ref, periodic, residual, error):
+    """The true residual within ``residual`` and the answer within ``error`` of the direct solve's
+    (both relative; the mean removed where every axis is periodic)."""
+    assert true_relative_residual(A, b, x) <= residual
+    u = x.getArray().copy()
+    if all(periodic):
+        u -= u.mean()
+    assert np.linalg.norm(u - ref) <= error * np.linalg.norm(ref)
+
+
 @pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs", "fgmres"])
 @pytest.mark.parametrize("n,periodic", CASES, ids=IDS)
 def test_periodic_against_a_direct_solve(n, periodic, ksp_type):
@@ -42,11 +52,7 @@ def test_periodic_against_a_direct_solve(n, periodic, ksp_type):
     side = None if ksp_type == "cg" else {"ksp_pc_side": "right"}
     ksp, x = petsc_solve(da, A, b, side, ksp_type, pc="pcplugins.GMG", rtol=1e-10, max_it=60)
     assert ksp.getConvergedReason() > 0
-    assert true_relative_residual(A, b, x) <= 1e-9
-    u = x.getArray().copy()
-    if all(periodic):
-        u -= u.mean()
-    assert np.linalg.norm(u - ref) <= 1e-7 * np.linalg.norm(ref)
+    assert_answer(A, b, x, ref, periodic, 1e-9, 1e-7)
     halving = all(m % 2 == 0 for m, p in zip(n, periodic) if p)
     assert ksp.getIterationNumber() <= (8 if halving else 12)
     view = ksp.getPC().getPythonContext().describe()
@@ -76,11 +82,7 @@ def test_periodic_operators_against_a_direct_solve(n, periodic, system, options,
     ksp, x = petsc_solve(da, A, b, {**options, **side}, ksp_type, pc="pcplugins.GMG", rtol=1e-10, max_it=60,
                          norm_type=PETSc.KSP.NormType.UNPRECONDITIONED if ksp_type == "cg" else None)
     assert ksp.getConvergedReason() > 0
-    assert true_relative_residual(A, b, x) <= 1e-9
-    u = x.getArray().copy()
-    if all(periodic):
-        u -= u.mean()
-    assert np.linalg.norm(u - ref) <= 1e-7 * np.linalg.norm(ref)
+    assert_answer(A, b, x, ref, periodic, 1e-9, 1e-7)
     assert ksp.getIterationNumber() <= 12
     # at most PCMG's count (Galerkin, SVD coarse solve), where the DMDA lets it coarsen as far
     if system.get("jump") and all(periodic) and ksp_type == "cg":
@@ -116,12 +118,7 @@ def test_periodic_counts_at_pcmgs_and_bounded(dim, sizes):
 
 def setup_error(n, periodic, pc="pcplugins.GMG", options=None, **system):
     da, A, b = poisson_system(n, len(n), periodic=periodic, **system)
-    with petsc_options(options or {}):
-        ksp = python_pc_ksp(A, pc, da=da)
-        ksp.setFromOptions()
-        with pytest.raises(PETSc.Error) as err:
-            ksp.setUp()
-    return str(err.value.__cause__)
+    return setup_error_on(da, A, pc, options)
 
 
 @pytest.mark.parametrize("option", ["pc_gmg_smoother adi", "pc_gmg_cycle homg"])
@@ -158,11 +155,7 @@ def test_fftpoisson_is_the_exact_solve(n, periodic):
     periodic ones, odd (21, 9) and even sizes: the direct solve's answer (the mean-free one)."""
     da, A, b, ref = direct(n, periodic)
     ksp, x = petsc_solve(da, A, b, None, "preonly", pc="pcplugins.FFTPoisson")
-    assert true_relative_residual(A, b, x) <= 1e-12
-    u = x.getArray().copy()
-    if all(periodic):
-        u -= u.mean()
-    assert np.linalg.norm(u - ref) <= 1e-11 * np.linalg.norm(ref)
+    assert_answer(A, b, x, ref, periodic, 1e-12, 1e-11)
     assert any("real FFTs (periodic) along" in line for line in ksp.getPC().getPythonContext().describe())
 
 
