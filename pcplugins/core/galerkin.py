@@ -93,11 +93,12 @@ def probe(rap, coarse_box, xp, dtype, comm=None, batch=None, tol=0.0):
     counts = [n for _, n in tables]
     classes = list(itertools.product(*[range(n) for n in counts]))
 
-    def along(a, shift):
-        """The classes of this rank's points shifted by ``shift`` along axis a, shaped to broadcast."""
-        s, n = coarse_box.start[a] + 1 + shift, coarse_box.shape[a]
-        return xp.asarray(tables[a][0][s:s + n]).reshape([-1 if b == a else 1 for b in range(d)])
-    gidx = [along(a, 0) for a in range(d)]
+    # per axis and shift -1, 0, 1: the classes of this rank's points shifted so, shaped to broadcast
+    along = []
+    for a, ((c, _), s, n) in enumerate(zip(tables, coarse_box.start, coarse_box.shape)):
+        shape = [-1 if b == a else 1 for b in range(d)]
+        along.append({t: xp.asarray(c[s + 1 + t:s + 1 + t + n]).reshape(shape) for t in (-1, 0, 1)})
+    gidx = [along[a][0] for a in range(d)]
     responses = []
     inner = (Ellipsis,) + (slice(1, -1),) * d
     for first in range(0, len(classes), batch or 1):
@@ -118,7 +119,7 @@ def probe(rap, coarse_box, xp, dtype, comm=None, batch=None, tol=0.0):
         # the probe of the class of i + o sees A_c[i, i + o] at point i
         k = 0
         for a in range(d):
-            k = k * counts[a] + along(a, o[a])
+            k = k * counts[a] + along[a][o[a]]
         K.append(xp.broadcast_to(k, coarse_box.shape))
     C = xp.take_along_axis(Y, xp.stack(K), axis=0)         # one gather for all offsets
     return _coarse_stencil(coarse_box, dict(zip(offsets, C)), xp, dtype, comm, tol)
