@@ -54,16 +54,19 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False, instead="pcplugins.
 
 
 def boundary_types(dm, who, periodic=False, instead="pcplugins.AMG"):
-    """The DMDA's boundary type along each axis (x first), which must be none, or periodic where
-    ``periodic``; else a PETSc error that names the axes and points to ``instead``."""
+    """The DMDA's boundary type along each axis (x first), which must be none, or where
+    ``periodic`` also periodic or mirror (its mirrored couplings are in the assembled matrix's
+    rows, which a reader of the matrix takes as they are); else a PETSc error that names the axes
+    and points to ``instead``."""
     B = PETSc.DM.BoundaryType
     kinds = dm.getBoundaryType()[:dm.getDim()]
-    accepted = (B.NONE, B.PERIODIC) if periodic else (B.NONE,)
+    accepted = (B.NONE, B.PERIODIC, B.MIRROR) if periodic else (B.NONE,)
     if any(b not in accepted for b in kinds):
         names = {B.NONE: "none", B.PERIODIC: "periodic", B.MIRROR: "mirror", B.GHOSTED: "ghosted", B.TWIST: "twist"}
         found = ", ".join(f"{names.get(b, b)} along {'xyz'[a]}" for a, b in enumerate(kinds) if b not in accepted)
-        raise error(f"{who} supports the DMDA boundary type{'s' if periodic else ''} "
-                    f"{' and '.join(names[b] for b in accepted)}; this DMDA's is {found}: use {instead}")
+        listed = ", ".join(names[b] for b in accepted)
+        raise error(f"{who} supports the DMDA boundary type{'s' if periodic else ''} {listed}; this DMDA's is "
+                    f"{found}: use {instead}")
     return kinds
 
 
