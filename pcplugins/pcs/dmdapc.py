@@ -22,8 +22,7 @@ from ..petsc.pcbase import PythonPC
 
 class DMDAPC(PythonPC):
     WHAT = ""
-    # whether periodic DMDA axes are taken; the PCs that an error about the grid's boundary points to
-    PERIODIC, INSTEAD = False, "pcplugins.AMG, which takes the assembled matrix whatever the grid's boundary"
+    PERIODIC = False                  # whether periodic (and mirror) DMDA boundaries are taken
 
     def _release(self):
         self._elim = self._elim_fused = self._op64 = self.comm = None
@@ -49,7 +48,7 @@ class DMDAPC(PythonPC):
         if mat.scalar_is_complex():
             raise errors.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
-        dm, box = dmda.dmda_box(pc, who=self.TITLE, periodic=self.PERIODIC, instead=self.INSTEAD)
+        dm, box = dmda.dmda_box(pc, who=self.TITLE, periodic=self.PERIODIC)
         M = mat.operator_matrix(pc, box, self.TITLE)
         # the hybrid cycle with no GPU level runs on the host
         xp = self.select_device(M, "cpu" if v.get("gpu_levels") == 0 else None)

@@ -29,10 +29,9 @@ def pc_dm(pc):
     return None
 
 
-def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False, instead="pcplugins.AMG"):
+def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False):
     """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x); the DMDA must
-    have ``dof`` fields, and may have periodic axes where ``periodic``. ``instead``: the PCs an
-    error about the grid's boundary points to."""
+    have ``dof`` fields, and may have periodic (and mirror) boundaries where ``periodic``."""
     dm = pc_dm(pc)
     if dm is None:
         raise error(f"{who} needs a DMDA: call KSPSetDM (ksp.setDM(da)) before KSPSetUp"
@@ -46,18 +45,18 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False, instead="pcplugins.
     if dim not in (2, 3):
         raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D"
                     + ("; pcplugins.AMG takes any grid's assembled matrix" if dof == 1 else ""))
-    kinds = boundary_types(dm, who, periodic, instead)
+    kinds = boundary_types(dm, who, periodic)
     sizes = dm.getSizes()[:dim][::-1]
     ranges = dm.getRanges()[:dim][::-1]
     return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges],
                         periodic=[b == PETSc.DM.BoundaryType.PERIODIC for b in kinds][::-1])
 
 
-def boundary_types(dm, who, periodic=False, instead="pcplugins.AMG"):
+def boundary_types(dm, who, periodic=False):
     """The DMDA's boundary type along each axis (x first), which must be none, or where
     ``periodic`` also periodic or mirror (its mirrored couplings are in the assembled matrix's
     rows, which a reader of the matrix takes as they are); else a PETSc error that names the axes
-    and points to ``instead``."""
+    and points to pcplugins.AMG."""
     B = PETSc.DM.BoundaryType
     kinds = dm.getBoundaryType()[:dm.getDim()]
     accepted = (B.NONE, B.PERIODIC, B.MIRROR) if periodic else (B.NONE,)
@@ -66,7 +65,7 @@ def boundary_types(dm, who, periodic=False, instead="pcplugins.AMG"):
         found = ", ".join(f"{names.get(b, b)} along {'xyz'[a]}" for a, b in enumerate(kinds) if b not in accepted)
         listed = ", ".join(names[b] for b in accepted)
         raise error(f"{who} supports the DMDA boundary type{'s' if periodic else ''} {listed}; this DMDA's is "
-                    f"{found}: use {instead}")
+                    f"{found}: use pcplugins.AMG, which takes the assembled matrix whatever the grid's boundary")
     return kinds
 
 
