@@ -35,7 +35,7 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     tol = 0.0 if op.constant else None
     one_rank = comm is None or comm.size == 1
     if (one_rank and type(T) is transfer.BlackBox and cxp is xp and T.weight_planes is not None
-            and not any(op.box.periodic)):       # the stencil algebra's zeros past the grid know no wrap
+            and not (any(op.box.periodic) and backend.is_gpu(xp))):   # the GPU kernel knows no wrap
         if not backend.is_gpu(xp):
             return stencil_product(op, T, cbox, dtype, tol)
         if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
@@ -173,8 +173,17 @@ def stencil_product(op, T, cbox, dtype, tol=0.0):
         return S[tuple(q)][tuple(sl)]
 
     # zero beyond the grid: a by one layer (F(I) + s reaches it), the weights by two (F(I) + s + o)
-    A = {o: split(xp.pad(c, 1)) for o, c in zip(op.offsets, op.coef_arrays())}
-    W = {k: split(xp.pad(w, 1)) for k, w in T.weights().items()}
+    per = op.box.periodic
+
+    def pad(X, halo=0):
+        """X (with a halo of ``halo`` points) one more point each side: zero, or along a periodic axis
+        the grid's other end (its halo rebuilt from the points inside)."""
+        if any(per):
+            inside = tuple(slice(halo, X.shape[a] - halo) if p else slice(None) for a, p in enumerate(per))
+            X = xp.pad(X[inside], [(halo + 1,) * 2 if p else (0, 0) for p in per], mode="wrap")
+        return xp.pad(X, [(0, 0) if p else (1, 1) for p in per])
+    A = {o: split(pad(c)) for o, c in zip(op.offsets, op.coef_arrays())}
+    W = {k: split(pad(w, halo=1)) for k, w in T.weights().items()}
     acc = {O: xp.zeros(nc, dtype) for O in stencil.box_offsets(d)}
     G = xp.empty(nc, dtype)
     by_v = {}                    # v: the (R, a_o) view pairs of its terms
