@@ -28,12 +28,18 @@ def dense_inverse(A, xp):
     n = d.shape[0]
     eye = xp.eye(n)
     inv = _checked_inverse(d, eye, xp)
-    if inv is None and n and float(xp.abs(d.sum(axis=1)).max()) <= 1e-12 * float(xp.abs(d).max()):
+    if inv is None and rows_sum_to_zero(d):
         J = xp.full((n, n), 1.0 / n)
         inv = _checked_inverse(d + J, eye - J, xp, shift=J)
     if inv is None:
         inv = numpy.linalg.pinv(backend.to_host(A))
     return target.asarray(inv)
+
+
+def rows_sum_to_zero(A):
+    """Whether every row of A (dense, on either device, or SciPy sparse) sums to zero, relative to
+    its largest entry: the constants are in its null space (pure Neumann, periodic)."""
+    return A.shape[0] > 0 and float(abs(A.sum(axis=1)).max()) <= 1e-12 * float(abs(A).max())
 
 
 def _checked_inverse(d, product, xp, shift=0.0):
@@ -53,7 +59,7 @@ def sparse_lu(A):
     import scipy.sparse
     import scipy.sparse.linalg
     n = A.shape[0]
-    if n and abs(A.sum(axis=1)).max() <= 1e-12 * abs(A).max():
+    if rows_sum_to_zero(A):
         e = scipy.sparse.csr_matrix(numpy.ones((n, 1), A.dtype))
         lu = scipy.sparse.linalg.splu(scipy.sparse.bmat([[A, e], [e.T, None]]).tocsc())
         return lambda f: lu.solve(numpy.append(f, 0.0).astype(lu.U.dtype))[:n]

@@ -45,11 +45,15 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False):
     if dim not in (2, 3):
         raise error(f"{who} supports 2D and 3D DMDAs, this one is {dim}D"
                     + ("; pcplugins.AMG takes any grid's assembled matrix" if dof == 1 else ""))
-    kinds = boundary_types(dm, who, periodic)
+    boundary_types(dm, who, periodic)
     sizes = dm.getSizes()[:dim][::-1]
     ranges = dm.getRanges()[:dim][::-1]
-    return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges],
-                        periodic=[b == PETSc.DM.BoundaryType.PERIODIC for b in kinds][::-1])
+    return dm, grid.Box(sizes, [r[0] for r in ranges], [r[1] - r[0] for r in ranges], periodic=periodic_axes(dm))
+
+
+def periodic_axes(dm):
+    """Per axis of the DMDA, in array-axis order (z, y, x), whether it is periodic."""
+    return tuple(b == PETSc.DM.BoundaryType.PERIODIC for b in dm.getBoundaryType()[:dm.getDim()])[::-1]
 
 
 def boundary_types(dm, who, periodic=False):

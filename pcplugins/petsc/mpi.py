@@ -5,11 +5,10 @@ import math
 import time
 
 import numpy
-from petsc4py import PETSc
 
 from .. import backend
 from ..core.comm import Comm
-from . import halo, mailbox
+from . import dmda, halo, mailbox
 from .errors import PCPluginError, error
 
 # -pc_gmg_ghost_transport and -pc_sl_ghost_transport
@@ -146,8 +145,8 @@ class DMDAComm(Comm):
         self.dim = dm.getDim()
         counts = [numpy.asarray(c) for c in dm.getOwnershipRanges()[:self.dim]][::-1]
         own_start = [s for s, _ in dm.getRanges()[:self.dim]][::-1]
-        periodic = [b == PETSc.DM.BoundaryType.PERIODIC for b in dm.getBoundaryType()[:self.dim]][::-1]
-        self._coords, self._neighbours = halo.process_grid(counts, own_start, self.mpi.rank, self.mpi, periodic)
+        self._coords, self._neighbours = halo.process_grid(counts, own_start, self.mpi.rank, self.mpi,
+                                                           dmda.periodic_axes(dm))
         self.mailboxes, self.signal_time = None, None
         self.transport, self.ipc_events = self._transport(transport, xp)
         self._gathers, self._parts = {}, {}
