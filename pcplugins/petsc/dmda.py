@@ -57,7 +57,7 @@ def periodic_axes(dm):
 
 
 def boundary_types(dm, who, periodic=False):
-    """The DMDA's boundary type along each axis (x first), which must be none, or where
+    """Checks the DMDA's boundary type along each axis, which must be none, or where
     ``periodic`` also periodic or mirror (its mirrored couplings are in the assembled matrix's
     rows, which a reader of the matrix takes as they are); else a PETSc error that names the axes
     and points to pcplugins.AMG."""
@@ -70,7 +70,6 @@ def boundary_types(dm, who, periodic=False):
         listed = ", ".join(names[b] for b in accepted)
         raise error(f"{who} supports the DMDA boundary type{'s' if periodic else ''} {listed}; this DMDA's is "
                     f"{found}: use pcplugins.AMG, which takes the assembled matrix whatever the grid's boundary")
-    return kinds
 
 
 def square_dmda(pc, dof, who):
