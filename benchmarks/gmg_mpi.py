@@ -1,6 +1,6 @@
 """GMG (and AMG) under MPI beside one rank on the same work: setup + solve on 1 and on P ranks.
 
-    python benchmarks/gmg_mpi.py [-ranks 1,2] [-sizes 127,255] [-skip name,...] [-label text]
+    python benchmarks/gmg_mpi.py [-ranks 1,2] [-sizes 127,255] [-weak] [-skip name,...] [-label text]
                                  [-out results.json]
 
 The Poisson system of gmg_poisson.py (interior convention: n unknowns per axis), CG to a true
@@ -17,7 +17,12 @@ daemon that lets several processes' kernels share the GPU at once instead of by 
 Reported per configuration and size: setup, solve, iterations, ghost updates per application and
 milliseconds each on rank 0 (host wall time; through host buffers it includes the wait for the
 queued device work, through CUDA IPC it does not),
-and the ratio of P ranks' setup + solve to one rank's.
+and the ratio of P ranks' setup + solve to one rank's (strong scaling: the speed-up is its inverse).
+With -weak each rank count P > 1 also solves a box P times as large, n^3 per rank: P (n + 1) - 1
+unknowns along x, the P - 1 extra ones the planes between the parts (so that the box coarsens as
+n^3 does); its weak-scaling efficiency is one rank's time on n^3 over P ranks' on the box. On a
+machine with a GPU per rank (PETSc gives rank r GPU r mod count) these are the scaling figures;
+on one GPU they are what the ranks' sharing costs.
 """
 import json
 import os
@@ -57,6 +62,7 @@ def worker(opts):
     gmg_poisson.CONVENTION = "interior"
     gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
     sizes = parse_sizes(opts.getString("sizes", "127,255"))
+    weak = opts.getBool("weak", False)
     skip, out = opts.getString("skip", ""), opts.getString("out")
     reuse_systems()
     results = []
@@ -69,10 +75,34 @@ def worker(opts):
                      f"{r['ms_per_ghost_update_rank0']:.3f} ms each")
         return (f"setup {r['setup_s']*1e3:8.1f} ms  solve {r['solve_s']*1e3:8.1f} ms  its {r['iterations']:4d}  "
                 f"res {r['true_rel_residual']:.1e}{extra}")
-    for n in sizes:
-        measure_configs(CONFIGS, skip, best_of_two, (n, 3, gpu), gpu, {"n": n, "dim": 3, "ranks": ranks},
-                        (f"{ranks} rank(s) {n:>4d}^3", 50), results, out, line)
+    runs = [(n, {"n": n}) for n in sizes]
+    if weak and ranks > 1:
+        runs += [((ranks * (n + 1) - 1, n, n), {"n": weak_box(n, ranks), "n_per_rank": n, "scaling": "weak"})
+                 for n in sizes]
+    for grid, tags in runs:
+        name = "x".join(map(str, grid)) if isinstance(grid, tuple) else f"{grid}^3"
+        measure_configs(CONFIGS, skip, best_of_two, (grid, 3, gpu), gpu, dict(tags, dim=3, ranks=ranks),
+                        (f"{ranks} rank(s) {name:>11s}", 50), results, out, line)
     write(out, results, gpu)
+
+
+def weak_box(n, ranks):
+    """The weak-scaling box of ``ranks`` ranks with n^3 unknowns each, as results record it."""
+    return [ranks * (n + 1) - 1, n, n]
+
+
+def scaling(results):
+    """Each multi-rank result against one rank's on n^3: ``vs_one_rank`` (P ranks' setup + solve
+    over one rank's on the same grid; strong scaling) or ``weak_efficiency`` (one rank's on n^3
+    over P ranks' on the P times larger box)."""
+    one = {(r["solver"], r["n"]): r["total_s"] for r in results if r.get("ranks") == 1 and "error" not in r}
+    for r in results:
+        if "error" in r:
+            continue
+        if r.get("scaling") == "weak" and (r["solver"], r["n_per_rank"]) in one:
+            r["weak_efficiency"] = one[r["solver"], r["n_per_rank"]] / r["total_s"]
+        elif not isinstance(r["n"], list) and (r["solver"], r["n"]) in one:
+            r["vs_one_rank"] = r["total_s"] / one[r["solver"], r["n"]]
 
 
 def main():
@@ -93,13 +123,14 @@ def main():
                 data = json.load(fh)
             meta = meta or data["meta"]
             results += data["results"]
-    one = {(r["solver"], r["n"]): r["total_s"] for r in results if r.get("ranks") == 1 and "error" not in r}
-    for r in results:
-        if "error" not in r and (r["solver"], r["n"]) in one:
-            r["vs_one_rank"] = r["total_s"] / one[r["solver"], r["n"]]
+    scaling(results)
     for r in results:
         if "vs_one_rank" in r and r["ranks"] > 1:
-            print(f"{r['ranks']} ranks {r['n']}^3 {r['solver']:50s} {r['vs_one_rank']:6.2f}x one rank", flush=True)
+            print(f"{r['ranks']} ranks {r['n']}^3 {r['solver']:50s} {r['vs_one_rank']:6.2f}x one rank "
+                  f"(speed-up {1 / r['vs_one_rank']:.2f})", flush=True)
+        if "weak_efficiency" in r:
+            print(f"{r['ranks']} ranks {'x'.join(map(str, r['n']))} {r['solver']:50s} weak-scaling efficiency "
+                  f"{100 * r['weak_efficiency']:.0f}%", flush=True)
     if out:
         meta = dict(meta, command=shlex.join(sys.argv), label=label)
         with open(out, "w") as fh:

@@ -23,7 +23,7 @@ BENCHMARKS = {
     "gmg_sizes.py": ["gmg_sizes_3d_h200.json", "gmg_sizes_2d_h200.json", "gmg_sizes_2d_h100.json",
                      "gmg_sizes_read_h100.json",
                      "gmg_sizes_read_petsc_h100.json"],
-    "gmg_mpi.py": ["gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json", "gmg_mpi_1gpu_mps_transports_h100.json",
+    "gmg_mpi.py": ["gmg_mpi_2gpu_h200.json", "gmg_mpi_1gpu_h100.json", "gmg_mpi_1gpu_mps_h100.json", "gmg_mpi_1gpu_mps_transports_h100.json",
                    "gmg_mpi_1gpu_jacobi_h100.json",
                    "gmg_mpi_1gpu_jacobi_mps_h100.json", "gmg_mpi_cpu2_local.json"],
     "gmg_fmg_fft.py": ["gmg_fmg_fft_h100.json"],
@@ -134,10 +134,12 @@ def mpi_section(name):
     """Ranks beside one rank on the same device (gmg_mpi.py)."""
     rows = [r for r in load(name)["results"] if "error" not in r]
     out = head(name) + ["setup + solve in ms (CG iterations); for more than one rank the ghost updates per "
-                        "application and milliseconds each (rank 0), and setup + solve over one rank's:", "",
+                        "application and milliseconds each (rank 0), and setup + solve over one rank's on the same "
+                        "grid (strong scaling), or for a grid of n^3 per rank (-weak) the weak-scaling efficiency: "
+                        "one rank's time on n^3 over the ranks' time:", "",
                         "| solver | size | ranks | setup + solve (its) | ghost updates | vs one rank |",
                         "|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["solver"], r["n"], r["ranks"])):
+    for r in sorted(rows, key=lambda r: (r["solver"], str(r["n"]), r["ranks"])):
         ghost = (f"{r['ghost_updates_per_application']:.0f} x {r['ms_per_ghost_update_rank0']:.3f} ms"
                  if "ghost_updates_per_application" in r else "")
         if "ghost_share" in r:
@@ -145,8 +147,15 @@ def mpi_section(name):
         if r.get("ghost_transport"):
             ghost = r["ghost_transport"] + (f": {ghost}" if ghost else ", cycle a CUDA graph")
         out.append(f"| {r['solver']} | {label(r['n'], r['dim'])} | {r['ranks']} | {ms(r['setup_s'])} + "
-                   f"{ms(r['solve_s'])} ({r['iterations']}) | {ghost} | {r.get('vs_one_rank', 1.0):.2f}x |")
+                   f"{ms(r['solve_s'])} ({r['iterations']}) | {ghost} | {versus(r)} |")
     return out
+
+
+def versus(r):
+    """A gmg_mpi.py row against one rank: the weak-scaling efficiency, or the time ratio."""
+    if "weak_efficiency" in r:
+        return f"weak-scaling efficiency {100 * r['weak_efficiency']:.0f}%"
+    return "" if r.get("scaling") == "weak" else f"{r.get('vs_one_rank', 1.0):.2f}x"
 
 
 def kernels_section(name):
