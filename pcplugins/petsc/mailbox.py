@@ -158,14 +158,17 @@ def _launch(name, *args):
     kernels.kernel("mailbox", name)((1,), (1,), args)
 
 
-# the layer kernels copy the values' bits, by their size; a grid of at most MAX_BLOCKS blocks, whose
-# waits leave the peers' kernels room on a shared GPU
+# the layer kernels copy the values' bits, by their size. halo_pack's blocks wait for the peers: a
+# grid of at most MAX_BLOCKS blocks leaves the peers' kernels room on a shared GPU. halo_unpack
+# waits for nothing; it reads the peers' payloads across the interconnect, whose latency more
+# blocks in flight hide (at most UNPACK_BLOCKS)
 WORDS = {4: "unsigned int", 8: "unsigned long long", 16: "ulonglong2"}
-MAX_BLOCKS, THREADS = 64, 256
+MAX_BLOCKS, UNPACK_BLOCKS, THREADS = 64, 256, 256
 
 
 def _copy(name, u, L, args):
-    blocks = max(1, min(MAX_BLOCKS, -(-L // THREADS)))
+    cap = UNPACK_BLOCKS if name == "halo_unpack" else MAX_BLOCKS
+    blocks = max(1, min(cap, -(-L // THREADS)))
     kernels.kernel("mailbox", name, WORD=WORDS[u.dtype.itemsize])((blocks,), (THREADS,), args)
 
 

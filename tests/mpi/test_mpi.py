@@ -208,6 +208,24 @@ def test_distributed_amg(tmp_path, problem, options):
     assert max(its) <= its[0] + 2 and its[0] <= 25, its
 
 
+@gpu
+@pytest.mark.parametrize("problem,options", [AMG_CASES[0], AMG_CASES[1], AMG_CASES[3]],
+                         ids=lambda c: "-".join(map(str, c)))
+def test_gpu_distributed_amg(tmp_path, problem, options):
+    """The distributed AMG hierarchy on CUDA Vecs (aijcusparse) on 2 and 3 ranks sharing the GPU:
+    every coarse matrix is P^T A P, the solution matches a direct solve, and the count is within two
+    of the one-rank GPU count."""
+    exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
+    ref = run(tmp_path, 1, problem, AMG + options + GPU)
+    assert int(ref["reason"]) > 0
+    for P in (2, 3):
+        got = run(tmp_path, P, problem, AMG + options + GPU)
+        assert int(got["reason"]) > 0 and got["levels"] >= (2 if "500" in options else 3), (P, got["levels"])
+        assert 0 <= float(got["galerkin_error"]) < 1e-12, (P, got["galerkin_error"])
+        assert np.linalg.norm(got["u"] - exact) <= 1e-6 * np.linalg.norm(exact), P
+        assert int(got["its"]) <= int(ref["its"]) + 2, (P, got["its"], ref["its"])
+
+
 @pytest.mark.skipif(not complex_scalars(), reason="needs a PETSc with complex scalars (make test runs it in the "
                     "complex build)")
 def test_distributed_amg_complex(tmp_path):
