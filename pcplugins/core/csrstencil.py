@@ -165,23 +165,24 @@ def natural_positions(index, shape):
     return list(backend.array_module(index).unravel_index(index, tuple(shape)))
 
 
-def entry_slots(indptr, cols, shape, start=None, col_positions=None, periods=None):
+def entry_slots(indptr, cols, shape, start=None, col_positions=None, periods=None, rows=None):
     """Per stored entry of CSR rows over a box ``shape`` in natural order (starting at grid point
     ``start``): its row, its slot (index in stencil.box_offsets of the offset to its column) and
     whether the column lies more than one apart along some axis (``far``; its slot is then
     meaningless). ``col_positions``: the columns' grid positions where the columns are not in
     the box's natural order (a matrix split over ranks); by default they are. ``periods``: per
     axis the global number of points of a periodic axis, else 0: a column m - 1 apart along it
-    is the neighbour across the wrap."""
+    is the neighbour across the wrap. ``rows``: the entries' rows, given instead of ``indptr``."""
     xp = backend.array_module(cols)
     d = len(shape)
     periods = periods or (0,) * d
-    if xp is numpy and col_positions is None and not any(start or ()) and all(m >= 3 for m in shape[1:]):
+    if (xp is numpy and rows is None and col_positions is None and not any(start or ())
+            and all(m >= 3 for m in shape[1:])):
         return _entry_slots_by_difference(indptr, cols, shape, periods)
     start = start or (0,) * d
-    if xp is numpy:
+    if rows is None and xp is numpy:
         rows = numpy.repeat(numpy.arange(indptr.size - 1), numpy.diff(indptr))
-    else:          # CuPy's repeat takes no array of counts
+    elif rows is None:          # CuPy's repeat takes no array of counts
         rows = xp.searchsorted(indptr, xp.arange(cols.size), side="right") - 1
     if col_positions is None:
         col_positions = natural_positions(cols.astype(numpy.int64), shape)

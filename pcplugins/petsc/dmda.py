@@ -148,27 +148,52 @@ def stencil_from_aij(M, box, dm, xp, dtype, mpi, who="pcplugins.GMG"):
     # decisions taken together, so every rank builds the same stencil (its collectives follow it)
     blocks = mpiaij_blocks(M, xp)
     if mpi.allmin(int(blocks is not None)) == 1:
-        # PETSc's two blocks: the diagonal block's columns are this rank's points in natural order
-        # over its box (read on the device for aijcusparse), the off-diagonal block's are global
-        (own_ptr, own_cols, own_vals), (gh_ptr, gh_cols, gh_vals) = blocks
-        own_pos = [p + s for p, s in zip(csrstencil.natural_positions(own_cols.astype(numpy.int64), box.shape),
-                                         box.start)]
-        parts = [(own_ptr, own_cols, own_vals, own_pos),
-                 (gh_ptr, gh_cols, gh_vals, _grid_positions(gh_cols, rank_boxes(dm), xp))]
-    else:
-        indptr, cols, vals = (xp.asarray(a) for a in M.getValuesCSR())
-        parts = [(indptr, cols, vals, _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp))]
-    if mpi.allmin(int(all(backend.all_true(xp.isfinite(p[2])) for p in parts))) == 0:
+        return _stencil_from_blocks(*blocks, box, xp, dtype, mpi, rank_boxes(dm), nonfinite, wide)
+    indptr, cols, vals = (xp.asarray(a) for a in M.getValuesCSR())
+    if mpi.allmin(int(backend.all_true(xp.isfinite(vals)))) == 0:
         raise error(nonfinite)
-    found = [csrstencil.entry_slots(ptr, cols, box.shape, box.start, pos, periods(box)) + (vals,)
-             for ptr, cols, vals, pos in parts]
-    rows, slot, far, vals = (xp.concatenate([f[i] for f in found]) for i in range(4))
+    rows, slot, far = csrstencil.entry_slots(indptr, cols, box.shape, box.start,
+                                             _grid_positions(cols.astype(numpy.int64), rank_boxes(dm), xp),
+                                             periods(box))
     if mpi.allmin(-int(backend.any_true(far & (vals != 0)))) < 0:
         raise error(wide)
     keep = csrstencil.couplings(slot, far, vals, box.dim)
     rows, slot, vals = rows[keep], slot[keep], vals[keep]
     present = sorted(set().union(*mpi.allgather(set(csrstencil.slots_present(slot, box.dim)))))
     return (*csrstencil.scatter(rows, slot, vals, present, box.shape, dtype), None)
+
+
+def _stencil_from_blocks(own, ghost, box, xp, dtype, mpi, boxes, nonfinite, wide):
+    """stencil_from_aij from PETSc's two blocks of this rank's rows. The diagonal block is this
+    rank's box in natural order, so it is read as one rank reads its matrix (core.csrstencil: the
+    GPU kernels, on PETSc's device CSR in place); the off-diagonal block's few entries (rows on the
+    rank's boundary, global columns) are placed by their grid positions and written into the same
+    arrays. An axis the box spans whole keeps its period (its wrap couplings are the rank's own)."""
+    d = box.dim
+    spans = tuple(p if n == m else 0 for p, n, m in zip(periods(box), box.shape, box.global_shape))
+    found = csrstencil.stencil_of_csr(*own, box.shape, dtype, spans)
+    rows, cols, vals = ghost
+    bad = found.nonfinite or not backend.all_true(xp.isfinite(vals))
+    if mpi.allmin(-int(bad)) < 0:
+        raise error(nonfinite)
+    rows, slot, far = csrstencil.entry_slots(None, cols, box.shape, box.start,
+                                             _grid_positions(cols.astype(numpy.int64), boxes, xp), periods(box),
+                                             rows=rows)
+    if mpi.allmin(-int(found.wide or backend.any_true(far & (vals != 0)))) < 0:
+        raise error(wide)
+    keep = csrstencil.couplings(slot, far, vals, d)
+    rows, slot, vals = rows[keep], slot[keep], vals[keep]
+    offsets = stencil.box_offsets(d)
+    mine = {offsets.index(tuple(o)): c for o, c in zip(found.offsets, found.coefs)}
+    theirs = csrstencil.slots_present(slot, d)
+    present = sorted(set().union(*mpi.allgather(set(mine) | set(theirs))))
+    coefs = [mine[s] if s in mine else xp.zeros(box.shape, dtype) for s in present]
+    host_slot = backend.to_host(slot)
+    for s in theirs:
+        at = xp.asarray(numpy.flatnonzero(host_slot == s))
+        if at.size:               # a point's coupling to another rank's point: not in its own block
+            coefs[present.index(s)].reshape(-1)[rows[at]] = vals[at]
+    return [offsets[s] for s in present], coefs, None
 
 
 def periods(box):

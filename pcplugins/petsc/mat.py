@@ -156,14 +156,15 @@ def _device_csr(handle, nrows, owner, copy=True):
     return indptr, view(jj, nnz, it), view(aa, nnz, st)
 
 
-def _mpiaij_parts(M, device=False):
+def _mpiaij_parts(M, device=False, entries=False):
     """PETSc's two blocks of this rank's rows of an mpiaij(cusparse) matrix (MatMPIAIJGetSeqAIJ):
     the diagonal block (indptr, local column indices, values), from its device CSR as CuPy arrays
     when ``device`` and it is there, else host copies; the off-diagonal block as host copies, its
     columns indexing ``colmap`` (the sorted global indices, int64). None when unavailable (not an
     MPIAIJ matrix, or libpetsc not reachable by ctypes). (The device CSR of the off-diagonal block
     is stored with compressed rows, so it is read on the host; its rows are the few on the rank's
-    boundary.)"""
+    boundary.) ``entries``: the off-diagonal block as (rows, columns, values) of its entries
+    (``_host_csr``)."""
     import ctypes
     lib = _petsc_lib()
     if lib is None or not M.getType().startswith("mpiaij"):
@@ -178,7 +179,7 @@ def _mpiaij_parts(M, device=False):
     own = _device_csr(Ad.value, n, M) if device and "cusparse" in M.getType() else None
     if own is None:
         own = _host_csr(lib, Ad, n)
-    ghost = _host_csr(lib, Ao, n)
+    ghost = _host_csr(lib, Ao, n, entries)
     if own is None or ghost is None:
         return None
     cmap = numpy.zeros(0, numpy.int64)
@@ -191,14 +192,15 @@ def _mpiaij_parts(M, device=False):
 def mpiaij_blocks(M, xp):
     """This rank's rows of an mpiaij(cusparse) matrix as PETSc stores them, on ``xp``: the diagonal
     block (indptr, local column indices, values), read from its device CSR when ``xp`` is CuPy and
-    the matrix is on the GPU, and the off-diagonal block (indptr, global column indices, values).
-    None when unavailable (``_mpiaij_parts``)."""
-    parts = _mpiaij_parts(M, backend.is_gpu(xp))
+    the matrix is on the GPU, and the off-diagonal block's stored entries (local rows, global
+    columns, values): only the rows on the rank's boundary have any, so its row pointer, as long
+    as the rank's rows, stays on the host. None when unavailable (``_mpiaij_parts``)."""
+    parts = _mpiaij_parts(M, backend.is_gpu(xp), entries=True)
     if parts is None:
         return None
-    own, (gi, gj, gv), cmap = parts
+    own, (rows, gj, gv), cmap = parts
     to = backend.to_namespace
-    return tuple(to(a, xp) for a in own), (to(gi, xp), to(cmap[gj], xp), to(gv, xp))
+    return tuple(to(a, xp) for a in own), (to(rows, xp), to(cmap[gj], xp), to(gv, xp))
 
 
 def _mpiaij_rows(M, xp, comm):
@@ -220,8 +222,10 @@ def _mpiaij_rows(M, xp, comm):
     return distributed.Rows(own, ghost, ghosts, distributed.starts_of(n, comm), comm, xp)
 
 
-def _host_csr(lib, B, n):
-    """Copies of the host CSR arrays of the seqaij matrix handle ``B`` (n rows), or None."""
+def _host_csr(lib, B, n, entries=False):
+    """Copies of the host CSR arrays of the seqaij matrix handle ``B`` (n rows), or None. With
+    ``entries`` the row of each entry in place of the row pointer, taken from PETSc's own (for an
+    off-diagonal block with entries in a few of its rows only, a pass over it, not a copy)."""
     import ctypes
     pint = _petsc_int()
     rows, ia, ja, done = pint(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
@@ -231,8 +235,14 @@ def _host_csr(lib, B, n):
     if lib.MatGetRowIJ(*args) or not done.value or rows.value != n:
         return None
     try:
-        i = numpy.ctypeslib.as_array(ctypes.cast(ia, ctypes.POINTER(pint)), shape=(n + 1,)).copy()
-        nnz = int(i[-1])
+        i = numpy.ctypeslib.as_array(ctypes.cast(ia, ctypes.POINTER(pint)), shape=(n + 1,))
+        if entries:
+            filled = numpy.flatnonzero(i[1:] != i[:-1])
+            i = numpy.repeat(filled, i[filled + 1] - i[filled])
+            nnz = i.size
+        else:
+            i = i.copy()
+            nnz = int(i[-1])
         j = numpy.ctypeslib.as_array(ctypes.cast(ja, ctypes.POINTER(pint)), shape=(nnz,)).copy() if nnz else \
             numpy.zeros(0, numpy.int64)
         if lib.MatSeqAIJGetArrayRead(B, ctypes.byref(aa)):
