@@ -101,15 +101,14 @@ class Multigrid:
                           for a, m, r in zip(ax, fine.box.global_shape, ratios)]
                 ratios = [stencil.coarse_ratio(m, r) if a and not p else r      # periodic: uniform
                           for a, m, r, p in zip(ax, fine.box.global_shape, ratios, fine.box.periodic)]
-            fine.transfer = self._transfer(fine, cbox, ax, omegas)
             replicated = fine.replicated or (self.comm.size > 1 and (
                 l == len(boxes) - 1 or not self.comm.distribute(l, cbox)))
-            if replicated:
-                if not fine.replicated:
-                    fine.transfer = transfer.Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
+            if fine.replicated:           # the whole grid on every rank: so is the coarse one
                 cbox = cbox.whole()
-                if fine.replicated:
-                    fine.transfer = self._transfer(fine, cbox, ax, omegas)
+            fine.transfer = self._transfer(fine, cbox, ax, omegas)
+            if replicated and not fine.replicated:
+                fine.transfer = transfer.Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
+                cbox = cbox.whole()
             cxp = numpy if opt.gpu_levels is not None and l >= opt.gpu_levels else fine.op.xp
             if cxp is not fine.op.xp:
                 fine.transfer = transfer.Moved(fine.transfer, cbox.shape, fine.op.xp, self.dtype)

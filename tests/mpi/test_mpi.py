@@ -52,7 +52,10 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          ((32, 2, "periodic", 0.0), NOGATHER), (("24x20x16", 3, "periodic", 0.0), NOGATHER),
          (("40x26", 2, "periodic_x", 0.0), NOGATHER), (("24x20x16", 3, "periodic", 0.0), []),
          # kappa jumps on a periodic grid: black box weights and Galerkin probes across the wrap
-         ((40, 2, "periodic", 2.0), NOGATHER), (("20x28x16", 3, "periodic_x", 3.0), NOGATHER)]
+         ((40, 2, "periodic", 2.0), NOGATHER), (("20x28x16", 3, "periodic_x", 3.0), NOGATHER),
+         # an odd periodic axis, kept by the coarsening, below levels gathered onto every rank: the
+         # black box transfer between two gathered levels is built on the whole coarse grid
+         (("41x24", 2, "periodic_x", 2.0), []), (("21x16x16", 3, "periodic_x", 2.0), [])]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
