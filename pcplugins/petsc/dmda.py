@@ -39,7 +39,9 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False):
     if dm.getType() != "da":
         raise error(f"{who} needs a DMDA, but the DM attached to the PC is of type '{dm.getType()}'")
     if dm.getDof() != dof:
-        raise error(f"{who} supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}" if dof == 1
+        raise error(f"{who} supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}: use "
+                    "PCFIELDSPLIT (-pc_type fieldsplit: each field's block gets a dof 1 DMDA, and this PC "
+                    "runs on it), or pcplugins.AMG, which aggregates a point's unknowns together" if dof == 1
                     else f"{who} needs a DMDA with dof {dof}, this one has dof {dm.getDof()}")
     dim = dm.getDim()
     if dim not in (2, 3):

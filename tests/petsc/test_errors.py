@@ -118,6 +118,19 @@ def test_zero_diagonal_names_the_grid_point():
     assert "pcplugins.GMG needs a positive diagonal; the row of grid point (i, j) = (5, 4) has diagonal 0" in msg
 
 
+def test_gmg_on_a_system_says_what_to_use():
+    """A DMDA with several fields per point (snes ex19's dof 4): the error says what takes it."""
+    da = PETSc.DMDA().create([9, 9], dof=3, stencil_width=1)
+    A = da.createMat()
+    for i in range(A.getSize()[0]):
+        A.setValue(i, i, 4.0)
+    A.assemble()
+    msg = setup_error_on(da, A, GMG)
+    assert msg.startswith("pcplugins.GMG supports scalar problems (DMDA dof 1), the DMDA has dof 3: use "
+                          "PCFIELDSPLIT"), msg
+    assert "pcplugins.AMG" in msg
+
+
 @pytest.mark.parametrize("pc_type", [GMG, AMG])
 def test_solve_after_reset_names_the_missing_operator(pc_type):
     da, A, b = poisson_system(9, 2)
