@@ -18,11 +18,11 @@ Reported per configuration and size: setup, solve, iterations, ghost updates per
 milliseconds each on rank 0 (host wall time; through host buffers it includes the wait for the
 queued device work, through CUDA IPC it does not),
 and the ratio of P ranks' setup + solve to one rank's (strong scaling: the speed-up is its inverse).
-With -weak each rank count P > 1 also solves a box P times as large, n^3 per rank: P (n + 1) - 1
-unknowns along x, the P - 1 extra ones the planes between the parts (so that the box coarsens as
-n^3 does); its weak-scaling efficiency is one rank's time on n^3 over P ranks' on the box. On a
-machine with a GPU per rank (PETSc gives rank r GPU r mod count) these are the scaling figures;
-on one GPU they are what the ranks' sharing costs.
+With -weak each rank count P > 1 also solves a box P times as large, n^3 (or the box of a size
+given as x by y by z) per rank: P (n + 1) - 1 unknowns along x, the P - 1 extra ones the planes
+between the parts (so that the box coarsens as n^3 does); its weak-scaling efficiency is one
+rank's time on n^3 over P ranks' on the box. On a machine with a GPU per rank (PETSc gives rank
+r GPU r mod count) these are the scaling figures; on one GPU they are what the ranks' sharing costs.
 """
 import json
 import os
@@ -77,32 +77,41 @@ def worker(opts):
                 f"res {r['true_rel_residual']:.1e}{extra}")
     runs = [(n, {"n": n}) for n in sizes]
     if weak and ranks > 1:
-        runs += [((ranks * (n + 1) - 1, n, n), {"n": weak_box(n, ranks), "n_per_rank": n, "scaling": "weak"})
-                 for n in sizes]
+        runs += [(weak_box(n, ranks), {"n_per_rank": n, "scaling": "weak"}) for n in sizes]
     for grid, tags in runs:
-        name = "x".join(map(str, grid)) if isinstance(grid, tuple) else f"{grid}^3"
+        tags = dict(tags, n=grid)
+        name = size_name(grid)
         measure_configs(CONFIGS, skip, best_of_two, (grid, 3, gpu), gpu, dict(tags, dim=3, ranks=ranks),
                         (f"{ranks} rank(s) {name:>11s}", 50), results, out, line)
     write(out, results, gpu)
 
 
 def weak_box(n, ranks):
-    """The weak-scaling box of ``ranks`` ranks with n^3 unknowns each, as results record it."""
-    return [ranks * (n + 1) - 1, n, n]
+    """The weak-scaling box of ``ranks`` ranks with the grid ``n`` (n^3, or a box x, y, z) each."""
+    x, y, z = (n, n, n) if isinstance(n, int) else n
+    return ranks * (x + 1) - 1, y, z
+
+
+def size_name(n):
+    """A size as results print it: 255^3, or 511x255x255 for a box (a list once read from JSON)."""
+    return "x".join(map(str, n)) if isinstance(n, (tuple, list)) else f"{n}^3"
 
 
 def scaling(results):
-    """Each multi-rank result against one rank's on n^3: ``vs_one_rank`` (P ranks' setup + solve
-    over one rank's on the same grid; strong scaling) or ``weak_efficiency`` (one rank's on n^3
+    """Each multi-rank result against one rank's: ``vs_one_rank`` (P ranks' setup + solve over one
+    rank's on the same grid; strong scaling) or ``weak_efficiency`` (one rank's on the per-rank grid
     over P ranks' on the P times larger box)."""
-    one = {(r["solver"], r["n"]): r["total_s"] for r in results if r.get("ranks") == 1 and "error" not in r}
+    def key(r, n):
+        return r["solver"], size_name(n)
+    one = {key(r, r["n"]): r["total_s"] for r in results if r.get("ranks") == 1 and "error" not in r}
     for r in results:
         if "error" in r:
             continue
-        if r.get("scaling") == "weak" and (r["solver"], r["n_per_rank"]) in one:
-            r["weak_efficiency"] = one[r["solver"], r["n_per_rank"]] / r["total_s"]
-        elif not isinstance(r["n"], list) and (r["solver"], r["n"]) in one:
-            r["vs_one_rank"] = r["total_s"] / one[r["solver"], r["n"]]
+        if r.get("scaling") == "weak":
+            if key(r, r["n_per_rank"]) in one:
+                r["weak_efficiency"] = one[key(r, r["n_per_rank"])] / r["total_s"]
+        elif key(r, r["n"]) in one:
+            r["vs_one_rank"] = r["total_s"] / one[key(r, r["n"])]
 
 
 def main():
@@ -126,10 +135,10 @@ def main():
     scaling(results)
     for r in results:
         if "vs_one_rank" in r and r["ranks"] > 1:
-            print(f"{r['ranks']} ranks {r['n']}^3 {r['solver']:50s} {r['vs_one_rank']:6.2f}x one rank "
+            print(f"{r['ranks']} ranks {size_name(r['n'])} {r['solver']:50s} {r['vs_one_rank']:6.2f}x one rank "
                   f"(speed-up {1 / r['vs_one_rank']:.2f})", flush=True)
         if "weak_efficiency" in r:
-            print(f"{r['ranks']} ranks {'x'.join(map(str, r['n']))} {r['solver']:50s} weak-scaling efficiency "
+            print(f"{r['ranks']} ranks {size_name(r['n'])} {r['solver']:50s} weak-scaling efficiency "
                   f"{100 * r['weak_efficiency']:.0f}%", flush=True)
     if out:
         meta = dict(meta, command=shlex.join(sys.argv), label=label)
