@@ -14,6 +14,7 @@ kernel             NumPy twin (compared with it in tests/gpu/test_kernels.py)
 ``stored_colour``    one colour of ``smoothers.ColourGS`` (red-black or 2^d colours)
 ``blackbox_rap``     ``galerkin.stencil_product`` (setup: R A P with black box transfers)
 ``blackbox_class``   ``transfer.BlackBox._class`` (setup: one class of its weights)
+``blackbox_columns``  ``transfer.BlackBox._columns`` (setup: P's columns from the weights)
 ``blackbox_restrict``  ``transfer.BlackBox.restrict`` (lattice sums over P's columns)
 ``blackbox_prolong_add``  ``transfer.BlackBox.prolong_add``
 =================  =====================================================================
@@ -26,7 +27,7 @@ import itertools
 
 import numpy
 
-from .. import kernels
+from .. import backend, kernels
 from . import grid, stencil
 
 
@@ -91,6 +92,19 @@ def blackbox_class(planes, A, offs, box, lat, B):
     kernel = _module(planes.dtype, d, A.shape[0]).get_function("blackbox_class")
     i32 = [numpy.int32(v) for v in (*grid.dims3(box.shape), *st, *sp, *m, bmask)]
     _launch(kernel, tuple(m), [planes, A, offs, *i32])
+
+
+def blackbox_columns(T):
+    """transfer.BlackBox's columns (its ``_columns``, the twin) from its weight planes: one kernel
+    for every plane, one thread per padded coarse point."""
+    W = T.weight_planes
+    d, pad = T.fine.dim, 3 - T.fine.dim
+    cols = backend.array_module(W).empty((len(T.w),) + T.coarse.padded_shape, W.dtype)
+    kernel = _module(W.dtype, d, 1).get_function("blackbox_columns")
+    i32 = [numpy.int32(v) for v in (*grid.dims3(T.fine.shape), *grid.dims3(T.coarse.shape),
+                                     *([0] * pad + [int(c) for c in T.coarsened]), *([0] * pad + list(T.phase)))]
+    _launch(kernel, grid.dims3(T.coarse.padded_shape), [cols, W, *i32])
+    return cols
 
 
 class Stored:

@@ -72,6 +72,21 @@ class ELL:
         return (self.data * u[self.indices]).sum(axis=0)
 
 
+def row_parts(M, order, bounds):
+    """The rows order[bounds[k]:bounds[k + 1]] of M for each k, as matrices of M's kind: one
+    gather of the rows of a CSR matrix in ``order`` and slices of it (a gather per part costs the
+    GPU a few waits for the host), an ELL matrix's parts gathered one by one (its kernels read
+    whole arrays)."""
+    pairs = list(zip(bounds[:-1], bounds[1:]))
+    if isinstance(M, ELL):
+        return [M[order[a:b]] for a, b in pairs]
+    xp = backend.array_module(M.data)
+    P = M[order]
+    at = backend.to_host(P.indptr[xp.asarray(numpy.asarray(bounds, numpy.int64))]).tolist()
+    return [module(xp).csr_matrix((P.data[s:e], P.indices[s:e], P.indptr[a:b + 1] - s), shape=(b - a, M.shape[1]))
+            for (a, b), s, e in zip(pairs, at[:-1], at[1:])]
+
+
 def to_host(A):
     """A as a SciPy matrix: a host copy of a cupyx matrix, a SciPy one itself."""
     return A.get() if backend.array_module(A.data) is not numpy else A
@@ -99,15 +114,57 @@ def l1_norms(A, xp):
 
 def galerkin(A, agg, nc, xp, sign=None):
     """P^T A P for the piecewise-constant P of ``agg`` (P[i, agg[i]] = 1, or sign[i] = +-1 with
-    ``sign``): s_i a_ij s_j summed into (agg[i], agg[j])."""
+    ``sign``): s_i a_ij s_j summed into (agg[i], agg[j]). SciPy's COO to CSR conversion on the
+    host; on the GPU ``sum_sorted`` (cupyx's conversion sorts the pairs by a comparison sort, sums
+    with atomics in an order that changes from run to run, and sorts once more for cuSPARSE)."""
     r = rows_of(A, xp)
     rows = agg[r]
     cols = agg[A.indices]
     data = A.data if sign is None else A.data * (sign[r] * sign[A.indices])
-    sp = module(xp)
-    C = sp.coo_matrix((data, (rows, cols)), shape=(nc, nc)).tocsr()
+    if backend.is_gpu(xp):
+        return sum_sorted(rows, cols, data, nc, xp)
+    C = module(xp).coo_matrix((data, (rows, cols)), shape=(nc, nc)).tocsr()
     C.sum_duplicates()
     return C
+
+
+def sum_sorted(rows, cols, data, nc, xp):
+    """The nc x nc CSR matrix of the COO triplets, duplicates summed: the pairs as one 64-bit key
+    row * nc + col, sorted (a radix sort on the GPU; stable), each run of equal keys summed in
+    sorted order by ``segment_sum``, so every run gives the same bits. The result is canonical
+    (rows and columns in order, no duplicates)."""
+    sp = module(xp)
+    if rows.size == 0:
+        return sp.csr_matrix((nc, nc), dtype=data.dtype)
+    key = rows.astype(numpy.int64) * nc + cols
+    order = xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)
+    key = key[order]
+    new = xp.empty(key.size, bool)
+    new[0] = True
+    xp.not_equal(key[1:], key[:-1], out=new[1:])
+    starts = xp.flatnonzero(new)
+    key = key[starts]
+    counts = xp.bincount((key // nc).astype(numpy.int32), minlength=nc)
+    indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
+    C = sp.csr_matrix((segment_sum(data, order, starts), (key % nc).astype(numpy.int32), indptr), shape=(nc, nc))
+    C.has_canonical_format = True
+    return C
+
+
+def segment_sum(data, order, starts):
+    """out[s] = the sum of data[order[j]] for j from starts[s] up to starts[s + 1] (the last run
+    to the end), added in that order; ``starts`` increasing from 0. One thread per run on the GPU
+    (kernel ``segment_sum``), numpy.add.reduceat on the host: its twin."""
+    xp = backend.array_module(data)
+    if not backend.is_gpu(xp):
+        return numpy.add.reduceat(data[order], starts) if starts.size else data[:0].copy()
+    out = xp.empty(starts.size, data.dtype)
+    if starts.size:
+        blocks = -(-starts.size // 256)
+        _row_kernel(_CTYPES[data.dtype], "segment_sum")(
+            (blocks,), (256,), (numpy.int64(starts.size), numpy.int64(order.size), starts.astype(numpy.int64),
+                                order.astype(numpy.int64), data, out))
+    return out
 
 
 def members(agg, nc, xp, sign=None):

@@ -347,6 +347,17 @@ def _stats_batched(box, offsets, coefs, xp, tol):
     return xp.stack([nonzero, lo, hi], axis=1)
 
 
+def _stats_by_class(box, offsets, coefs):
+    """_stats from the class statistics of detect.class_stats (one kernel for every offset on the
+    GPU): its three classes together are the points whose neighbour lies inside the grid, all of
+    them on a grid without periodic axes; any nonzero there is any nonzero at all, since the
+    coefficients coupling outside the grid are zero."""
+    # detect reads stencils from matrices, so it imports this module
+    from . import detect
+    cls = detect.class_stats(box, offsets, coefs)
+    return numpy.stack([cls[:, :, 0].max(axis=1), cls[:, :, 1].min(axis=1), cls[:, :, 2].max(axis=1)], axis=1)
+
+
 def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     """A StencilOperator with all-zero offsets dropped and constant arrays turned into numbers.
 
@@ -362,7 +373,9 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     # per offset: any nonzero, and the least and largest value where the neighbour exists; all
     # brought to the host at once (a transfer per value synchronised the GPU 3 times an offset,
     # most of a Galerkin level's setup)
-    if backend.is_gpu(xp) and 0 < box.size <= BATCHED_STATS_SIZE and coefs:
+    if backend.is_gpu(xp) and box.size and coefs and not any(box.periodic) and numpy.dtype(dtype).kind == "f":
+        stats = _stats_by_class(box, offsets, coefs)
+    elif backend.is_gpu(xp) and 0 < box.size <= BATCHED_STATS_SIZE and coefs:
         stats = backend.to_host(_stats_batched(box, offsets, coefs, xp, tol))
     else:
         stats = _stats(box, offsets, coefs, xp, tol)

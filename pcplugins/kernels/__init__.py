@@ -12,7 +12,8 @@ file                      kernels                                      Python wr
                                                                        ``core.smoothers``, ``core.transfer``,
                                                                        ``core.homg``)
 ``tridiag.cu``            partitioned tridiagonal line solve           ``pcplugins.core.tridiag``
-``sparse.cu``             CSR/ELL row products, dot partial sums       ``pcplugins.core.sparse``
+``sparse.cu``             CSR/ELL row products, dot partial sums,      ``pcplugins.core.sparse``
+                          sums of sorted duplicates (Galerkin)
 ``csrstencil.cu``         a structured matrix's stencil from CSR       ``pcplugins.core.csrstencil``
 ``stored.cu``             stored-stencil residual and colour sweep     ``pcplugins.core.fused_stored``
                                                                        (twins: ``core.stencil``,

@@ -1,5 +1,5 @@
-// Row products of CSR and ELL matrices (A u, f - A u, scaled and in-place updates) and dot
-// products that never wait for the host. Defines: VALUE (double, float, complex<double>,
+// Row products of CSR and ELL matrices (A u, f - A u, scaled and in-place updates), dot products
+// that never wait for the host, and the sums of sorted duplicates of a Galerkin product. Defines: VALUE (double, float, complex<double>,
 // complex<float>). Wrapper and SciPy/NumPy twins: pcplugins/core/sparse.py.
 
 #include <cupy/complex.cuh>
@@ -82,4 +82,18 @@ extern "C" __global__ void dot_partial(const T* x, const T* y, T* partial, long 
         __syncthreads();
     }
     if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+// out[s] = sum of data[order[j]] for starts[s] <= j < starts[s + 1] (the last run to n), added in
+// order, one thread per run: the duplicates of a sorted COO key summed the same way on every run.
+// Twin: numpy.add.reduceat (sparse.segment_sum).
+extern "C" __global__ void segment_sum(const long long nseg, const long long n, const long long* __restrict__ starts,
+        const long long* __restrict__ order, const T* __restrict__ data, T* __restrict__ out)
+{
+    const long long s = (long long)blockDim.x * blockIdx.x + threadIdx.x;
+    if (s >= nseg) return;
+    const long long end = s + 1 < nseg ? starts[s + 1] : n;
+    T acc = T(0);
+    for (long long j = starts[s]; j < end; ++j) acc += data[order[j]];
+    out[s] = acc;
 }

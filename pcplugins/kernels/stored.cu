@@ -211,6 +211,33 @@ extern "C" __global__ void blackbox_class(T* W, const T* __restrict__ A, const i
 // axis (ax_a = 1), F(I) = I along a kept one. n: the fine box, c: the coarse box (local sizes).
 #define COARSE_STRIDES const long Q1 = c2 + 2, Q0 = (long)(c1 + 2) * Q1, NQ = (long)(c0 + 2 * PAD0) * Q0
 
+// C itself from the BlackBox's weight planes W (2^d planes over the padded fine box, corner bits in
+// itertools order; transfer.BlackBox._columns is the twin): C[k][I] = W[corner][F(I) + o] at every
+// padded coarse index I, F(I) = ph - 1 + 2 I along a coarsened axis and I along a kept one (padded
+// indices), zero where F(I) + o lies outside the padded fine box; the corner of the fine points at
+// o from their coarse point has its bit set where o_a = -1. One thread per padded coarse point.
+extern "C" __global__ void blackbox_columns(T* __restrict__ C, const T* __restrict__ W,
+                                            int n0, int n1, int n2, int c0, int c1, int c2,
+                                            int ax0, int ax1, int ax2, int ph0, int ph1, int ph2)
+{
+    const int I0 = blockIdx.z, I1 = blockIdx.y, I2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (I2 >= c2 + 2) return;
+    STRIDES;
+    COARSE_STRIDES;
+    const int m0 = n0 + 2 * PAD0, e0 = DIM == 3 && ax0;
+    const long NP = (long)m0 * P0, q = (long)I0 * Q0 + (long)I1 * Q1 + I2;
+    const int F0 = e0 ? ph0 - 1 + 2 * I0 : I0, F1 = ax1 ? ph1 - 1 + 2 * I1 : I1, F2 = ax2 ? ph2 - 1 + 2 * I2 : I2;
+    int k = 0;
+    for (int o0 = -e0; o0 <= e0; ++o0)
+    for (int o1 = -ax1; o1 <= ax1; ++o1)
+    for (int o2 = -ax2; o2 <= ax2; ++o2, ++k) {
+        const int g0 = F0 + o0, g1 = F1 + o1, g2 = F2 + o2;
+        const int corner = (o0 == -1) * 4 + (o1 == -1) * 2 + (o2 == -1);
+        const bool in = g0 >= 0 && g0 < m0 && g1 >= 0 && g1 < n1 + 2 && g2 >= 0 && g2 < n2 + 2;
+        C[k * NQ + q] = in ? W[corner * NP + g0 * P0 + g1 * P1 + g2] : (T)0;
+    }
+}
+
 // fc = rscale P^T r on the owned coarse points, one thread each: its column times the fine
 // points it reaches (r padded, with current ghosts; fc unpadded)
 extern "C" __global__ void blackbox_restrict(T* __restrict__ fc, const T* __restrict__ C, const T* __restrict__ r,

@@ -291,8 +291,8 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
 @pytest.mark.parametrize("box", [grid.Box((9, 8, 7)), SUBBOXES[0], SUBBOXES[2], grid.Box((1, 5))], ids=str)
 @pytest.mark.parametrize("dtype,tol", [("float64", 0.0), ("float32", 1e-6), ("complex128", None)])
 def test_compress_statistics_batched_match_per_offset(box, dtype, tol):
-    """stencil.compress's batched GPU statistics against the per-offset ones: a zero offset, a
-    constant one (other values only where the neighbour is missing), variable ones."""
+    """stencil.compress's batched and class-kernel GPU statistics against the per-offset ones: a
+    zero offset, a constant one (other values only where the neighbour is missing), variable ones."""
     cp = backend.cupy
     rng = np.random.default_rng(7)
     offs = stencil.box_offsets(box.dim)
@@ -307,13 +307,22 @@ def test_compress_statistics_batched_match_per_offset(box, dtype, tol):
     ref = stencil._stats(box, offs, coefs, cp, tol)
     got = backend.to_host(stencil._stats_batched(box, offs, coefs, cp, tol))
     assert np.array_equal(ref, got)
+    if dtype != "complex128" and not any(box.periodic):
+        # the class kernel's (real, no wrap), on coefficients that are zero where the neighbour
+        # is missing, as compress takes them
+        coefs = [c * cp.asarray(stencil.inside_mask(box, o, np), dtype) for c, o in zip(coefs, offs)]
+        ref = stencil._stats(box, offs, coefs, cp, tol)
+        by_class = stencil._stats_by_class(box, offs, coefs)
+        assert np.array_equal(ref[:, 0], by_class[:, 0])
+        assert tol is None or np.array_equal(ref, by_class)
 
 
 @blackbox_cases
 def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dtype):
     """kernels/stored.cu's blackbox_class against BlackBox._class (NumPy): every weight plane,
     halo included, on variable star and box stencils (with a zero collapsed row: the fallback)
-    and on a constant stencil (its couplings across the boundary kept)."""
+    and on a constant stencil (its couplings across the boundary kept); blackbox_columns against
+    BlackBox._columns."""
     cp = backend.cupy
     box, axes, cbox, offs, coefs = blackbox_case(shape, keep, coarsened, points, seed=8)
     if points != "constant":
@@ -322,9 +331,12 @@ def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dty
     planes = []
     for xp in (np, cp):
         op = stencil.StencilOperator(box, offs, [c if np.isscalar(c) else xp.asarray(c) for c in coefs], xp, dtype)
-        planes.append(backend.to_host(transfer.BlackBox(box, cbox, axes, op, lambda u: u).weight_planes))
+        T = transfer.BlackBox(box, cbox, axes, op, lambda u: u)
+        planes.append(backend.to_host(T.weight_planes))
     tol = 1e-13 if dtype == "float64" else 1e-5
     assert np.abs(planes[0] - planes[1]).max() <= tol
+    # blackbox_columns against BlackBox._columns on the same planes
+    assert np.array_equal(backend.to_host(T.columns), backend.to_host(T._columns(T.weight_planes, cp)))
 
 
 @blackbox_cases
@@ -353,6 +365,7 @@ def _check_blackbox_transfers(box, axes, cbox, offs, coefs, dtype):
     cp = backend.cupy
     op = stencil.StencilOperator(box, offs, [c if np.isscalar(c) else cp.asarray(c) for c in coefs], cp, dtype)
     T = transfer.BlackBox(box, cbox, axes, op, lambda u: u)
+    assert cp.array_equal(T.columns, T._columns(T.weight_planes, cp))      # blackbox_columns' twin
     fast = fused_stored.BlackBoxTransfer(T, len(offs))
     rng = np.random.default_rng(3)
     r, u = (cp.asarray(rng.standard_normal(box.padded_shape), dtype) for _ in range(2))
@@ -788,6 +801,33 @@ def test_device_dot_matches_numpy(n, dtype):
     ref = np.dot(a.astype(np.float64), b.astype(np.float64))
     scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
     assert abs(float(got) - ref) <= (1e-12 if dtype == np.float64 else 1e-5) * scale
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_segment_sum_and_galerkin_product_match_the_host(dtype):
+    """Kernel segment_sum against its twin (numpy.add.reduceat), and the GPU's Galerkin product
+    (sparse.sum_sorted) against SciPy's on the host: same pattern, same values to rounding, the
+    same bits on a second run (no atomics)."""
+    import scipy.sparse
+
+    from pcplugins.core import sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal(100000).astype(dtype)
+    order = rng.permutation(data.size)
+    starts = np.unique(np.concatenate([[0], rng.integers(1, data.size, 20000)]))
+    ref = sparse.segment_sum(data, order, starts)
+    got = sparse.segment_sum(cp.asarray(data), cp.asarray(order), cp.asarray(starts))
+    assert got.dtype == dtype and np.allclose(got.get(), ref, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    A = scipy.sparse.random(4000, 4000, density=0.002, random_state=4, format="csr", dtype=np.float64)
+    A = (A + scipy.sparse.identity(4000)).astype(dtype).tocsr()
+    agg = rng.integers(0, 900, 4000).astype(np.int32)
+    host = sparse.galerkin(A, agg, 900, np)
+    Ad = sparse.csr(A.indptr, A.indices, A.data, 4000, cp, dtype)
+    runs = [sparse.galerkin(Ad, cp.asarray(agg), 900, cp) for _ in range(2)]
+    assert (runs[0].indptr.get() == host.indptr).all() and (runs[0].indices.get() == host.indices).all()
+    assert abs(runs[0].get() - host).max() < (1e-4 if dtype == np.float32 else 1e-12)
+    assert (runs[0].data == runs[1].data).all()
 
 
 def test_any_all_through_device_wide_reductions():

@@ -47,6 +47,26 @@ def test_galerkin_and_transfers_equal_the_explicit_prolongation():
     assert numpy.allclose(sparse.prolong_add(r.copy(), e, agg), r + P @ e)
 
 
+@pytest.mark.parametrize("dtype", [numpy.float64, numpy.complex128])
+def test_sorted_sum_of_duplicates_equals_scipys(dtype):
+    """sparse.sum_sorted (the GPU's Galerkin product, here on NumPy): the canonical CSR matrix
+    SciPy's COO conversion makes, runs of one entry to many and empty rows included."""
+    rng = numpy.random.default_rng(5)
+    nc, n = 37, 2000
+    rows, cols = rng.integers(0, nc - 3, n), rng.integers(0, nc, n)     # the last rows empty
+    rows[:5], cols[:5] = nc - 4, 0                                      # one run of five
+    data = rng.standard_normal(n).astype(dtype)
+    if dtype == numpy.complex128:
+        data = data + 1j * rng.standard_normal(n)
+    C = sparse.sum_sorted(rows, cols, data, nc, numpy)
+    ref = scipy.sparse.coo_matrix((data, (rows, cols)), shape=(nc, nc)).tocsr()
+    ref.sum_duplicates()
+    assert C.dtype == dtype and C.nnz == ref.nnz and C.has_canonical_format
+    assert (C.indptr == ref.indptr).all() and (C.indices == ref.indices).all()
+    assert abs(C - ref).max() < 1e-13
+    assert sparse.sum_sorted(rows[:0], cols[:0], data[:0], nc, numpy).nnz == 0
+
+
 def test_auxgrid_aggregates_are_cells_of_the_quadtree():
     n = 20
     xy = grid_coords(n)

@@ -23,12 +23,16 @@ class CSRColourGS:
         D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
         if extra is not None:
             D = D + extra
-        self.ncolours = int(colours.max()) + 1 if colours.size else 0     # a rank may own no rows
-        self.parts = []
-        for c in range(self.ncolours):
-            idx = xp.nonzero(colours == c)[0].astype(numpy.int32)
-            if idx.size:
-                self.parts.append((idx, (A if M is None else M)[idx], (omega / D[idx]).astype(A.dtype)))
+        # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
+        counts = backend.to_host(xp.bincount(colours)) if colours.size else []    # a rank may own no rows
+        self.ncolours = len(counts)
+        order = xp.argsort(colours, kind="stable") if not backend.is_gpu(xp) else xp.argsort(colours)
+        order = order.astype(numpy.int32)
+        bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
+        invd = (omega / D[order]).astype(A.dtype)
+        rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
+        self.parts = [(order[a:b], Ac, invd[a:b])
+                      for a, b, Ac in zip(bounds[:-1], bounds[1:], rows_of_colour) if b > a]
         self.proper = not backend.any_true(same)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):

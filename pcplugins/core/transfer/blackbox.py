@@ -49,7 +49,10 @@ class BlackBox(Transfer):
         # weight_planes stay for the Galerkin product (galerkin.stencil_product) until released;
         # the cycle keeps only the columns, (3/2)^d fine levels' worth of weights
         W = self._weights(op, exchange)
-        self.columns = self._columns(W, op.xp)
+        if fused.supported(op.xp, op.dtype):       # a kernel for what are 3^d copies here
+            self.columns = fused_stored.blackbox_columns(self)
+        else:
+            self.columns = self._columns(W, op.xp)
         # the linear transfer's lattice sums with views of the columns as coefficients (the
         # restriction's factor 2^-c, a power of two, is applied to the sum: the same rounding)
         slot = {o: k for k, o in enumerate(self.w)}
