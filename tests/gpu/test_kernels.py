@@ -336,7 +336,7 @@ def test_blackbox_weight_kernel_matches_twin(shape, keep, coarsened, points, dty
     tol = 1e-13 if dtype == "float64" else 1e-5
     assert np.abs(planes[0] - planes[1]).max() <= tol
     # blackbox_columns against BlackBox._columns on the same planes
-    assert np.array_equal(backend.to_host(T.columns), backend.to_host(T._columns(T.weight_planes, cp)))
+    assert np.array_equal(backend.to_host(T.columns), backend.to_host(T._columns(T.weights(), cp)))
 
 
 @blackbox_cases
@@ -365,7 +365,7 @@ def _check_blackbox_transfers(box, axes, cbox, offs, coefs, dtype):
     cp = backend.cupy
     op = stencil.StencilOperator(box, offs, [c if np.isscalar(c) else cp.asarray(c) for c in coefs], cp, dtype)
     T = transfer.BlackBox(box, cbox, axes, op, lambda u: u)
-    assert cp.array_equal(T.columns, T._columns(T.weight_planes, cp))      # blackbox_columns' twin
+    assert cp.array_equal(T.columns, T._columns(T.weights(), cp))      # blackbox_columns' twin
     fast = fused_stored.BlackBoxTransfer(T, len(offs))
     rng = np.random.default_rng(3)
     r, u = (cp.asarray(rng.standard_normal(box.padded_shape), dtype) for _ in range(2))
@@ -816,9 +816,11 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype):
     data = rng.standard_normal(100000).astype(dtype)
     order = rng.permutation(data.size)
     starts = np.unique(np.concatenate([[0], rng.integers(1, data.size, 20000)]))
+    tol = 1e-5 if dtype == np.float32 else 1e-12      # relative to the sums of magnitudes
     ref = sparse.segment_sum(data, order, starts)
+    scale = sparse.segment_sum(np.abs(data), order, starts)
     got = sparse.segment_sum(cp.asarray(data), cp.asarray(order), cp.asarray(starts))
-    assert got.dtype == dtype and np.allclose(got.get(), ref, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    assert got.dtype == dtype and (np.abs(got.get() - ref) <= tol * scale).all()
     A = scipy.sparse.random(4000, 4000, density=0.002, random_state=4, format="csr", dtype=np.float64)
     A = (A + scipy.sparse.identity(4000)).astype(dtype).tocsr()
     agg = rng.integers(0, 900, 4000).astype(np.int32)
@@ -826,7 +828,7 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype):
     Ad = sparse.csr(A.indptr, A.indices, A.data, 4000, cp, dtype)
     runs = [sparse.galerkin(Ad, cp.asarray(agg), 900, cp) for _ in range(2)]
     assert (runs[0].indptr.get() == host.indptr).all() and (runs[0].indices.get() == host.indices).all()
-    assert abs(runs[0].get() - host).max() < (1e-4 if dtype == np.float32 else 1e-12)
+    assert abs(runs[0].get() - host).max() <= tol * abs(sparse.galerkin(abs(A), agg, 900, np)).max()
     assert (runs[0].data == runs[1].data).all()
 
 
