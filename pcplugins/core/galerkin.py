@@ -128,12 +128,8 @@ def probe(rap, coarse_box, xp, dtype, comm=None, batch=None, tol=0.0):
 def _coarse_stencil(coarse_box, coefs, xp, dtype, comm=None, tol=0.0):
     """The compressed StencilOperator of {offset: array}, each array zeroed where the neighbour
     lies outside the grid (``tol``: stencil.compress's)."""
-    out = []
-    for o, c in coefs.items():
-        inside = stencil.inside_slices(coarse_box, o)
-        masked = xp.zeros_like(c)
-        masked[inside] = c[inside]
-        out.append(masked)
+    arrays = list(coefs.values())
+    out = stencil.inside_planes(coarse_box, list(coefs), arrays, xp, arrays[0].dtype)
     return stencil.compress(coarse_box, list(coefs), out, xp, dtype, tol, comm)
 
 

@@ -82,12 +82,8 @@ class StencilOperator:
     # -- conversions ------------------------------------------------------------------------------
     def coef_arrays(self):
         """Coefficients as arrays over the level (zero where the neighbour is outside the grid)."""
-        xp, box = self.xp, self.box
-        out = []
-        for c, o in zip(self.coefs, self.offsets):
-            a = xp.full(box.shape, c, dtype=self.dtype) if self.constant else c.copy()
-            out.append((a * inside_mask(box, o, xp)).astype(self.dtype, copy=False))
-        return out
+        coefs = [numpy.full(1, c, self.dtype) if self.constant else c for c in self.coefs]
+        return inside_planes(self.box, self.offsets, coefs, self.xp, self.dtype)
 
     def to_dense(self):
         """The (global, serial) level as a dense NumPy matrix, for small coarse solves."""
@@ -125,12 +121,7 @@ class StencilOperator:
 
     def host_coefs(self):
         """The coefficients on the host (numbers where constant)."""
-        return self.coefs if self.constant else [_host(c) for c in self.coefs]
-
-
-def _host(a):
-    from .. import backend
-    return backend.to_host(a)
+        return self.coefs if self.constant else [backend.to_host(c) for c in self.coefs]
 
 
 def inside_slices(box, offset):
@@ -146,6 +137,17 @@ def inside_mask(box, offset, xp):
     mask = xp.zeros(box.shape)
     mask[inside_slices(box, offset)] = 1
     return mask
+
+
+def inside_planes(box, offsets, coefs, xp, dtype):
+    """The coefficients (arrays over the box, or broadcast to it) zeroed where the neighbour lies
+    outside the global grid, as the planes of one ``dtype`` array, which the class statistics and
+    the fused kernels take as they are (separate arrays they would copy into one)."""
+    planes = xp.zeros((len(coefs),) + tuple(box.shape), dtype)
+    for plane, o, c in zip(planes, offsets, coefs):
+        inside = inside_slices(box, o)
+        plane[inside] = xp.broadcast_to(xp.asarray(c), box.shape)[inside]
+    return list(planes)
 
 
 def box_offsets(dim):

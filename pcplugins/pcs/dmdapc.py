@@ -124,7 +124,8 @@ class DMDAPC(PythonPC):
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
-        masked = [c * stencil.inside_mask(mgbox, o, xp) for o, c in zip(offsets, coefs)] if layer else coefs
+        dtype = numpy.result_type(coefs[0].dtype, numpy.float64)
+        masked = stencil.inside_planes(mgbox, offsets, coefs, xp, dtype) if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
         keep = () if layer else detect.neumann_axes(mgbox, masked, d, collective)
         if any(keep):
@@ -389,3 +390,4 @@ def _inner_slices(box, mgbox, layer):
     the outer layer of identity rows is eliminated)."""
     shift = 1 if layer else 0
     return tuple(slice(s + shift - s0, s + shift - s0 + n) for s, s0, n in zip(mgbox.start, box.start, mgbox.shape))
+
