@@ -55,6 +55,11 @@ OPTIONS = [
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
            "(a serial hierarchy continues there); 0: keep every level distributed; default "
            f"{GATHER_SIZE['gpu']} on the GPU, {GATHER_SIZE['cpu']} on the host", lo=0),
+    options.Option("pc_amg_ghost_transport", "str", "host",
+           "MPI on the GPU: how ghost values travel between ranks: host (MPI through host buffers), device "
+           "(CUDA IPC, ordered by counters on the GPU; for ranks whose kernels run at the same time: one GPU "
+           "each, or MPS), auto (device where every rank can map the others' memory and their kernels run "
+           "together, else host)", ("auto", "device", "host")),
     options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
            "levels' part) as one captured CUDA graph"),
     options.Option("pc_amg_near_null_space", "str", "auto",
@@ -100,6 +105,8 @@ class AMG(PythonPC):
         xp = self.xp
         if self._bad is not None and bool(self._bad):
             pcbase.set_failed(pc, True)
+        if self.comm.size > 1:
+            self.comm.check_transport()     # MPI: an exchange that failed stops every rank
         with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
             if backend.array_module(xa) is xp and backend.array_module(ya) is xp:
                 self._run(xa, ya)
@@ -127,7 +134,7 @@ class AMG(PythonPC):
             return
         t0 = log.clock()
         xp = self.select_device(M)
-        self.comm = mpi.CSRComm(pc)
+        self.comm = mpi.CSRComm(pc, v["ghost_transport"], self.TITLE)
         A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
         self._check(A)
         backend.synchronize(xp)
@@ -233,7 +240,8 @@ class AMG(PythonPC):
             dev += ", CUDA graph " + (self._graphs.note if self._graphs else "off")
         t = self.timings
         if self.comm.size > 1:
-            dev += f", {self.comm.size} ranks, {self.comm.exchanges} ghost exchanges so far"
+            dev += (f", {self.comm.size} ranks, {self.comm.exchanges} ghost exchanges so far "
+                    f"({self.comm.transport_note()})")
         notes = []
         if self.values["cycle"] == "k":
             notes.append("the K-cycle is a NONLINEAR preconditioner: right answers only under a flexible KSP "

@@ -238,3 +238,62 @@ class DeviceGather:
             out[where] = part if r == self.owner.rank else payloads[r]
         self.box.done()
         return out
+
+
+class DeviceHalo:
+    """The ghost values of a distributed CSR level (petsc.mpi._Halo, whose index lists it takes)
+    through one mailbox: each rank copies the values its neighbours want into its payload,
+    grouped by neighbour in rank order as the MPI exchange sends them, and its ghosts out of its
+    neighbours' payloads. ``offsets[q]``: where in neighbour q's payload this rank's values begin
+    (q's displacement for this rank). The peers are the ranks it receives from or sends to, the
+    same relation seen from both ends, so every peer posts and reads each exchange."""
+
+    def __init__(self, owner, halo, offsets):
+        self.halo, self.send, self.n = halo, halo.send, halo.n
+        self.neighbours = halo.neighbours
+        sources, destinations = halo.sources, halo.destinations
+        peers = sorted(set(sources.tolist()) | set(destinations.tolist()))
+        self.box = owner.open(int(self.send.size) * WIDEST, peers)
+        # per source: (first ghost, count, where its values for this rank begin in its payload)
+        self.reads = [(int(q), int(d), int(c), int(offsets[q])) for q, c, d in zip(sources, *halo.recv)]
+        self._views = {}
+
+    def _payloads(self, dtype):
+        if dtype.str not in self._views:
+            mine = self.box.payload((int(self.send.size),), dtype)
+            theirs = {q: self.box.payload((off + c,), dtype, q)[off:] for q, _, c, off in self.reads}
+            self._views[dtype.str] = (mine, theirs)
+        return self._views[dtype.str]
+
+    def __call__(self, x):
+        cp = backend.cupy
+        mine, theirs = self._payloads(x.dtype)
+        out = cp.empty(self.n, x.dtype)
+        self.box.ready()
+        cp.take(x, self.send, out=mine)
+        self.box.post()
+        for q, d, c, _ in self.reads:
+            out[d:d + c] = theirs[q]
+        self.box.done()
+        return out
+
+
+def ipc_all(collective):
+    """Whether every rank can map every other rank's device memory through CUDA IPC, tried once
+    on a small allocation (collective; an allgather of the handles)."""
+    cp = backend.cupy
+    try:
+        probe = cp.cuda.Memory(256)
+        handle = cp.cuda.runtime.ipcGetMemHandle(probe.ptr)
+    except Exception:                                       # noqa: BLE001 (any failure: no IPC)
+        handle = None
+    ok = handle is not None
+    for r, theirs in enumerate(collective.allgather(handle)):
+        if r == collective.rank or not ok:
+            continue
+        try:
+            cp.cuda.runtime.ipcCloseMemHandle(cp.cuda.runtime.ipcOpenMemHandle(
+                theirs, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess))
+        except Exception:                                   # noqa: BLE001
+            ok = False
+    return collective.allmin(int(ok)) == 1

@@ -68,22 +68,83 @@ class Collective:
 class CSRComm(Collective):
     """The communicator of a distributed CSR hierarchy (distributed.py, pcplugins.AMG): host
     collectives and ``halo``, an exchange of the ghost values of a row distribution. Each halo
-    holds a neighbourhood communicator; ``free`` releases them (collective: PCSetUp and PCReset
-    call it on every rank)."""
-    def __init__(self, pc):
+    holds a neighbourhood communicator; ``free`` releases them and the device transport's
+    mailboxes (collective: PCSetUp and PCReset call it on every rank). ``transport`` (GPU
+    arrays): 'host' (MPI through host buffers), 'device' (mailbox.DeviceHalo: CUDA IPC, ordered
+    by counters on the GPU, for ranks whose kernels run at the same time), 'auto' (device where
+    every rank can map every other's memory and their kernels run together, else host)."""
+    def __init__(self, pc, transport="host", who="pcplugins.AMG"):
         super().__init__(pc)
         self.exchanges, self.exchange_time = 0, 0.0
         self._neighbourhoods = []
+        self.requested, self.transport, self.who = transport, None, who
+        self.mailboxes = None
 
     def halo(self, ghosts, starts, xp):
         h = _Halo(self, ghosts, starts, xp)
         self._neighbourhoods.append(h.neighbours)
-        return h
+        if not backend.is_gpu(xp) or self._transport() != "device":
+            return h
+        if self.mailboxes is None:
+            self.mailboxes = mailbox.Mailboxes(self)
+        return _Counted(self, mailbox.DeviceHalo(self.mailboxes, h, self.mpi.alltoall(h.send_displs.tolist())))
+
+    def _transport(self):
+        """The transport of the GPU halos, decided at the first one (collective)."""
+        if self.transport is None:
+            self.transport = "host"
+            if self.requested != "host" and not mailbox.ipc_all(self):
+                if self.requested == "device":
+                    raise error(f"{self.who}: ghost transport device: some rank cannot map the others' GPU "
+                                "memory through CUDA IPC (ranks on different nodes?); use auto or host")
+            elif self.requested == "device":
+                self.transport = "device"
+            elif self.requested == "auto":
+                gpus = self.allgather(backend.cupy.cuda.Device().pci_bus_id)
+                together = len(set(gpus)) == self.size
+                if not together and mailbox.mps_running():
+                    probe = mailbox.Mailboxes(self)
+                    together = mailbox.concurrent(probe, [r for r in range(self.size) if r != self.rank],
+                                                  self.mpi.Barrier)[0]
+                    probe.free()
+                self.transport = "device" if self.allmin(int(together)) == 1 else "host"
+        return self.transport
+
+    def transport_note(self):
+        if self.transport == "device":
+            return "device to device by CUDA IPC, ordered by counters on the GPU"
+        return "through host buffers"
+
+    def check_transport(self):
+        """Raise on every rank where a device halo's wait timed out on some rank (collective)."""
+        if self.mailboxes is not None and self.allmax(int(not self.mailboxes.check())):
+            raise error(f"{self.who}: a ghost exchange waited {mailbox.TIMEOUT_S:.0f} s for a neighbouring rank "
+                        "on the GPU and gave up: the ranks are out of step (a rank stopped?); the results are "
+                        "wrong. Try -pc_amg_ghost_transport host")
 
     def free(self):
+        if self.mailboxes is not None:
+            backend.synchronize(backend.cupy)     # no peer still reads this rank's payloads
+            self.mpi.Barrier()
+            self.mailboxes.free()
+            self.mailboxes = None
         for g in self._neighbourhoods:
             g.Free()
         self._neighbourhoods = []
+
+
+class _Counted:
+    """A device halo that counts its calls as the host one does (Comm.exchanges, host time)."""
+
+    def __init__(self, comm, halo):
+        self.comm, self.halo, self.neighbours = comm, halo, halo.neighbours
+
+    def __call__(self, x):
+        t = time.perf_counter()
+        out = self.halo(x)
+        self.comm.exchanges += 1
+        self.comm.exchange_time += time.perf_counter() - t
+        return out
 
 
 class _Halo:
@@ -110,6 +171,7 @@ class _Halo:
         self.neighbours = mpi.Create_dist_graph_adjacent(sources.tolist(), destinations.tolist(), reorder=False)
         self.recv = (recv_counts[sources], recv_displs[sources])
         self.sent = (send_counts[destinations], send_displs[destinations])
+        self.sources, self.destinations, self.send_displs = sources, destinations, send_displs
 
     def __call__(self, x):
         t = time.perf_counter()

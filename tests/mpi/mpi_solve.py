@@ -57,6 +57,7 @@ if mg:
 elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
     galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
     levels = len(pc.getPythonContext().mg.levels)
+    transport = pc.getPythonContext().comm.transport or ""
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
                 levels=levels, replicated=replicated, galerkin_error=galerkin_error, axis_levels=axis_levels,

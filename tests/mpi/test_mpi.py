@@ -229,6 +229,20 @@ def test_gpu_distributed_amg(tmp_path, problem, options):
         assert int(got["its"]) <= int(ref["its"]) + 2, (P, got["its"], ref["its"])
 
 
+@gpu
+@pytest.mark.parametrize("problem,options", [AMG_CASES[0], AMG_CASES[2]], ids=lambda c: "-".join(map(str, c)))
+def test_gpu_amg_device_halo_equals_host(tmp_path, problem, options):
+    """-pc_amg_ghost_transport device (mailbox.DeviceHalo: the ghost values through CUDA IPC,
+    ordered by counters on the GPU) on 2 and 3 ranks sharing the GPU: the transport is the one
+    asked for, and the iterations and solution are those of the exchange through host buffers."""
+    for P in (2, 3):
+        host = run(tmp_path, P, problem, AMG + options + GPU + ["-pc_amg_ghost_transport", "host"])
+        got = run(tmp_path, P, problem, AMG + options + GPU + ["-pc_amg_ghost_transport", "device"])
+        assert str(host["transport"]) == "host" and str(got["transport"]) == "device", P
+        assert int(got["reason"]) > 0 and int(got["its"]) == int(host["its"]), (P, got["its"], host["its"])
+        assert np.linalg.norm(got["u"] - host["u"]) <= 1e-12 * np.linalg.norm(host["u"]), P
+
+
 @pytest.mark.skipif(not complex_scalars(), reason="needs a PETSc with complex scalars (make test runs it in the "
                     "complex build)")
 def test_distributed_amg_complex(tmp_path):
