@@ -7,8 +7,9 @@ every peer has read this rank's previous payload), the caller's copies into ``pa
 (a one-thread kernel posts the exchange and waits until every peer has posted it), the caller's
 copies out of the peers' payloads, ``done`` (tells the peers they are read); ghost layers take the
 same five steps in two kernels (``pack``, ``unpack``); ``DeviceGather`` (a replicated level's
-parts) and ``DeviceHalo`` (a distributed CSR level's ghost values) take them with copies. The counters live in device memory and
-count the exchanges themselves (kernels/mailbox.cu), so the host never waits, and an exchange
+parts) and ``DeviceHalo`` (a distributed CSR level's ghost values) take them with copies. The
+counters live in device memory and count the exchanges themselves (kernels/mailbox.cu), so the
+host never waits, and an exchange
 captured in a CUDA graph stays right when the graph is replayed: a whole multigrid cycle with its
 ghost updates becomes one graph under MPI.
 
