@@ -9,9 +9,8 @@ copies out of the peers' payloads, ``done`` (tells the peers they are read); gho
 same five steps in two kernels (``pack``, ``unpack``); ``DeviceGather`` (a replicated level's
 parts) and ``DeviceHalo`` (a distributed CSR level's ghost values) take them with copies. The
 counters live in device memory and count the exchanges themselves (kernels/mailbox.cu), so the
-host never waits, and an exchange
-captured in a CUDA graph stays right when the graph is replayed: a whole multigrid cycle with its
-ghost updates becomes one graph under MPI.
+host never waits, and an exchange captured in a CUDA graph stays right when the graph is
+replayed: a whole multigrid cycle with its ghost updates becomes one graph under MPI.
 
 The waits spin on the GPU, so the ranks' kernels must run at the same time: one GPU per rank, or
 several ranks on one GPU under NVIDIA's multi-process service (MPS). Ranks time-sliced on one GPU
