@@ -26,7 +26,8 @@ class CSRColourGS:
         # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
         counts = backend.to_host(xp.bincount(colours)) if colours.size else []    # a rank may own no rows
         self.ncolours = len(counts)
-        order = xp.argsort(colours, kind="stable") if not backend.is_gpu(xp) else xp.argsort(colours)
+        keys = colours.astype(numpy.int16 if self.ncolours < 2 ** 15 else numpy.int32)   # radix-sorted
+        order = xp.argsort(keys, kind="stable") if not backend.is_gpu(xp) else xp.argsort(keys)
         order = order.astype(numpy.int32)
         bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
         invd = (omega / D[order]).astype(A.dtype)
