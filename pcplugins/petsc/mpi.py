@@ -102,7 +102,7 @@ class CSRComm(Collective):
             elif self.requested == "auto":
                 gpus = self.allgather(backend.cupy.cuda.Device().pci_bus_id)
                 together = len(set(gpus)) == self.size
-                if not together and mailbox.mps_running():
+                if not together and self.allmin(int(mailbox.mps_running())) == 1:    # the probe is collective
                     probe = mailbox.Mailboxes(self)
                     together = mailbox.concurrent(probe, [r for r in range(self.size) if r != self.rank],
                                                   self.mpi.Barrier)[0]
