@@ -161,9 +161,9 @@ def segment_sum(data, order, starts):
     out = xp.empty(starts.size, data.dtype)
     if starts.size:
         blocks = -(-starts.size // 256)
+        index = [a.astype(numpy.int64, copy=False) for a in (starts, order)]    # sorts give int64 already
         _row_kernel(_CTYPES[data.dtype], "segment_sum")(
-            (blocks,), (256,), (numpy.int64(starts.size), numpy.int64(order.size), starts.astype(numpy.int64),
-                                order.astype(numpy.int64), data, out))
+            (blocks,), (256,), (numpy.int64(starts.size), numpy.int64(order.size), *index, data, out))
     return out
 
 

@@ -390,4 +390,3 @@ def _inner_slices(box, mgbox, layer):
     the outer layer of identity rows is eliminated)."""
     shift = 1 if layer else 0
     return tuple(slice(s + shift - s0, s + shift - s0 + n) for s, s0, n in zip(mgbox.start, box.start, mgbox.shape))
-

@@ -250,8 +250,7 @@ class DeviceHalo:
     same relation seen from both ends, so every peer posts and reads each exchange."""
 
     def __init__(self, owner, halo, offsets):
-        self.halo, self.send, self.n = halo, halo.send, halo.n
-        self.neighbours = halo.neighbours
+        self.send, self.n, self.neighbours = halo.send, halo.n, halo.neighbours
         sources, destinations = halo.sources, halo.destinations
         peers = sorted(set(sources.tolist()) | set(destinations.tolist()))
         self.box = owner.open(int(self.send.size) * WIDEST, peers)

@@ -83,11 +83,11 @@ class CSRComm(Collective):
     def halo(self, ghosts, starts, xp):
         h = _Halo(self, ghosts, starts, xp)
         self._neighbourhoods.append(h.neighbours)
-        if not backend.is_gpu(xp) or self._transport() != "device":
-            return h
-        if self.mailboxes is None:
-            self.mailboxes = mailbox.Mailboxes(self)
-        return _Counted(self, mailbox.DeviceHalo(self.mailboxes, h, self.mpi.alltoall(h.send_displs.tolist())))
+        if backend.is_gpu(xp) and self._transport() == "device":
+            if self.mailboxes is None:
+                self.mailboxes = mailbox.Mailboxes(self)
+            return _Counted(self, mailbox.DeviceHalo(self.mailboxes, h, self.mpi.alltoall(h.send_displs.tolist())))
+        return _Counted(self, h)
 
     def _transport(self):
         """The transport of the GPU halos, decided at the first one (collective)."""
@@ -134,7 +134,8 @@ class CSRComm(Collective):
 
 
 class _Counted:
-    """A device halo that counts its calls as the host one does (Comm.exchanges, host time)."""
+    """A halo exchange (_Halo, mailbox.DeviceHalo) that counts its calls and their host wall time
+    (Comm.exchanges, exchange_time)."""
 
     def __init__(self, comm, halo):
         self.comm, self.halo, self.neighbours = comm, halo, halo.neighbours
@@ -174,12 +175,9 @@ class _Halo:
         self.sources, self.destinations, self.send_displs = sources, destinations, send_displs
 
     def __call__(self, x):
-        t = time.perf_counter()
         out = numpy.empty(self.n, x.dtype)
         self.neighbours.Neighbor_alltoallv([numpy.ascontiguousarray(backend.to_host(x[self.send])), self.sent],
                                       [out, self.recv])
-        self.comm.exchanges += 1
-        self.comm.exchange_time += time.perf_counter() - t
         return backend.to_namespace(out, self.xp)
 
 
