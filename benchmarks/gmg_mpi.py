@@ -53,6 +53,8 @@ CONFIGS = {
     "pcplugins.GMG (defaults, operator from the matrix)": dict(GMG),
     "CG + Jacobi": {"pc_type": "jacobi"},
     "pcplugins.AMG": {"pc_type": "python", "pc_python_type": "pcplugins.AMG"},
+    "pcplugins.AMG (ghost values device to device)": {"pc_type": "python", "pc_python_type": "pcplugins.AMG",
+                                                      "pc_amg_ghost_transport": "device"},
     "PETSc GAMG": {"pc_type": "gamg"},
 }
 

@@ -55,7 +55,7 @@ OPTIONS = [
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
            "(a serial hierarchy continues there); 0: keep every level distributed; default "
            f"{GATHER_SIZE['gpu']} on the GPU, {GATHER_SIZE['cpu']} on the host", lo=0),
-    options.Option("pc_amg_ghost_transport", "str", "host",
+    options.Option("pc_amg_ghost_transport", "str", "auto",
            "MPI on the GPU: how ghost values travel between ranks: host (MPI through host buffers), device "
            "(CUDA IPC, ordered by counters on the GPU; for ranks whose kernels run at the same time: one GPU "
            "each, or MPS), auto (device where every rank can map the others' memory and their kernels run "

@@ -234,13 +234,17 @@ def test_gpu_distributed_amg(tmp_path, problem, options):
 def test_gpu_amg_device_halo_equals_host(tmp_path, problem, options):
     """-pc_amg_ghost_transport device (mailbox.DeviceHalo: the ghost values through CUDA IPC,
     ordered by counters on the GPU) on 2 and 3 ranks sharing the GPU: the transport is the one
-    asked for, and the iterations and solution are those of the exchange through host buffers."""
+    asked for, and the iterations and solution are those of the exchange through host buffers. Not
+    to the last bit: on 3 ranks sharing a GPU two runs through the host differ by 1e-13, and runs
+    through the device by as much or, now and then, by 4e-11 (the nonlinear K-cycle amplifies
+    rounding); a ghost value read before its owner wrote it would move the solution by about the
+    solve's tolerance (1e-8) or change the count."""
     for P in (2, 3):
         host = run(tmp_path, P, problem, AMG + options + GPU + ["-pc_amg_ghost_transport", "host"])
         got = run(tmp_path, P, problem, AMG + options + GPU + ["-pc_amg_ghost_transport", "device"])
         assert str(host["transport"]) == "host" and str(got["transport"]) == "device", P
         assert int(got["reason"]) > 0 and int(got["its"]) == int(host["its"]), (P, got["its"], host["its"])
-        assert np.linalg.norm(got["u"] - host["u"]) <= 1e-12 * np.linalg.norm(host["u"]), P
+        assert np.linalg.norm(got["u"] - host["u"]) <= 1e-9 * np.linalg.norm(host["u"]), P
 
 
 @pytest.mark.skipif(not complex_scalars(), reason="needs a PETSc with complex scalars (make test runs it in the "
