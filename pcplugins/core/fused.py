@@ -69,6 +69,9 @@ PAIR_X = 64
 PAIR_ROWS = {"float64": 8, "float32": 8}
 PAIR_BLOCKS = 512
 PAIR_MIN_PLANES = 8
+# Levels of fewer points sweep a colour a kernel: a block of relax_pair reads 4 planes more than
+# it writes and works on whole tiles, so on small levels the two colour kernels are faster.
+PAIR_MIN_SIZE = 1 << 20
 
 
 def set_rows(dtype, rows=None, pair_rows=None):
@@ -218,9 +221,10 @@ class RedBlack:
     """Red-black Gauss-Seidel (SOR for omega != 1) on a constant star stencil.
 
     With a ``scratch`` array (3D, no ghost exchange between the colours: one rank or a
-    replicated level) a sweep is one relax_pair pass from u into scratch or back, so ``scratch``
-    (u's padded shape, zero halo) must be free whenever the smoother runs: the level's r. Without
-    it, one relax_colour kernel per colour, in place."""
+    replicated level) on a level of at least PAIR_MIN_SIZE points a sweep is one relax_pair pass
+    from u into scratch or back, so ``scratch`` (u's padded shape, zero halo) must be free
+    whenever the smoother runs: the level's r. Elsewhere, one relax_colour kernel per colour, in
+    place."""
 
     def __init__(self, lap, omega=1.0, scratch=None):
         self.lap, self.omega = lap, omega
@@ -235,8 +239,10 @@ class RedBlack:
                        for p in (0, 1)}
         self._colour = {p: ((n0, n1, (n2 + 1) // 2), [*_i32(n0, n1, n2, p), *lap.coefs, self._scale, *lap.tail])
                         for p in (0, 1)}
-        # relax_pair has no TAIL form: an AxisLaplacian level sweeps a colour a kernel
-        self.scratch = scratch if lap.dim == 3 and not lap.tail else None
+        # relax_pair has no TAIL form: an AxisLaplacian level sweeps a colour a kernel (the
+        # levels after an even axis's first coarsening are small enough that the colour kernels
+        # are as fast)
+        self.scratch = scratch if lap.dim == 3 and not lap.tail and box.size >= PAIR_MIN_SIZE else None
         if self.scratch is not None:
             _contiguous(scratch)
             if scratch.shape != box.padded_shape or scratch.dtype != lap.dtype:

@@ -443,11 +443,14 @@ def test_fused_transfers_with_omegas_match_twin(box, coarsened, dtype):
 
 @pytest.fixture(params=[4, 8], ids=lambda r: f"pair_rows{r}")
 def pair_rows(request):
-    """relax_pair's tile height (fused.PAIR_ROWS), in both precisions, restored after."""
-    saved = dict(fused.PAIR_ROWS)
+    """relax_pair's tile height (fused.PAIR_ROWS), in both precisions, and relax_pair on levels of
+    every size (fused.PAIR_MIN_SIZE), restored after."""
+    saved, min_size = dict(fused.PAIR_ROWS), fused.PAIR_MIN_SIZE
     for dtype in saved:
         fused.set_rows(dtype, pair_rows=request.param)
+    fused.PAIR_MIN_SIZE = 0
     yield request.param
+    fused.PAIR_MIN_SIZE = min_size
     for dtype, r in saved.items():
         fused.set_rows(dtype, pair_rows=r)
 
@@ -481,7 +484,9 @@ def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_
 @pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63), (32, 30, 100),
                                    (256, 100)])
 @pytest.mark.parametrize("cycle", ["v", "w"])
-def test_fused_cycle_matches_generic(shape, cycle, rows):
+@pytest.mark.parametrize("pair_min_size", [fused.PAIR_MIN_SIZE, 0], ids=["pairs-on-large-levels", "pairs-everywhere"])
+def test_fused_cycle_matches_generic(shape, cycle, rows, pair_min_size, monkeypatch):
+    monkeypatch.setattr(fused, "PAIR_MIN_SIZE", pair_min_size)
     cp = backend.cupy
     box = grid.Box(shape)
     f = cp.asarray(np.random.default_rng(5).standard_normal(shape))
