@@ -312,7 +312,7 @@ def dirichlet_layer(box, offsets, coefs, mpi):
 
 def sample_laplacian(M, box, dm, mpi):
     """For a declared Laplacian: axis weights, boundary convention and the boundary rows' value
-    from two rows of an AIJ matrix (the first grid point and a central one, read by the ranks that
+    from two rows of an AIJ matrix (the first grid point and an interior one, read by the ranks that
     own them), or the finite-difference -Laplacian with h = 1/(m+1) for a matrix-free operator.
     Returns (weights, layer, boundary diagonal)."""
     d = box.dim
@@ -321,7 +321,13 @@ def sample_laplacian(M, box, dm, mpi):
     boxes = rank_boxes(dm)
     offsets = numpy.concatenate([[0], numpy.cumsum([b.size for b in boxes])])
     lo, hi = M.getOwnershipRange()
-    centre = tuple(m // 2 for m in box.global_shape)
+    # the central point of the widest rank's box, whose neighbours that rank owns too (a column
+    # of another rank's makes PETSc build the off-process column map of an MPIAIJ matrix, a
+    # pass over all its off-process columns, for one MatGetValues), two points or more from
+    # the grid's boundary
+    widest = max(boxes, key=lambda b: min(b.shape))
+    centre = (tuple(s + n // 2 for s, n in zip(widest.start, widest.shape)) if min(widest.shape) >= 5
+              else tuple(m // 2 for m in box.global_shape))
     def index(point):
         """PETSc's global index of a grid point: its rank's offset and its place in that box."""
         r = next(k for k, b in enumerate(boxes) if all(s <= p < s + n for p, s, n in zip(point, b.start, b.shape)))

@@ -58,9 +58,13 @@ class Mailboxes:
         head = -(-4 * (1 + self.size) // _ALIGN) * _ALIGN
         need = head + -(-max(nbytes, 1) // _ALIGN) * _ALIGN
         fits = bool(self._arenas) and self._used + need <= self._arenas[-1][0].mem.size
-        if self.collective.allmin(int(fits)) == 0:
-            self._new_arena(max(self.ARENA, self.collective.allmax(need)))
-        offsets = self.collective.allgather(self._used)
+        # one collective: whether every rank's fits, the largest need and every rank's offset
+        every = self.collective.allgather((fits, need, self._used))
+        if not all(f for f, _, _ in every):
+            self._new_arena(max(self.ARENA, max(n for _, n, _ in every)))
+            offsets = [0] * self.size
+        else:
+            offsets = [u for _, _, u in every]
         self._used += need
         memory, bases = self._arenas[-1]
         box = Mailbox(self, memory, [bases[r] + offsets[r] for r in range(self.size)], head, sorted(peers))
