@@ -3,11 +3,12 @@
 Two ways to aggregate, both data-parallel (whole-array operations on NumPy or CuPy):
 
 - ``auxgrid``: the auxiliary structured grid of Wang, Hu, Cohen and Xu (section 3). A quadtree
-  (2D) or octree (3D) over the bounding box of the vertex coordinates, of depth L (``depth``:
-  about 2^dim vertices per leaf cell). The fine aggregates are the vertices in one leaf cell; every coarser level
-  aggregates the 2x2 (2x2x2) children of a cell. Empty cells make no unknown. Colours come
-  with the grid: the parity of a cell's indices (4 colours in 2D, 8 in 3D), each fine vertex
-  taking its cell's colour (the paper colours aggregates on the finest level).
+  (2D) or octree (3D) of square (cubic) cells over the bounding box of the vertex coordinates, of
+  depth L (``depth``: about 2^dim vertices per leaf cell). The fine aggregates are the vertices
+  in one leaf cell; every coarser level aggregates the 2x2 (2x2x2) children of a cell. Empty
+  cells make no unknown. Colours come with the grid: the parity of a cell's indices (4 colours
+  in 2D, 8 in 3D), each fine vertex taking its cell's colour (the paper colours aggregates on the
+  finest level).
 - ``pairwise``: no coordinates. A matching on the strong connections, -a_ij / sqrt(a_ii a_jj) at
   least ``theta`` times the row's largest, where every unmatched unknown proposes to its strongest
   unmatched neighbour and mutual proposals pair up (locally dominant edges, a few rounds), applied
@@ -51,11 +52,18 @@ def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     if comm is not None:
         lo = xp.asarray([comm.allmin(float(v)) for v in lo])
         hi = xp.asarray([comm.allmax(float(v)) for v in hi])
-    width = hi - lo
-    width = xp.where(width > 0, width, 1.0)
-    L = depth(total(n), dim)
+    # cubic cells (the bounding box's longest side over 2^L): cells of the box's own proportions
+    # would make anisotropic aggregates on an elongated domain (4 x 2 x 2 vertices where the box
+    # is twice as long as wide) and cost iterations; the depth counts only the cells the box fills,
+    # over the axes it extends along
+    width = numpy.asarray(backend.to_host(hi - lo), numpy.float64)
+    span = float(width.max())
+    span = span if numpy.isfinite(span) and span > 0 else 1.0
+    extends = width > 1e-12 * span
+    fill = float(numpy.prod(width[extends] / span)) if extends.any() else 1.0
+    L = depth(total(n) / fill, max(int(extends.sum()), 1))
     m = 2 ** L
-    cell = xp.clip(xp.floor((coords - lo) / width * m).astype(numpy.int64), 0, m - 1)
+    cell = xp.clip(xp.floor((coords - lo) / span * m).astype(numpy.int64), 0, m - 1)
     aggs, sizes, colours = [], [n], [_parity(cell, xp)]
     while L > 0 and total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
         key = _linear(cell, m)
