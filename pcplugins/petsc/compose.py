@@ -42,10 +42,11 @@ def amg_coordinates(pc, n, xp, bs=1):
         cv = dm.getCoordinates()
         if cv is not None and cv.handle and cv.getLocalSize() == points * dim:
             return _finite_coordinates(cv, points, dim, xp), "the coordinates of the PC's DMDA"
-        # this rank's points (x fastest), as the DMDA orders the matrix's rows
+        # this rank's points (x fastest), as the DMDA orders the matrix's rows, made where they
+        # are used (on the GPU, no host array of 3 values a point to copy up)
         ranges = dm.getRanges()[:dim][::-1]
-        idx = numpy.indices([e - s for s, e in ranges]).reshape(dim, -1)[::-1].T
-        return xp.asarray((idx + [s for s, _ in ranges][::-1]).astype(numpy.float64)), \
+        idx = xp.indices([e - s for s, e in ranges], dtype=numpy.float64).reshape(dim, -1)[::-1].T
+        return xp.ascontiguousarray(idx + xp.asarray([float(s) for s, _ in ranges][::-1])), \
             "the index grid of the PC's DMDA"
     return None, "no coordinates (none composed on the PC, no DMDA)"
 

@@ -76,7 +76,8 @@ def aij_csr(pc, xp, comm=None):
     if parallel:
         rows = _mpiaij_rows(M, xp, comm)
         if rows is not None:
-            return rows, f"PETSc's diagonal and off-diagonal blocks (MatMPIAIJGetSeqAIJ, host CSR), rows " \
+            where = "diagonal block's device CSR" if device else "host CSR"
+            return rows, f"PETSc's diagonal and off-diagonal blocks (MatMPIAIJGetSeqAIJ, {where}), rows " \
                          f"distributed over {comm.size} ranks"
     csr = _device_csr(M.handle, M.getLocalSize()[0], M) if device and not parallel else None
     source = "device CSR (MatSeqAIJGetCSRAndMemType, no host copy)"
@@ -204,11 +205,12 @@ def mpiaij_blocks(M, xp):
 
 
 def _mpiaij_rows(M, xp, comm):
-    """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from the host CSR of
-    PETSc's two blocks (``_mpiaij_parts``), copied once to ``xp``. None when unavailable; every
-    rank then takes the other path."""
+    """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from PETSc's two
+    blocks (``_mpiaij_parts``): the diagonal block read on the device where ``xp`` is CuPy and the
+    matrix is there, the off-diagonal one from the host, copied once to ``xp``. None when
+    unavailable; every rank then takes the other path."""
     from ..core import distributed, sparse
-    parts = _mpiaij_parts(M)
+    parts = _mpiaij_parts(M, backend.is_gpu(xp) and "cusparse" in M.getType())
     if comm.allmin(int(parts is not None)) == 0:
         return None
     own, ghost, ghosts = parts
