@@ -78,6 +78,14 @@ def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     return aggs, sizes, colours
 
 
+def centroids(coords, agg, nc, xp):
+    """The mean coordinates of each aggregate's vertices (``agg`` maps vertices to 0..nc-1): where
+    an aux grid over coarse unknowns places them."""
+    count = xp.maximum(xp.bincount(agg, minlength=nc), 1)
+    return xp.stack([xp.bincount(agg, weights=coords[:, a], minlength=nc) / count
+                     for a in range(coords.shape[1])], axis=1)
+
+
 def _linear(cell, m):
     key = cell[:, -1].copy()
     for a in range(cell.shape[1] - 2, -1, -1):

@@ -165,9 +165,15 @@ class AggregationMG:
         else:
             whole = len(mats) == 1            # a small problem, gathered whole: the serial AMG, coordinates too
             xyz = None
-            if whole and self.method == "auxgrid":
-                xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(coords))))
-            rest = dataclasses.replace(o, aggregation=self.method if whole else "pairwise",
+            if self.method == "auxgrid" and (whole or (block_size == 1 and near_null is None)):
+                # the aux grid goes on over the gathered level (a system's coarse levels have no
+                # nodes: pairwise there): its unknowns at their vertices' centroids, in rank
+                # order as GatheredRowsSolve gathers the rows
+                xyz = coords
+                for agg, nc in zip(aggs, sizes[1:]):
+                    xyz = aggregation.centroids(xyz, agg, nc, xp)
+                xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(xyz))))
+            rest = dataclasses.replace(o, aggregation="auxgrid" if xyz is not None else "pairwise",
                                        max_levels=max(2, o.max_levels - len(mats) + 1))
             # a system's gathered levels keep its nodes and its (coarse) near null space
             bs, B = coarsest
@@ -323,11 +329,12 @@ class AggregationMG:
 class _Replicated:
     """The levels of a distributed hierarchy from the first with at most ``gather_size`` unknowns:
     that level's matrix is gathered onto every rank (coarse.GatheredRowsSolve), where a serial
-    hierarchy (pairwise aggregation) continues it and each rank runs the same coarse correction,
+    hierarchy continues it (the aux grid over the gathered unknowns' centroids ``xyz``, else
+    pairwise aggregation) and each rank runs the same coarse correction,
     captured as a CUDA graph on the GPU. Coarse levels cost a few exchanges each per visit, and
     the K-cycle visits level k 2^k times: one allgather replaces all of those below. ``whole``:
     the gathered level is the finest (a small problem): one whole cycle, the serial AMG of the
-    gathered matrix (with the gathered coordinates ``xyz`` for the aux grid)."""
+    gathered matrix."""
 
     def __init__(self, M, xp, opts, whole, xyz=None, block_size=1, near_null=None):
         self.mg = AggregationMG(M, xp, opts, xyz, block_size=block_size, near_null=near_null)

@@ -43,7 +43,7 @@ else:
 u = natural_array(da, x)
 levels = replicated = axis_levels = 0
 galerkin_error = -1.0
-transport = graph = ""
+transport = graph = view = ""
 pc = ksp.getPC()
 if mg:
     ctx = pc.getPythonContext()
@@ -58,7 +58,8 @@ elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
     galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
     levels = len(pc.getPythonContext().mg.levels)
     transport = pc.getPythonContext().comm.transport or ""
+    view = "\n".join(pc.getPythonContext().describe())
 if PETSc.COMM_WORLD.getRank() == 0:
     numpy.savez(out, u=u, its=ksp.getIterationNumber(), reason=int(ksp.getConvergedReason()),
                 levels=levels, replicated=replicated, galerkin_error=galerkin_error, axis_levels=axis_levels,
-                transport=transport, graph=graph)
+                transport=transport, graph=graph, view=view)
