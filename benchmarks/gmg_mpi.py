@@ -73,8 +73,8 @@ def worker(opts):
     def line(r):
         extra = f"  {r['ghost_transport']}" if r.get("ghost_transport") else ""
         if "ghost_updates_per_application" in r:
-            extra = (f"  {r['ghost_updates_per_application']:.0f} ghost updates/application, "
-                     f"{r['ms_per_ghost_update_rank0']:.3f} ms each")
+            extra = f"  {r['ghost_updates_per_application']:.0f} ghost updates/application" + (
+                f", {r['ms_per_ghost_update_rank0']:.3f} ms each" if "ms_per_ghost_update_rank0" in r else "")
         return (f"setup {r['setup_s']*1e3:8.1f} ms  solve {r['solve_s']*1e3:8.1f} ms  its {r['iterations']:4d}  "
                 f"res {r['true_rel_residual']:.1e}{extra}")
     runs = [(n, {"n": n}) for n in sizes]

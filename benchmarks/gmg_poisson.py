@@ -135,6 +135,10 @@ def _run(name, options, n, dim, gpu, jump=0.0):
         if res["ranks"] > 1 and hasattr(ctx, "applications"):
             res.update(ghost_updates(ctx, gpu), ghost_transport=ctx.comm.transport)
             res["ghost_share"] = res["ghost_ms_per_application"] / res["apply_ms"]
+        elif res["ranks"] > 1 and hasattr(getattr(ctx, "comm", None), "exchanges"):     # pcplugins.AMG
+            res.update(csr_exchanges(ctx.comm, ksp.getPC(), b, gpu))
+            if "ghost_ms_per_application" in res:
+                res["ghost_share"] = res["ghost_ms_per_application"] / res["apply_ms"]
     ksp.destroy()
     A.destroy()
     return res
@@ -233,6 +237,21 @@ def apply_ms(pc, x, gpu, reps=10):
     sync()
     y.destroy()
     return (time.perf_counter() - t) * 1e3 / reps
+
+
+def csr_exchanges(comm, pc, x, gpu, reps=10):
+    """pcplugins.AMG's ghost exchanges (its CSRComm ``comm``) per application, counted over
+    ``reps`` applications on rank 0, and through host buffers their host wall time each (the
+    wait for the neighbours included). The device transport's exchanges are queued, not waited
+    for, on the host: counted only."""
+    n0, t0 = comm.exchanges, comm.exchange_time
+    apply_ms(pc, x, gpu, reps)                   # reps applications and a warm one
+    n = comm.exchanges - n0
+    res = {"ghost_updates_per_application": n / (reps + 1), "ghost_transport": comm.transport or "host"}
+    if res["ghost_transport"] == "host":
+        res["ms_per_ghost_update_rank0"] = (comm.exchange_time - t0) * 1e3 / max(n, 1)
+        res["ghost_ms_per_application"] = res["ms_per_ghost_update_rank0"] * n / (reps + 1)
+    return res
 
 
 def ghost_updates(ctx, gpu, reps=20):

@@ -146,8 +146,9 @@ def mpi_section(name):
                         "| solver | size | ranks | setup + solve (its) | ghost updates | vs one rank |",
                         "|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["solver"], str(r["n"]), r["ranks"])):
-        ghost = (f"{r['ghost_updates_per_application']:.0f} x {r['ms_per_ghost_update_rank0']:.3f} ms"
-                 if "ghost_updates_per_application" in r else "")
+        ghost = f"{r.get('ghost_updates_per_application', 0):.0f}" if "ghost_updates_per_application" in r else ""
+        if "ms_per_ghost_update_rank0" in r:
+            ghost += f" x {r['ms_per_ghost_update_rank0']:.3f} ms"
         if "ghost_share" in r:
             ghost += f" = {r['ghost_ms_per_application']:.2f} ms, {100 * r['ghost_share']:.0f}% of an application"
         if r.get("ghost_transport"):
