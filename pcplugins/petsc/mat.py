@@ -74,7 +74,7 @@ def aij_csr(pc, xp, comm=None):
                     "fewer ranks, a layout that gives every rank rows, or -pc_amg_device cpu")
     device = backend.is_gpu(xp) and "cusparse" in M.getType()
     if parallel:
-        rows = _mpiaij_rows(M, xp, comm)
+        rows = _mpiaij_rows(M, xp, comm, device)
         if rows is not None:
             where = "diagonal block's device CSR" if device else "host CSR"
             return rows, f"PETSc's diagonal and off-diagonal blocks (MatMPIAIJGetSeqAIJ, {where}), rows " \
@@ -204,13 +204,13 @@ def mpiaij_blocks(M, xp):
     return tuple(to(a, xp) for a in own), (to(rows, xp), to(cmap[gj], xp), to(gv, xp))
 
 
-def _mpiaij_rows(M, xp, comm):
+def _mpiaij_rows(M, xp, comm, device=False):
     """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from PETSc's two
-    blocks (``_mpiaij_parts``): the diagonal block read on the device where ``xp`` is CuPy and the
-    matrix is there, the off-diagonal one from the host, copied once to ``xp``. None when
+    blocks (``_mpiaij_parts``): the diagonal block read on the device with ``device`` (``xp`` CuPy,
+    the matrix aijcusparse), the off-diagonal one from the host, copied once to ``xp``. None when
     unavailable; every rank then takes the other path."""
     from ..core import distributed, sparse
-    parts = _mpiaij_parts(M, backend.is_gpu(xp) and "cusparse" in M.getType())
+    parts = _mpiaij_parts(M, device)
     if comm.allmin(int(parts is not None)) == 0:
         return None
     own, ghost, ghosts = parts
