@@ -15,7 +15,7 @@ replayed: a whole multigrid cycle with its ghost updates becomes one graph under
 The waits spin on the GPU, so the ranks' kernels must run at the same time: one GPU per rank, or
 several ranks on one GPU under NVIDIA's multi-process service (MPS). Ranks time-sliced on one GPU
 still finish, a time slice per wait; ``mps_running`` and ``concurrent`` tell which case holds
-(petsc.mpi.DMDAComm chooses the transport by them). A wait that times out sets a status word that
+(``run_together`` decides by them for every rank at once). A wait that times out sets a status word that
 ``Mailboxes.check`` reads, so a rank that stopped is an error, not a hang.
 """
 import math
@@ -207,6 +207,26 @@ def concurrent(owner, peers, barrier, rounds=10, limit=2e-4):
     owner.boxes.remove(box)
     box.free()
     return owner.check() and elapsed < limit, elapsed
+
+
+def run_together(owner, peers, measure=False, gpu=None):
+    """Whether every rank's kernels run at the same time as its ``peers``' (the device transport's
+    precondition), agreed by every rank, and the seconds of an empty exchange where ``concurrent``
+    measured one (else None). Ranks on GPUs of their own run together; ranks that share a GPU do
+    only under MPS, which the probe measures, or where ``measure`` asks for the probe anyway.
+    Every decision to probe is itself agreed first: the probe is collective, so a rank that probed
+    alone (its neighbours on other GPUs, or MPS seen by some ranks only) would wait for ever.
+    ``owner``: the Mailboxes the probe opens its mailbox in; ``gpu``: this rank's GPU (its PCI
+    id, by default the current device's)."""
+    collective = owner.collective
+    gpu = backend.cupy.cuda.Device().pci_bus_id if gpu is None else gpu
+    gpus = collective.allgather(gpu)
+    if collective.allmax(int(any(gpus[p] == gpu for p in peers))) == 0:
+        return True, None                   # no rank shares a GPU with a peer
+    if collective.allmax(int(measure)) == 0 and collective.allmin(int(mps_running())) == 0:
+        return False, None                  # time-sliced ranks: a time slice per wait, not tried
+    together, seconds = concurrent(owner, peers, collective.barrier)
+    return collective.allmin(int(together)) == 1, seconds
 
 
 def _round(box):

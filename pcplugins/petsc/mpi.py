@@ -47,6 +47,10 @@ class Collective:
     def allgather(self, x):
         return [x] if self.mpi is None else self.mpi.allgather(x)
 
+    def barrier(self):
+        if self.mpi is not None:
+            self.mpi.Barrier()
+
     def check(self, problem):
         """Raise on every rank when any rank found a ``problem`` (its message; None: none), with
         the message of the lowest such rank: a check that fails on some ranks only must stop all
@@ -100,14 +104,11 @@ class CSRComm(Collective):
             elif self.requested == "device":
                 self.transport = "device"
             elif self.requested == "auto":
-                gpus = self.allgather(backend.cupy.cuda.Device().pci_bus_id)
-                together = len(set(gpus)) == self.size
-                if not together and self.allmin(int(mailbox.mps_running())) == 1:    # the probe is collective
-                    probe = mailbox.Mailboxes(self)
-                    together = mailbox.concurrent(probe, [r for r in range(self.size) if r != self.rank],
-                                                  self.mpi.Barrier)[0]
-                    probe.free()
-                self.transport = "device" if self.allmin(int(together)) == 1 else "host"
+                self.mailboxes = mailbox.Mailboxes(self)
+                if not mailbox.run_together(self.mailboxes, [r for r in range(self.size) if r != self.rank])[0]:
+                    self.mailboxes.free()           # the probe's arena (its device work is done)
+                    self.mailboxes = None
+                self.transport = "device" if self.mailboxes is not None else "host"
         return self.transport
 
     def transport_note(self):
@@ -260,16 +261,8 @@ class DMDAComm(Comm):
         if requested in ("auto", "device"):
             self.mailboxes = mailbox.Mailboxes(self.mpi)
             peers = sorted({p for pair in self._neighbours for p in pair if p is not None})
-            gpus = self.mpi.allgather(backend.cupy.cuda.Device().pci_bus_id)
-            if all(gpus[p] != gpus[self.mpi.rank] for p in peers):
-                together = True                     # every neighbour on a GPU of its own
-            elif requested == "device" or mailbox.mps_running():
-                # ranks sharing a GPU run at the same time under MPS only: measured (time-sliced
-                # ranks would cost a time slice per round, so without MPS it is not tried)
-                together, self.signal_time = mailbox.concurrent(self.mailboxes, peers, self.mpi.mpi.Barrier)
-            else:
-                together = False
-            if requested == "device" or self.mpi.allmin(int(together)) == 1:
+            together, self.signal_time = mailbox.run_together(self.mailboxes, peers, measure=requested == "device")
+            if requested == "device" or together:
                 return "device", False
             self.mailboxes.free()                   # the probe's arena (its device work is done)
             self.mailboxes = None

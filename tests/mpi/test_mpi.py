@@ -448,3 +448,25 @@ def test_blas_threads_shared_among_ranks():
     res = subprocess.run([sys.executable, "-c", "import numpy, scipy.linalg\n" + BLAS_PROBE], env=env,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("gpus,mps,measure,own,together,probed", [
+    # rank 0 alone on its GPU, ranks 1 and 2 share one: every rank probes, not only those sharing
+    ("a,b,b", "1,1,1", "0", "1,1,1", True, True),
+    # one rank's answer decides for all
+    ("a,b,b", "1,1,1", "0", "1,1,0", False, True),
+    # MPS seen by some ranks only: nobody probes (time-sliced ranks would pay a slice per wait)
+    ("a,b,b", "0,1,1", "0", "1,1,1", False, False),
+    # the device transport asked for: probed (its time goes to -ksp_view) even without MPS
+    ("a,a,b", "0,0,0", "1", "1,1,1", True, True),
+    # every neighbour on a GPU of its own: together, no probe
+    ("a,b,a", "0,0,0", "0", "0,0,0", True, False)])
+def test_ranks_agree_whether_their_kernels_run_together(gpus, mps, measure, own, together, probed):
+    """mailbox.run_together on 3 ranks (tests/mpi/mpi_run_together.py): every rank gives the same
+    answer and either all ranks run the collective probe or none, whatever each rank sees alone
+    (a rank that probed alone would wait for ever: the run's timeout fails the test)."""
+    res = mpiexec(3, "mpi_run_together.py", [gpus, mps, measure, own], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    for r in range(3):
+        assert f"rank {r}: together {together} probed {probed}" in out, out
