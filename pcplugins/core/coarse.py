@@ -142,6 +142,11 @@ class CSRDirectSolve:
             self.lu = sparse_lu(host)
             self.lu_dtype = host.dtype
 
+    @property
+    def capturable(self):
+        """Whether a CUDA graph may capture the solve (the dense inverse's GEMV; not the host LU)."""
+        return self.inv is not None
+
     def solve(self, f):
         """A^-1 f (a new array)."""
         if self.inv is not None:
@@ -229,12 +234,17 @@ class GatheredRowsSolve:
     def __init__(self, A, xp, make=None):
         self.A, self.xp = A, xp
         self.inner = (make or (lambda M: CSRDirectSolve(M, xp)))(A.gathered())
-        self.inv = None                   # no CUDA graph around it: the gather waits for the host
+        self.gather = A.comm.gather_rows(A.starts, xp)
         self.lo, self.hi = int(A.starts[A.comm.rank]), int(A.starts[A.comm.rank + 1])
 
+    @property
+    def capturable(self):
+        """Whether a CUDA graph may capture the solve: the gather stays on the device and so does
+        the solve of the gathered level."""
+        return self.A.comm.capturable and self.inner.capturable
+
     def solve(self, f):
-        full = numpy.concatenate(self.A.comm.allgather(backend.to_host(f)))
-        return self.inner.solve(backend.to_namespace(full, self.xp))[self.lo:self.hi].copy()
+        return self.inner.solve(self.gather(f))[self.lo:self.hi].copy()
 
     def describe(self):
         return self.inner.describe() + f", gathered onto each of {self.A.comm.size} ranks"

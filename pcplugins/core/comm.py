@@ -18,7 +18,9 @@ of the collective calls.
   ``expect_gather(level, part_box)`` (collective: the communicator may prepare buffers for it);
 - rows (distributed.Rows): ``halo(ghosts, starts, xp)``, a callable giving the values of the global
   unknowns ``ghosts`` from every rank's owned values (``starts``: each rank's first row and the
-  total);
+  total); ``gather_rows(starts, xp)``, a callable giving the whole vector on every rank from each
+  rank's rows; ``allsum_array(x)``, the global sum of a 0-d array as a 0-d array (on the device
+  where ``capturable``);
 - ``prepare()``: open now what the exchanges need (collective, after the hierarchy is built, so
   a cycle captured later opens nothing); ``check()``: raise on every rank if an exchange failed;
 - ``free()``: release what the exchanges hold (collective under MPI).
@@ -57,6 +59,12 @@ class Comm:
 
     def halo(self, ghosts, starts, xp):
         return lambda x: x[:0]              # one rank owns every column
+
+    def gather_rows(self, starts, xp):
+        return lambda part: part
+
+    def allsum_array(self, x):
+        return x
 
     def prepare(self):
         pass

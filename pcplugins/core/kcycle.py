@@ -158,6 +158,8 @@ class AggregationMG:
         self.levels = [_level(M, agg, nc, col, o, xp, e, s, P) for M, agg, nc, col, e, s, P
                        in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None], transfers)]
         self.timings["smoothers"] = clock()
+        if parallel:
+            comm.prepare()                # the inner products' exchange, device to device where it can be
         if not parallel:
             self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
         elif mats[-1].shape[0] <= o.coarse_size:
@@ -173,8 +175,10 @@ class AggregationMG:
                 for agg, nc in zip(aggs, sizes[1:]):
                     xyz = aggregation.centroids(xyz, agg, nc, xp)
                 xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(xyz))))
+            # a cycle captured whole (comm.capturable) holds the gathered levels' part too
             rest = dataclasses.replace(o, aggregation="auxgrid" if xyz is not None else "pairwise",
-                                       max_levels=max(2, o.max_levels - len(mats) + 1))
+                                       max_levels=max(2, o.max_levels - len(mats) + 1),
+                                       graph=o.graph and not comm.capturable)
             # a system's gathered levels keep its nodes and its (coarse) near null space
             bs, B = coarsest
             if B is not None:
@@ -290,9 +294,10 @@ class AggregationMG:
         return self._cycle.correction(f)
 
     def _dot(self, a, b):
-        """(a, b), a 0-d array; a global sum on several ranks (which waits for the host)."""
+        """(a, b), a 0-d array; a global sum on several ranks (on the device where the communicator
+        is capturable, else through the host)."""
         d = sparse.dot(a, b, self.xp)
-        return d if self.comm.size == 1 else self.xp.asarray(self.comm.allsum(d.item()))    # complex too
+        return d if self.comm.size == 1 else self.comm.allsum_array(d)
 
     # -- information ----------------------------------------------------------------------------------
     def counts(self):
@@ -342,9 +347,13 @@ class _Replicated:
         n = M.shape[0]
         self.run = self._run
         self.out = xp.zeros(n)
-        if backend.is_gpu(xp) and opts.graph and self.mg.coarse.inv is not None:
+        if backend.is_gpu(xp) and opts.graph and self.mg.coarse.capturable:
             self.run = backend.CycleGraphs(self._run, backend.cupy.cuda.MemoryPool(),
                                            buffers=(xp.zeros(n), xp.zeros(n)))
+
+    @property
+    def capturable(self):
+        return self.mg.coarse.capturable
 
     def free(self):
         if isinstance(self.run, backend.CycleGraphs):

@@ -60,8 +60,8 @@ OPTIONS = [
            "(CUDA IPC, ordered by counters on the GPU; for ranks whose kernels run at the same time: one GPU "
            "each, or MPS), auto (device where every rank can map the others' memory and their kernels run "
            "together, else host)", ("auto", "device", "host")),
-    options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle (under MPI: the gathered "
-           "levels' part) as one captured CUDA graph"),
+    options.Option("pc_amg_graph", "bool", True, "On the GPU, replay the whole cycle as one captured CUDA graph "
+           "(under MPI with the ghost transport through the host: the gathered levels' part)"),
     options.Option("pc_amg_near_null_space", "str", "auto",
            "Systems (matrix block size > 1, or MatSetNearNullSpace): auto: the matrix's near null space, else "
            "rigid body modes of coordinates set on the PC where the block size is their dimension, else the block's "
@@ -165,11 +165,14 @@ class AMG(PythonPC):
         self.timings = {"matrix": t1 - t0, "hierarchy": t2 - t1}
         self.timings.update(self.mg.timings)
         self._bad = None
-        if backend.is_gpu(xp) and v["graph"] and self.mg.coarse.inv is not None and self.comm.size == 1:
-            # the cycle's temporaries come from a pool of their own, which the graphs keep using
-            n = A.shape[0]
+        if (backend.is_gpu(xp) and v["graph"] and self.mg.coarse.capturable
+                and (self.comm.size == 1 or self.comm.capturable)):
+            # the cycle's temporaries come from a pool of their own, which the graphs keep using;
+            # under MPI the exchanges and inner products go device to device, captured with it
+            mine = A.own if self.comm.size > 1 else A
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
-                                               buffers=(xp.zeros(n, A.dtype), xp.zeros(n, A.dtype)))
+                                               buffers=(xp.zeros(mine.shape[0], mine.dtype),
+                                                        xp.zeros(mine.shape[0], mine.dtype)))
         self._run = self._graphs or self._cycle
 
     def _system(self, pc, M, n, xp):
@@ -240,8 +243,10 @@ class AMG(PythonPC):
             dev += ", CUDA graph " + (self._graphs.note if self._graphs else "off")
         t = self.timings
         if self.comm.size > 1:
-            dev += (f", {self.comm.size} ranks, {self.comm.exchanges} ghost exchanges so far "
-                    f"({self.comm.transport_note()})")
+            # a replayed graph makes no host call to count
+            count = ("ghost exchanges and inner products inside the captured cycle" if self._graphs else
+                     f"{self.comm.exchanges} ghost exchanges so far")
+            dev += f", {self.comm.size} ranks, {count} ({self.comm.transport_note()})"
         notes = []
         if self.values["cycle"] == "k":
             notes.append("the K-cycle is a NONLINEAR preconditioner: right answers only under a flexible KSP "

@@ -7,7 +7,8 @@ every peer has read this rank's previous payload), the caller's copies into ``pa
 (a one-thread kernel posts the exchange and waits until every peer has posted it), the caller's
 copies out of the peers' payloads, ``done`` (tells the peers they are read); ghost layers take the
 same five steps in two kernels (``pack``, ``unpack``); ``DeviceGather`` (a replicated level's
-parts) and ``DeviceHalo`` (a distributed CSR level's ghost values) take them with copies. The
+parts) and ``DeviceHalo`` (a distributed CSR level's ghost values) take them with copies,
+``DeviceAllsum`` (a global sum) in one kernel. The
 counters live in device memory and count the exchanges themselves (kernels/mailbox.cu), so the
 host never waits, and an exchange captured in a CUDA graph stays right when the graph is
 replayed: a whole multigrid cycle with its ghost updates becomes one graph under MPI.
@@ -300,6 +301,34 @@ class DeviceHalo:
         for q, d, c, _ in self.reads:
             out[d:d + c] = theirs[q]
         self.box.done()
+        return out
+
+
+class DeviceAllsum:
+    """Global sums of 0-d device values through one mailbox shared by every rank, one kernel each
+    (kernels/mailbox.cu's ``mailbox_allsum``): every rank adds the ranks' values in rank order, so
+    all get the same bits, as an MPI reduction would give them, with no host in the loop (a
+    flexible CG's inner products inside a captured cycle)."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.box = owner.open(WIDEST, [r for r in range(owner.size) if r != owner.rank])
+        self._payloads = backend.cupy.asarray(numpy.array([a + self.box.head for a in self.box.at], numpy.uint64))
+        self._mine = backend.cupy.cuda.MemoryPointer(self.box.memory.mem, self.box.at[owner.rank] + self.box.head
+                                                     - self.box.memory.ptr)
+
+    def __call__(self, x):
+        cp = backend.cupy
+        x = cp.ascontiguousarray(x)
+        out = cp.empty((), x.dtype)
+        real = numpy.dtype(numpy.float32 if x.dtype.char in "fF" else numpy.float64)
+        parts = 2 if x.dtype.kind == "c" else 1
+        box = self.box
+        buf = cp.ndarray((parts,), real, self._mine)
+        kernels.kernel("mailbox", "mailbox_allsum", VAL="float" if real.itemsize == 4 else "double", NV=parts)(
+            (1,), (1,), (x, out, buf, self._payloads, numpy.int32(self.owner.size), box.seq, box.words,
+                         box._peer_words, box._ranks, numpy.int32(len(box.peers)), numpy.int32(self.owner.rank),
+                         self.owner.status))
         return out
 
 

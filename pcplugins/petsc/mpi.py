@@ -82,7 +82,7 @@ class CSRComm(Collective):
         self.exchanges, self.exchange_time = 0, 0.0
         self._neighbourhoods = []
         self.requested, self.transport, self.who = transport, None, who
-        self.mailboxes = None
+        self.mailboxes, self._allsum = None, None
 
     def halo(self, ghosts, starts, xp):
         h = _Halo(self, ghosts, starts, xp)
@@ -111,6 +111,34 @@ class CSRComm(Collective):
                 self.transport = "device" if self.mailboxes is not None else "host"
         return self.transport
 
+    @property
+    def capturable(self):
+        """Whether a cycle's exchanges, inner products and gathers may be captured in a CUDA
+        graph: the device transport, once ``prepare`` has opened what the cycle needs."""
+        return self._allsum is not None
+
+    def prepare(self):
+        """Open the inner products' mailbox where the halos go device to device (collective)."""
+        if self.transport == "device" and self._allsum is None:
+            self._allsum = mailbox.DeviceAllsum(self.mailboxes)
+
+    def allsum_array(self, x):
+        """The global sum of the 0-d array ``x``, a 0-d array: on the device with the device
+        transport (after ``prepare``), else through the host (a wait for the device)."""
+        if self._allsum is not None:
+            return self._allsum(x)
+        return backend.array_module(x).asarray(self.allsum(x.item()))
+
+    def gather_rows(self, starts, xp):
+        """A callable giving the whole vector, on every rank, from each rank's rows (rank r's are
+        [starts[r], starts[r + 1])): device to device with the device transport, else one
+        allgather through the host. Collective; opens its mailbox now."""
+        if backend.is_gpu(xp) and self.transport == "device":
+            boxes = [((int(s),), (int(e - s),)) for s, e in zip(starts, starts[1:])]
+            gather = mailbox.DeviceGather(self.mailboxes, boxes)
+            return lambda part: gather(part, xp.empty(int(starts[-1]), part.dtype))
+        return lambda part: backend.to_namespace(numpy.concatenate(self.allgather(backend.to_host(part))), xp)
+
     def transport_note(self):
         if self.transport == "device":
             return "device to device by CUDA IPC, ordered by counters on the GPU"
@@ -128,7 +156,7 @@ class CSRComm(Collective):
             backend.synchronize(backend.cupy)     # no peer still reads this rank's payloads
             self.mpi.Barrier()
             self.mailboxes.free()
-            self.mailboxes = None
+            self.mailboxes, self._allsum = None, None
         for g in self._neighbourhoods:
             g.Free()
         self._neighbourhoods = []

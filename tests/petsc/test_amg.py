@@ -12,6 +12,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from pcplugins.core import aggregation, kcycle, smoothers, sparse
+from pcplugins.core.comm import Comm
 
 import meshes
 from conftest import amg_galerkin_error, amg_solve, colour_graphs, petsc_options, real_scalars
@@ -218,9 +219,11 @@ def test_kcycle_beats_v_cycle_and_stays_bounded(method):
     assert its["v", 63] > its["k", 63]
 
 
-class ThreadComm:
+class ThreadComm(Comm):
     """distributed.py's communicator for ranks that are threads of one process (the tests' stand-in
-    for MPI): collectives through a barrier, the halo by gathering every rank's values."""
+    for MPI): collectives through a barrier, the halo and the gathered rows by gathering every
+    rank's values, nothing capturable in a CUDA graph."""
+    capturable = False
 
     def __init__(self, rank, shared):
         self.rank, self.shared = rank, shared
@@ -245,6 +248,12 @@ class ThreadComm:
 
     def halo(self, ghosts, starts, xp):
         return lambda x: numpy.concatenate(self.allgather(x))[ghosts]
+
+    def gather_rows(self, starts, xp):
+        return lambda part: numpy.concatenate(self.allgather(part))
+
+    def allsum_array(self, x):
+        return numpy.asarray(self.allsum(x.item()))
 
 
 def _on_threads(size, work):
