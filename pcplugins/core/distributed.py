@@ -47,8 +47,8 @@ class Rows:
         mine = (indices >= lo) & (indices < hi)
         ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
         data = data.astype(numpy.result_type(data.dtype, numpy.float64))     # complex stays complex
-        own = _csr(data[mine], rows[mine], indices[mine] - lo, (n, n), xp)
-        ghost = _csr(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
+        own = csr_of_triplets(data[mine], rows[mine], indices[mine] - lo, (n, n), xp)
+        ghost = csr_of_triplets(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
         return cls(own, ghost, ghosts, starts, comm, xp)
 
     @property
@@ -79,18 +79,17 @@ class Rows:
         xp, comm = self.xp, self.comm
         starts = starts_of(nc, comm)
         own = own_coarse if own_coarse is not None else sparse.galerkin(self.own, agg, nc, xp, sign)
-        # the global coarse index of every ghost column's aggregate, from its owner
-        gagg = backend.to_host(self.halo(agg.astype(numpy.int64) + int(starts[comm.rank])))
-        ghost = sparse.to_host(self.ghost).tocoo()
-        cols_global = gagg[ghost.col]
-        ghosts, cols = numpy.unique(cols_global, return_inverse=True)
-        rows = backend.to_host(agg)[ghost.row]
-        data = ghost.data
+        # the global coarse index of every ghost column's aggregate, from its owner; the ghost
+        # block's entries become the coarse ghost block where they are (the device, on the GPU)
+        gagg = xp.asarray(self.halo(agg.astype(numpy.int64) + int(starts[comm.rank])))
+        G = self.ghost
+        r = sparse.rows_of(G, xp)
+        ghosts, cols = xp.unique(gagg[G.indices], return_inverse=True)
+        data = G.data
         if sign is not None:
-            gsign = backend.to_host(self.halo(sign))
-            data = data * backend.to_host(sign)[ghost.row] * gsign[ghost.col]
-        G = _csr(data, rows, cols.ravel(), (nc, len(ghosts)), xp)
-        return Rows(own, G, ghosts, starts, comm, xp)
+            data = data * (sign[r] * xp.asarray(self.halo(sign))[G.indices])
+        ghost = csr_of_triplets(data, agg[r], cols.ravel(), (nc, len(ghosts)), xp)
+        return Rows(own, ghost, backend.to_host(ghosts).astype(numpy.int64), starts, comm, xp)
 
     def galerkin_prolongation(self, P, own_coarse):
         """P^T A P for a prolongation local to the ranks (a system's tentative prolongation,
@@ -117,7 +116,8 @@ class Rows:
                                      shape=(ng, int(starts[-1])))
         G = (Ph.T @ (sparse.to_host(self.ghost) @ Pg)).tocoo()
         ghosts, c = numpy.unique(G.col, return_inverse=True)
-        return Rows(own_coarse, _csr(G.data, G.row, c.ravel(), (nc, len(ghosts)), xp), ghosts, starts, comm, xp)
+        ghost = csr_of_triplets(G.data, G.row, c.ravel(), (nc, len(ghosts)), xp)
+        return Rows(own_coarse, ghost, ghosts, starts, comm, xp)
 
     def gathered(self):
         """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve)."""
@@ -134,10 +134,14 @@ class Rows:
         return sparse.module(self.xp).csr_matrix(A) if backend.is_gpu(self.xp) else A
 
 
-def _csr(data, rows, cols, shape, xp):
-    """A CSR matrix of ``xp`` from host triplets, duplicates summed, indices sorted."""
+def csr_of_triplets(data, rows, cols, shape, xp):
+    """A CSR matrix of ``xp`` from triplets (host or ``xp`` arrays), duplicates summed, indices
+    sorted: on the GPU by sparse.sum_sorted, whose sums come out the same on every run."""
     to = backend.to_namespace
-    A = sparse.module(xp).csr_matrix((to(data, xp), (to(rows, xp), to(cols, xp))), shape=shape)
+    data, rows, cols = to(data, xp), to(rows, xp), to(cols, xp)
+    if backend.is_gpu(xp):
+        return sparse.sum_sorted(rows, cols, data, shape, xp)
+    A = sparse.module(xp).csr_matrix((data, (rows, cols)), shape=shape)
     A.sum_duplicates()
     A.sort_indices()
     return A

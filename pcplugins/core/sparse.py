@@ -128,14 +128,15 @@ def galerkin(A, agg, nc, xp, sign=None):
     return C
 
 
-def sum_sorted(rows, cols, data, nc, xp):
-    """The nc x nc CSR matrix of the COO triplets, duplicates summed: the pairs as one 64-bit key
-    row * nc + col, sorted (a radix sort on the GPU; stable), each run of equal keys summed in
-    sorted order by ``segment_sum``, so every run gives the same bits. The result is canonical
-    (rows and columns in order, no duplicates)."""
+def sum_sorted(rows, cols, data, shape, xp):
+    """The CSR matrix of the COO triplets, ``shape`` (rows, columns; an int: square), duplicates
+    summed: the pairs as one 64-bit key row * columns + col, sorted (a radix sort on the GPU;
+    stable), each run of equal keys summed in sorted order by ``segment_sum``, so every run gives
+    the same bits. The result is canonical (rows and columns in order, no duplicates)."""
     sp = module(xp)
+    nr, nc = (shape, shape) if numpy.isscalar(shape) else shape
     if rows.size == 0:
-        return sp.csr_matrix((nc, nc), dtype=data.dtype)
+        return sp.csr_matrix((nr, nc), dtype=data.dtype)
     key = rows.astype(numpy.int64) * nc + cols
     order = xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)
     key = key[order]
@@ -144,9 +145,9 @@ def sum_sorted(rows, cols, data, nc, xp):
     xp.not_equal(key[1:], key[:-1], out=new[1:])
     starts = xp.flatnonzero(new)
     key = key[starts]
-    counts = xp.bincount((key // nc).astype(numpy.int32), minlength=nc)
+    counts = xp.bincount((key // nc).astype(numpy.int32), minlength=nr)
     indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
-    C = sp.csr_matrix((segment_sum(data, order, starts), (key % nc).astype(numpy.int32), indptr), shape=(nc, nc))
+    C = sp.csr_matrix((segment_sum(data, order, starts), (key % nc).astype(numpy.int32), indptr), shape=(nr, nc))
     C.has_canonical_format = True
     return C
 

@@ -207,20 +207,20 @@ def mpiaij_blocks(M, xp):
 def _mpiaij_rows(M, xp, comm, device=False):
     """This rank's rows of an mpiaij(cusparse) matrix as a distributed.Rows, from PETSc's two
     blocks (``_mpiaij_parts``): the diagonal block read on the device with ``device`` (``xp`` CuPy,
-    the matrix aijcusparse), the off-diagonal one from the host, copied once to ``xp``. None when
+    the matrix aijcusparse), the off-diagonal one from the host as its entries (a row pointer as
+    long as the rank's rows would be most of the copy), made a CSR matrix on ``xp``. None when
     unavailable; every rank then takes the other path."""
     from ..core import distributed, sparse
-    parts = _mpiaij_parts(M, device)
+    parts = _mpiaij_parts(M, device, entries=True)
     if comm.allmin(int(parts is not None)) == 0:
         return None
-    own, ghost, ghosts = parts
+    (i, j, v), (gi, gj, gv), ghosts = parts
     n = M.getLocalSize()[0]
-    sp = sparse.module(xp)
     to = backend.to_namespace
     real_or_complex = lambda v: v.astype(numpy.result_type(v.dtype, numpy.float64))    # noqa: E731
-    own, ghost = (sp.csr_matrix((to(real_or_complex(v), xp), to(j.astype(numpy.int32), xp),
-                                 to(i.astype(numpy.int32), xp)), shape=(n, cols))
-                  for (i, j, v), cols in zip((own, ghost), (n, len(ghosts))))
+    own = sparse.module(xp).csr_matrix((to(real_or_complex(v), xp), to(j.astype(numpy.int32), xp),
+                                        to(i.astype(numpy.int32), xp)), shape=(n, n))
+    ghost = distributed.csr_of_triplets(real_or_complex(gv), gi, gj, (n, len(ghosts)), xp)
     return distributed.Rows(own, ghost, ghosts, distributed.starts_of(n, comm), comm, xp)
 
 
