@@ -19,8 +19,8 @@ of the collective calls.
 - rows (distributed.Rows): ``halo(ghosts, starts, xp)``, a callable giving the values of the global
   unknowns ``ghosts`` from every rank's owned values (``starts``: each rank's first row and the
   total); ``gather_rows(starts, xp)``, a callable giving the whole vector on every rank from each
-  rank's rows; ``allsum_array(x)``, the global sum of a 0-d array as a 0-d array (on the device
-  where ``capturable``);
+  rank's rows; ``allsum_array(x)``, the global sums of a small array's values as an array (on the
+  device where ``capturable``);
 - ``prepare()``: open now what the exchanges need (collective, after the hierarchy is built, so
   a cycle captured later opens nothing); ``check()``: raise on every rank if an exchange failed;
 - ``free()``: release what the exchanges hold (collective under MPI).

@@ -73,15 +73,15 @@ class CSRLevel:
 
 class Cycle:
     """B_0 and the coarse correction C_0 of ``levels`` (CSRLevel) with the coarsest solve
-    ``coarse`` (``solve(f)`` -> a new array). ``dot(a, b)``: the K-cycle's inner product, a 0-d
-    array (a global sum on several ranks)."""
+    ``coarse`` (``solve(f)`` -> a new array). ``dots(*pairs)``: the K-cycle's inner products of
+    the pairs (a, b), 0-d arrays (global sums on several ranks, all pairs in one exchange)."""
 
-    def __init__(self, levels, coarse, kind, pre, post, xp, dot=None, kcycle_its=2, revisit_coarsest=False,
+    def __init__(self, levels, coarse, kind, pre, post, xp, dots=None, kcycle_its=2, revisit_coarsest=False,
                  v_from=None):
         if kind not in KINDS:
             raise ValueError(f"unknown cycle {kind!r} ({', '.join(KINDS)})")
         self.levels, self.coarse, self.kind, self.pre, self.post, self.xp = levels, coarse, kind, pre, post, xp
-        self.dot = dot or (lambda a, b: sparse.dot(a, b, xp))
+        self.dots = dots or (lambda *pairs: [sparse.dot(a, b, xp) for a, b in pairs])
         self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
         self.v_from = len(levels) if v_from is None else v_from
 
@@ -123,7 +123,8 @@ class Cycle:
     def fcg(self, k, f):
         """Algorithm 2.1: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k. The
         step lengths stay on the device (0-d arrays); a direction with (p, p)_A = 0 (the coarse
-        residual already zero) gets step length 0."""
+        residual already zero) gets step length 0. (p, A p) and (r, p) are taken together: one
+        global sum for both on several ranks."""
         xp, lev = self.xp, self.levels[k]
         u = xp.zeros_like(f)
         r = f
@@ -131,10 +132,10 @@ class Cycle:
         for i in range(self.kcycle_its):
             p = self.apply(k, r, "k")
             for pj, apj, papj in zip(ps, aps, paps):
-                sparse.axpy_ratio(p, self.dot(p, apj), papj, pj, xp)
+                sparse.axpy_ratio(p, self.dots((p, apj))[0], papj, pj, xp)
             ap = lev.spmv(p)
-            pap = self.dot(p, ap)
-            alpha = sparse.step_length(self.dot(r, p), pap, xp)
+            pap, rp = self.dots((p, ap), (r, p))
+            alpha = sparse.step_length(rp, pap, xp)
             sparse.axpy(u, alpha, p, xp)
             if i + 1 < self.kcycle_its:
                 r = sparse.xmay(r, alpha, ap, xp)

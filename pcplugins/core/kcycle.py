@@ -188,7 +188,7 @@ class AggregationMG:
         if o.kcycle_size is None:
             o.kcycle_size = KCYCLE_SIZE["gpu" if backend.is_gpu(xp) else "cpu"]
         self.v_from = self._truncation(parallel) if o.cycle == "k" else None
-        self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dot, o.kcycle_its,
+        self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from)
         self.timings["coarse"] = clock()
 
@@ -293,11 +293,14 @@ class AggregationMG:
         restricted residual f (_Replicated: the levels a distributed hierarchy gathered)."""
         return self._cycle.correction(f)
 
-    def _dot(self, a, b):
-        """(a, b), a 0-d array; a global sum on several ranks (on the device where the communicator
-        is capturable, else through the host)."""
-        d = sparse.dot(a, b, self.xp)
-        return d if self.comm.size == 1 else self.comm.allsum_array(d)
+    def _dots(self, *pairs):
+        """(a, b) of each pair, 0-d arrays; on several ranks their global sums in one exchange (on
+        the device where the communicator is capturable, else through the host)."""
+        d = [sparse.dot(a, b, self.xp) for a, b in pairs]
+        if self.comm.size == 1:
+            return d
+        total = self.comm.allsum_array(self.xp.stack(d))
+        return [total[i] for i in range(len(d))]
 
     # -- information ----------------------------------------------------------------------------------
     def counts(self):

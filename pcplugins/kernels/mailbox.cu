@@ -157,31 +157,28 @@ extern "C" __global__ void halo_unpack(WORD* u, unsigned long long from_lo, unsi
 #ifndef VAL
 #define VAL double
 #endif
-#ifndef NV
-#define NV 1
-#endif
 
-// a global sum of one value (NV components of type VAL: a complex value is two) in one kernel:
-// wait until the peers have read exchange k - 1, post this rank's value in its payload, wait for
-// the peers' posts, add the values of ranks 0, 1, ..., size - 1 (``payloads``, this rank's own
-// among them) so that every rank adds the same numbers in the same order and gets the same bits,
-// and tell the peers they are read. One thread: it moves a few bytes, the waits are the cost.
-extern "C" __global__ void mailbox_allsum(const VAL* value, VAL* out, VAL* buf, const unsigned long long* payloads,
-                                          int size, unsigned int* seq, unsigned int* mine,
-                                          const unsigned long long* peers, const int* ranks, int npeers, int me,
-                                          int* status)
+// a global sum of n numbers of type VAL (a complex value is two) in one kernel: wait until the
+// peers have read exchange k - 1, post this rank's numbers in its payload, wait for the peers'
+// posts, add the numbers of ranks 0, 1, ..., size - 1 (``payloads``, this rank's own among them)
+// so that every rank adds the same numbers in the same order and gets the same bits, and tell the
+// peers they are read. One thread: it moves a few bytes, the waits are the cost.
+extern "C" __global__ void mailbox_allsum(const VAL* value, VAL* out, int n, VAL* buf,
+                                          const unsigned long long* payloads, int size, unsigned int* seq,
+                                          unsigned int* mine, const unsigned long long* peers, const int* ranks,
+                                          int npeers, int me, int* status)
 {
     unsigned int k = seq[0] + 1;
     for (int p = 0; p < npeers; ++p)
         wait_for(PEER_WORDS(p) + 1 + me, k - 1, status);
-    for (int c = 0; c < NV; ++c)
+    for (int c = 0; c < n; ++c)
         buf[c] = value[c];
     __threadfence_system();
     *(volatile unsigned int*)mine = k;
     __threadfence_system();
     for (int p = 0; p < npeers; ++p)
         wait_for(PEER_WORDS(p), k, status);
-    for (int c = 0; c < NV; ++c) {
+    for (int c = 0; c < n; ++c) {
         VAL s = ((const volatile VAL*)payloads[0])[c];
         for (int r = 1; r < size; ++r)
             s += ((const volatile VAL*)payloads[r])[c];

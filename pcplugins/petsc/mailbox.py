@@ -305,14 +305,16 @@ class DeviceHalo:
 
 
 class DeviceAllsum:
-    """Global sums of 0-d device values through one mailbox shared by every rank, one kernel each
-    (kernels/mailbox.cu's ``mailbox_allsum``): every rank adds the ranks' values in rank order, so
-    all get the same bits, as an MPI reduction would give them, with no host in the loop (a
-    flexible CG's inner products inside a captured cycle)."""
+    """Global sums of small device arrays (at most ``MAX`` values: a few inner products at once)
+    through one mailbox shared by every rank, one kernel each (kernels/mailbox.cu's
+    ``mailbox_allsum``): every rank adds the ranks' values in rank order, so all get the same bits,
+    as an MPI reduction would give them, with no host in the loop (a flexible CG's inner products
+    inside a captured cycle)."""
+    MAX = 8
 
     def __init__(self, owner):
         self.owner = owner
-        self.box = owner.open(WIDEST, [r for r in range(owner.size) if r != owner.rank])
+        self.box = owner.open(self.MAX * WIDEST, [r for r in range(owner.size) if r != owner.rank])
         self._payloads = backend.cupy.asarray(numpy.array([a + self.box.head for a in self.box.at], numpy.uint64))
         self._mine = backend.cupy.cuda.MemoryPointer(self.box.memory.mem, self.box.at[owner.rank] + self.box.head
                                                      - self.box.memory.ptr)
@@ -320,15 +322,16 @@ class DeviceAllsum:
     def __call__(self, x):
         cp = backend.cupy
         x = cp.ascontiguousarray(x)
-        out = cp.empty((), x.dtype)
+        if x.size > self.MAX:
+            raise ValueError(f"DeviceAllsum sums at most {self.MAX} values at once, not {x.size}")
+        out = cp.empty(x.shape, x.dtype)
         real = numpy.dtype(numpy.float32 if x.dtype.char in "fF" else numpy.float64)
-        parts = 2 if x.dtype.kind == "c" else 1
+        n = x.size * (2 if x.dtype.kind == "c" else 1)
         box = self.box
-        buf = cp.ndarray((parts,), real, self._mine)
-        kernels.kernel("mailbox", "mailbox_allsum", VAL="float" if real.itemsize == 4 else "double", NV=parts)(
-            (1,), (1,), (x, out, buf, self._payloads, numpy.int32(self.owner.size), box.seq, box.words,
-                         box._peer_words, box._ranks, numpy.int32(len(box.peers)), numpy.int32(self.owner.rank),
-                         self.owner.status))
+        kernels.kernel("mailbox", "mailbox_allsum", VAL="float" if real.itemsize == 4 else "double")(
+            (1,), (1,), (x, out, numpy.int32(n), cp.ndarray((n,), real, self._mine), self._payloads,
+                         numpy.int32(self.owner.size), box.seq, box.words, box._peer_words, box._ranks,
+                         numpy.int32(len(box.peers)), numpy.int32(self.owner.rank), self.owner.status))
         return out
 
 

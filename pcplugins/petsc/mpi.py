@@ -123,11 +123,12 @@ class CSRComm(Collective):
             self._allsum = mailbox.DeviceAllsum(self.mailboxes)
 
     def allsum_array(self, x):
-        """The global sum of the 0-d array ``x``, a 0-d array: on the device with the device
-        transport (after ``prepare``), else through the host (a wait for the device)."""
+        """The global sums of the few values of the array ``x``, an array of its shape: on the
+        device with the device transport (after ``prepare``), else through the host (a wait for
+        the device)."""
         if self._allsum is not None:
             return self._allsum(x)
-        return backend.array_module(x).asarray(self.allsum(x.item()))
+        return backend.to_namespace(numpy.asarray(self.allsum(backend.to_host(x))), backend.array_module(x))
 
     def gather_rows(self, starts, xp):
         """A callable giving the whole vector, on every rank, from each rank's rows (rank r's are

@@ -253,7 +253,7 @@ class ThreadComm(Comm):
         return lambda part: numpy.concatenate(self.allgather(part))
 
     def allsum_array(self, x):
-        return numpy.asarray(self.allsum(x.item()))
+        return numpy.asarray(sum(self.allgather(x)))
 
 
 def _on_threads(size, work):
