@@ -30,7 +30,7 @@ BENCHMARKS = {
                    "gmg_mpi_1gpu_mps_transports_h100.json",
                    "gmg_mpi_1gpu_jacobi_h100.json",
                    "gmg_mpi_1gpu_jacobi_mps_h100.json", "gmg_mpi_cpu2_local.json", "amg_mpi_1gpu_mps_h100.json",
-                   "amg_mpi_cpu2_local.json"],
+                   "amg_mpi_cpu2_local.json", "amg_mpi_2gpu_h100.json"],
     "gmg_fmg_fft.py": ["gmg_fmg_fft_h100.json"],
     "gmg_kernels.py": ["gmg_kernels_h200.json", "gmg_kernels_float32_h200.json", "gmg_kernels_h100.json",
                        "gmg_kernels_float32_h100.json"],
