@@ -23,6 +23,7 @@ from ..petsc.pcbase import PythonPC
 class DMDAPC(PythonPC):
     WHAT = ""
     PERIODIC = False                  # whether periodic (and mirror) DMDA boundaries are taken
+    GATHER_SIZE = {"gpu": 0, "cpu": 0}  # MPI: the default of a gather_size option left unset
 
     def _release(self):
         self._elim = self._elim_fused = self._op64 = self.comm = None
@@ -63,7 +64,10 @@ class DMDAPC(PythonPC):
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
         self.timings["operator"] = log.clock() - t
         if self.mpi.size > 1:
-            self.comm = mpi.DMDAComm(pc, dm, self.layer, xp, v.get("gather_size", 0), who=self.TITLE,
+            gather = v.get("gather_size", 0)
+            if gather is None:
+                gather = self.GATHER_SIZE["gpu" if backend.is_gpu(xp) else "cpu"]
+            self.comm = mpi.DMDAComm(pc, dm, self.layer, xp, gather, who=self.TITLE,
                                      transport=v.get("ghost_transport", "auto"))
             self.comm.distribute(0, op.box)
         else:
