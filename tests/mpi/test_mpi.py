@@ -237,8 +237,10 @@ def test_gpu_distributed_amg(tmp_path, problem, options):
 @pytest.mark.parametrize("problem,options", [AMG_CASES[0], AMG_CASES[2]], ids=lambda c: "-".join(map(str, c)))
 def test_gpu_amg_device_halo_equals_host(tmp_path, problem, options):
     """-pc_amg_ghost_transport device (mailbox.DeviceHalo: the ghost values through CUDA IPC,
-    ordered by counters on the GPU) on 2 and 3 ranks sharing the GPU: the transport is the one
-    asked for, and the iterations and solution are those of the exchange through host buffers. Not
+    ordered by counters on the GPU; the inner products and the gathered level's right-hand side
+    likewise, the whole cycle one CUDA graph) on 2 and 3 ranks sharing the GPU: the transport is
+    the one asked for, and the iterations and solution are those of the exchange through host
+    buffers, an eager cycle. Not
     to the last bit: on 3 ranks sharing a GPU two runs through the host differ by 1e-13, and runs
     through the device by as much or, now and then, by 4e-11 (the nonlinear K-cycle amplifies
     rounding); a ghost value read before its owner wrote it would move the solution by about the
@@ -249,6 +251,18 @@ def test_gpu_amg_device_halo_equals_host(tmp_path, problem, options):
         assert str(host["transport"]) == "host" and str(got["transport"]) == "device", P
         assert int(got["reason"]) > 0 and int(got["its"]) == int(host["its"]), (P, got["its"], host["its"])
         assert np.linalg.norm(got["u"] - host["u"]) <= 1e-9 * np.linalg.norm(host["u"]), P
+
+
+@gpu
+def test_gpu_device_allsum_and_gather_rows_match_the_host():
+    """CSRComm's device collectives (tests/mpi/mpi_device_reduce.py) on 2 and 3 ranks sharing the
+    GPU: mailbox_allsum's sums of 1 to 8 float64, float32 and complex128 values, the bits of the
+    ranks' values added in rank order on the host, the same on every rank; gather_rows with uneven
+    parts (a rank with none) gives their concatenation."""
+    for P in (2, 3):
+        res = mpiexec(P, "mpi_device_reduce.py", [], timeout=180)
+        out = res.stdout + res.stderr
+        assert res.returncode == 0 and out.count(": ok") == P, out
 
 
 @pytest.mark.skipif(not complex_scalars(), reason="needs a PETSc with complex scalars (make test runs it in the "
