@@ -71,12 +71,14 @@ class Collective:
 
 class CSRComm(Collective):
     """The communicator of a distributed CSR hierarchy (distributed.py, pcplugins.AMG): host
-    collectives and ``halo``, an exchange of the ghost values of a row distribution. Each halo
-    holds a neighbourhood communicator; ``free`` releases them and the device transport's
-    mailboxes (collective: PCSetUp and PCReset call it on every rank). ``transport`` (GPU
-    arrays): 'host' (MPI through host buffers), 'device' (mailbox.DeviceHalo: CUDA IPC, ordered
-    by counters on the GPU, for ranks whose kernels run at the same time), 'auto' (device where
-    every rank can map every other's memory and their kernels run together, else host)."""
+    collectives, ``halo`` (an exchange of the ghost values of a row distribution),
+    ``gather_rows`` and ``allsum_array``. Each halo holds a neighbourhood communicator; ``free``
+    releases them and the device transport's mailboxes (collective: PCSetUp and PCReset call it on
+    every rank). ``transport`` (GPU arrays): 'host' (MPI through host buffers), 'device'
+    (mailbox.DeviceHalo, DeviceGather and DeviceAllsum: CUDA IPC, ordered by counters on the GPU,
+    for ranks whose kernels run at the same time; a cycle then never waits for the host and is
+    captured whole), 'auto' (device where every rank can map every other's memory and their
+    kernels run together, else host)."""
     def __init__(self, pc, transport="host", who="pcplugins.AMG"):
         super().__init__(pc)
         self.exchanges, self.exchange_time = 0, 0.0
