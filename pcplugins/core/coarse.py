@@ -232,7 +232,7 @@ class GatheredRowsSolve:
     allgather) and keeps this rank's rows of the result."""
 
     def __init__(self, A, xp, make=None):
-        self.A, self.xp = A, xp
+        self.A = A
         self.inner = (make or (lambda M: CSRDirectSolve(M, xp)))(A.gathered())
         self.gather = A.comm.gather_rows(A.starts, xp)
         self.lo, self.hi = int(A.starts[A.comm.rank]), int(A.starts[A.comm.rank + 1])

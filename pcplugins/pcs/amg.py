@@ -139,7 +139,8 @@ class AMG(PythonPC):
         self._check(A)
         backend.synchronize(xp)
         t1 = log.clock()
-        n = A.own.shape[0] if self.comm.size > 1 else A.shape[0]
+        mine = A.own if self.comm.size > 1 else A          # this rank's rows and columns
+        n = mine.shape[0]
         bs, B, coords, source = self._system(pc, M, n, xp)
         if v["aggregation"] != "pairwise":
             if len(set(self.comm.allgather(coords is None))) > 1:
@@ -169,10 +170,8 @@ class AMG(PythonPC):
                 and (self.comm.size == 1 or self.comm.capturable)):
             # the cycle's temporaries come from a pool of their own, which the graphs keep using;
             # under MPI the exchanges and inner products go device to device, captured with it
-            mine = A.own if self.comm.size > 1 else A
             self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
-                                               buffers=(xp.zeros(mine.shape[0], mine.dtype),
-                                                        xp.zeros(mine.shape[0], mine.dtype)))
+                                               buffers=(xp.zeros(n, mine.dtype), xp.zeros(n, mine.dtype)))
         self._run = self._graphs or self._cycle
 
     def _system(self, pc, M, n, xp):
