@@ -94,7 +94,13 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
 // axis 0 first). out gets the 3^d coarse planes, box offsets in itertools order, times rscale,
 // zero where the coarse neighbour lies outside the grid.
 // Coarsened axes: ax_a = 1, coarse point I on fine point ph_a + 2 I; the others: fine = coarse.
+// The 3^d sums stay in registers: each product goes to the coarse offsets O its fine point
+// reaches (one or two along each axis) through loops over every O, unrolled, that skip the
+// others; a sum chosen by a computed index would live in local memory, whose loads and stores
+// then bound the kernel.
 #define NC (DIM == 3 ? 27 : 9)
+#define OLO (DIM == 3 ? -1 : 0)
+#define OHI (DIM == 3 ? 1 : 0)
 extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ W,
                                         const int* __restrict__ offs, int n0, int n1, int n2,
                                         int c0, int c1, int c2, int ax0, int ax1, int ax2,
@@ -102,13 +108,14 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict
 {
     const int I[3] = {(int)blockIdx.z, (int)blockIdx.y, (int)(blockIdx.x * blockDim.x + threadIdx.x)};
     if (I[2] >= c2) return;
-    const int n[3] = {n0, n1, n2}, ax[3] = {DIM == 3 && ax0, ax1, ax2}, ph[3] = {ph0, ph1, ph2};
+    const int ax[3] = {DIM == 3 && ax0, ax1, ax2}, ph[3] = {ph0, ph1, ph2};
     STRIDES;
     const long NP = (long)(n0 + 2 * PAD0) * P0, N = (long)n0 * n1 * n2;
     int F[3];
     for (int a = 0; a < 3; ++a)
         F[a] = ax[a] ? ph[a] + 2 * I[a] : I[a];
     T acc[NC];
+#pragma unroll
     for (int k = 0; k < NC; ++k)
         acc[k] = 0;
     for (int s0 = -ax[0]; s0 <= ax[0]; ++s0)
@@ -127,27 +134,36 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict
             const T ra = R * A[k * N + q];
             if (ra == (T)0) continue;
             const long pj = p + (DIM == 3 ? o[0] * P0 : 0) + o[1] * P1 + o[2];
-            // the coarse offsets O of the coarse points whose weight reaches j = F(I) + v, v = s + o
-            int lo[3], hi[3];
+            // the coarse offsets O (lo to hi along each axis) of the coarse points whose weight
+            // reaches j = F(I) + v, v = s + o
+            int v[3], lo[3], hi[3];
             for (int a = 0; a < 3; ++a) {
-                const int v = s[a] + o[a];
-                if (!ax[a]) { lo[a] = hi[a] = v; }
-                else if (v % 2 == 0) { lo[a] = hi[a] = v / 2; }
-                else { lo[a] = (v - 1) / 2; hi[a] = lo[a] + 1; }
+                v[a] = s[a] + o[a];
+                if (!ax[a]) { lo[a] = hi[a] = v[a]; }
+                else if (v[a] % 2 == 0) { lo[a] = hi[a] = v[a] / 2; }
+                else { lo[a] = (v[a] - 1) / 2; hi[a] = lo[a] + 1; }
             }
-            for (int O0 = lo[0]; O0 <= hi[0]; ++O0)
-            for (int O1 = lo[1]; O1 <= hi[1]; ++O1)
-            for (int O2 = lo[2]; O2 <= hi[2]; ++O2) {
-                const int t0 = ax[0] ? s0 + o[0] - 2 * O0 : 0, t1 = ax[1] ? s1 + o[1] - 2 * O1 : 0,
-                          t2 = ax[2] ? s2 + o[2] - 2 * O2 : 0;
-                const int ct = (DIM == 3 ? (t0 == -1) << 2 : 0) | (t1 == -1) << 1 | (t2 == -1);
-                const int slot = DIM == 3 ? (O0 + 1) * 9 + (O1 + 1) * 3 + O2 + 1 : (O1 + 1) * 3 + O2 + 1;
-                acc[slot] += ra * W[ct * NP + pj];
+#pragma unroll
+            for (int O0 = OLO; O0 <= OHI; ++O0) {
+                if (O0 < lo[0] || O0 > hi[0]) continue;
+                const int ct0 = DIM == 3 && ax[0] && v[0] - 2 * O0 == -1;
+#pragma unroll
+                for (int O1 = -1; O1 <= 1; ++O1) {
+                    if (O1 < lo[1] || O1 > hi[1]) continue;
+                    const int ct1 = ax[1] && v[1] - 2 * O1 == -1;
+#pragma unroll
+                    for (int O2 = -1; O2 <= 1; ++O2) {
+                        if (O2 < lo[2] || O2 > hi[2]) continue;
+                        const int ct = ct0 << 2 | ct1 << 1 | (ax[2] && v[2] - 2 * O2 == -1);
+                        acc[(O0 - OLO) * 9 + (O1 + 1) * 3 + O2 + 1] += ra * W[ct * NP + pj];
+                    }
+                }
             }
         }
     }
     const long Nc = (long)c0 * c1 * c2, qc = ((long)I[0] * c1 + I[1]) * c2 + I[2];
     const int c[3] = {c0, c1, c2};
+#pragma unroll
     for (int k = 0; k < NC; ++k) {
         const int O[3] = {DIM == 3 ? k / 9 - 1 : 0, (DIM == 3 ? k / 3 % 3 : k / 3) - 1, k % 3 - 1};
         bool inside = true;
