@@ -43,12 +43,30 @@ def _class_stats_gpu(box, offsets, coefs):
     return csrstencil.merge_blocks(partial)
 
 
+def nonzero_stats(coefs):
+    """Per offset (any nonzero, 0, 0), a (K, 3) host array, as stencil.compress reads stored
+    coefficients (no search for constants): one reduction over the planes where they lie as one
+    array (a Galerkin product's), one transfer."""
+    xp = next((backend.array_module(c) for c in coefs if not numpy.isscalar(c)), numpy)
+    if _one_array(coefs):
+        planes = coefs[0].base
+    else:                                 # constants broadcast
+        shape = numpy.broadcast_shapes(*(numpy.shape(c) for c in coefs))
+        planes = xp.stack([xp.broadcast_to(xp.asarray(c), shape) for c in coefs])
+    nonzero = backend.to_host(xp.count_nonzero(planes.reshape(len(coefs), -1), axis=1))
+    return numpy.stack([nonzero > 0, numpy.zeros(len(coefs)), numpy.zeros(len(coefs))], axis=1)
+
+
 def _one_array(coefs):
     """Whether ``coefs`` are the consecutive planes of one C-contiguous (K, ...) array."""
-    base = coefs[0].base
+    base = getattr(coefs[0], "base", None)
     return (base is not None and base.flags.c_contiguous and base.shape[0] == len(coefs)
             and base.size == len(coefs) * coefs[0].size
-            and all(c.data.ptr == base[k].data.ptr for k, c in enumerate(coefs)))
+            and all(getattr(c, "base", None) is base and _address(c) == _address(base[k]) for k, c in enumerate(coefs)))
+
+
+def _address(a):
+    return a.data.ptr if backend.is_gpu(backend.array_module(a)) else a.__array_interface__["data"][0]
 
 
 def class_stats_twin(box, offsets, coefs):

@@ -349,13 +349,14 @@ def _stats_batched(box, offsets, coefs, xp, tol):
     return xp.stack([nonzero, lo, hi], axis=1)
 
 
-def _stats_by_class(box, offsets, coefs):
+def _stats_by_class(box, offsets, coefs, nonzero_only=False):
     """_stats from the class statistics of detect.class_stats (one kernel for every offset on the
     GPU): its three classes together are the points whose neighbour lies inside the grid, all of
     them on a grid without periodic axes; any nonzero there is any nonzero at all, since the
-    coefficients coupling outside the grid are zero."""
-    # detect reads stencils from matrices, so it imports this module
-    from . import detect
+    coefficients coupling outside the grid are zero. ``nonzero_only``: detect.nonzero_stats."""
+    from . import detect  # detect reads stencils from matrices, so it imports this module
+    if nonzero_only:
+        return detect.nonzero_stats(coefs)
     cls = detect.class_stats(box, offsets, coefs)
     return numpy.stack([cls[:, :, 0].max(axis=1), cls[:, :, 1].min(axis=1), cls[:, :, 2].max(axis=1)], axis=1)
 
@@ -372,11 +373,10 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     allmin = comm.allmin if comm is not None else (lambda x: x)
     if numpy.dtype(dtype).kind == "c":
         tol = None                       # complex coefficients stay stored
-    # per offset: any nonzero, and the least and largest value where the neighbour exists; all
-    # brought to the host at once (a transfer per value synchronised the GPU 3 times an offset,
-    # most of a Galerkin level's setup)
-    if backend.is_gpu(xp) and box.size and coefs and not any(box.periodic) and numpy.dtype(dtype).kind == "f":
-        stats = _stats_by_class(box, offsets, coefs)
+    # per offset, brought to the host at once: any nonzero and (constants looked for) the least and largest value
+    if backend.is_gpu(xp) and box.size and coefs and (tol is None or not any(box.periodic)
+                                                      and numpy.dtype(dtype).kind == "f"):
+        stats = _stats_by_class(box, offsets, coefs, nonzero_only=tol is None)
     elif backend.is_gpu(xp) and 0 < box.size <= BATCHED_STATS_SIZE and coefs:
         stats = backend.to_host(_stats_batched(box, offsets, coefs, xp, tol))
     else:

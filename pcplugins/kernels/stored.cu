@@ -191,25 +191,40 @@ extern "C" __global__ void blackbox_class(T* W, const T* __restrict__ A, const i
     STRIDES;
     const long NP = (long)(n0 + 2 * PAD0) * P0, N = (long)n0 * n1 * n2, p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
     const int b0 = DIM == 3 && (bmask >> 2 & 1), b1 = bmask >> 1 & 1, b2 = bmask & 1;
-    // the stencil collapsed onto the class's axes: Ac[(v0 + 1) 9 + (v1 + 1) 3 + v2 + 1]
+    // the stencil collapsed onto the class's axes: Ac[(v0 + 1) 9 + (v1 + 1) 3 + v2 + 1], in registers
+    // (unrolled loops with constant indices; blackbox_rap says why)
     T Ac[27];
+#pragma unroll
     for (int k = 0; k < 27; ++k)
         Ac[k] = 0;
+#pragma unroll
     for (int k = 0; k < K; ++k) {
         const int v0 = b0 ? offs[3 * k] : 0, v1 = b1 ? offs[3 * k + 1] : 0, v2 = b2 ? offs[3 * k + 2] : 0;
-        Ac[(v0 + 1) * 9 + (v1 + 1) * 3 + v2 + 1] += A[k * N + q];
+        const int at = (v0 + 1) * 9 + (v1 + 1) * 3 + v2 + 1;
+        const T a = A[k * N + q];
+#pragma unroll
+        for (int m = 0; m < 27; ++m)
+            if (m == at) Ac[m] += a;
     }
     const T centre = Ac[13], fallback = (T)1 / (T)(1 << (b0 + b1 + b2));
-    for (int s0 = -b0; s0 <= b0; s0 += 2)
-    for (int s1 = -b1; s1 <= b1; s1 += 2)
-    for (int s2 = -b2; s2 <= b2; s2 += 2) {
+    // s_a = +-1 along a class axis, 0 along the others
+#pragma unroll
+    for (int s0 = -1; s0 <= 1; ++s0)
+#pragma unroll
+    for (int s1 = -1; s1 <= 1; ++s1)
+#pragma unroll
+    for (int s2 = -1; s2 <= 1; ++s2) {
+        if ((b0 ? !s0 : s0) || (b1 ? !s1 : s1) || (b2 ? !s2 : s2)) continue;
         // corner bits: +1 along a class axis where s_a = +1 (-1 elsewhere)
         const int corner = (DIM == 3 ? (s0 == 1) << 2 : 0) | (s1 == 1) << 1 | (s2 == 1);
         T acc = 0;
-        for (int v0 = 0; v0 <= b0; ++v0)
-        for (int v1 = 0; v1 <= b1; ++v1)
-        for (int v2 = 0; v2 <= b2; ++v2) {
-            if (!(v0 | v1 | v2)) continue;
+#pragma unroll
+        for (int v0 = 0; v0 <= 1; ++v0)
+#pragma unroll
+        for (int v1 = 0; v1 <= 1; ++v1)
+#pragma unroll
+        for (int v2 = 0; v2 <= 1; ++v2) {
+            if (!(v0 | v1 | v2) || v0 > b0 || v1 > b1 || v2 > b2) continue;
             // the neighbour p + v s lies on a coarse point along the axes where v_a = 1
             const int o0 = v0 * s0, o1 = v1 * s1, o2 = v2 * s2;
             const int nb = corner & ~((DIM == 3 ? v0 << 2 : 0) | v1 << 1 | v2);

@@ -150,3 +150,21 @@ def test_constant_read_finds_neumann_axes_of_a_constant_stencil():
     values = [-1.0 if any(o) else 4.0 for o in offsets]
     found = detect.constant_read(box, offsets, constant_stats(box, offsets, values), np.float64)
     assert found.keep_ends == (True, False, False)
+
+
+@pytest.mark.parametrize("one_array", [True, False])
+def test_nonzero_stats_say_which_offsets_have_a_nonzero(one_array):
+    """stencil.compress's statistics of stored coefficients (detect.nonzero_stats): any nonzero per
+    offset, from the planes of one array (a Galerkin product's) or from separate arrays and
+    numbers (constants broadcast)."""
+    rng = np.random.default_rng(2)
+    planes = rng.random((5, 4, 3, 6))
+    planes[1] = 0.0
+    planes[3] = 0.0
+    planes[3, 2, 1, 5] = -1e-300             # one nonzero anywhere counts
+    coefs = list(planes) if one_array else [planes[0], 0.0, planes[2], planes[3].copy(), 2.5]
+    want = [True, False, True, True, True]
+    got = detect.nonzero_stats(coefs)
+    assert got.shape == (5, 3) and [bool(v) for v in got[:, 0]] == want
+    if not one_array:
+        assert not detect.nonzero_stats([0.0, np.zeros((2, 3))])[:, 0].any()
