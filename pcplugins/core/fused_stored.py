@@ -30,6 +30,10 @@ import numpy
 from .. import backend, kernels
 from . import grid, stencil
 
+# galerkin_product splits each coarse point's sums over 9 threads on 3D coarse grids smaller than
+# this: there the kernel's few threads, each a long chain of loads, leave the GPU idle
+SPLIT_RAP_SIZE = 2 ** 17
+
 
 def _launch(kernel, shape3, args):
     n0, n1, nx = shape3
@@ -54,13 +58,18 @@ def galerkin_product(op, T, cbox, dtype):
     W = xp.asarray(T.weight_planes, dtype)
     offs = offset_table(op)
     offsets = stencil.box_offsets(d)
-    out = xp.empty((len(offsets),) + cbox.shape, dtype)
+    # small 3D levels: 9 threads a coarse point, their partial sums added after (a 2D point's
+    # sums are short already)
+    parts = 9 if d == 3 and cbox.size < SPLIT_RAP_SIZE else 1
+    out = xp.empty((parts, len(offsets)) + cbox.shape, dtype)
     kernel = _module(dtype, d, len(op.offsets)).get_function("blackbox_rap")
     i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
                                      *([0] * (3 - d) + [int(c) for c in T.coarsened]),
                                      *([0] * (3 - d) + list(T.phase)))]
-    _launch(kernel, grid.dims3(cbox.shape), [out, A, W, offs, *i32, numpy.dtype(dtype).type(T.rscale)])
-    return dict(zip(offsets, out))
+    c0, c1, c2 = grid.dims3(cbox.shape)
+    _launch(kernel, (c0 * parts, c1, c2), [out, A, W, offs, *i32, numpy.dtype(dtype).type(T.rscale),
+                                           numpy.int32(parts)])
+    return dict(zip(offsets, out[0] if parts == 1 else out.sum(axis=0)))
 
 
 def coefficient_planes(op, dtype):

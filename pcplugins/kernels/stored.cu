@@ -94,6 +94,9 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
 // axis 0 first). out gets the 3^d coarse planes, box offsets in itertools order, times rscale,
 // zero where the coarse neighbour lies outside the grid.
 // Coarsened axes: ax_a = 1, coarse point I on fine point ph_a + 2 I; the others: fine = coarse.
+// parts 9 (small levels, where a thread's long chain of loads sets the pace): 9 threads a coarse
+// point, each summing the fine points of one (s1, s2) into out[part] (9 x 3^d planes, which the
+// caller then sums); blockIdx.z = I0 + c0 part.
 // The 3^d sums stay in registers: each product goes to the coarse offsets O its fine point
 // reaches (one or two along each axis) through loops over every O, unrolled, that skip the
 // others; a sum chosen by a computed index would live in local memory, whose loads and stores
@@ -104,9 +107,10 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
 extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ W,
                                         const int* __restrict__ offs, int n0, int n1, int n2,
                                         int c0, int c1, int c2, int ax0, int ax1, int ax2,
-                                        int ph0, int ph1, int ph2, T rscale)
+                                        int ph0, int ph1, int ph2, T rscale, int parts)
 {
-    const int I[3] = {(int)blockIdx.z, (int)blockIdx.y, (int)(blockIdx.x * blockDim.x + threadIdx.x)};
+    const int part = blockIdx.z / c0;
+    const int I[3] = {(int)blockIdx.z % c0, (int)blockIdx.y, (int)(blockIdx.x * blockDim.x + threadIdx.x)};
     if (I[2] >= c2) return;
     const int ax[3] = {DIM == 3 && ax0, ax1, ax2}, ph[3] = {ph0, ph1, ph2};
     STRIDES;
@@ -114,13 +118,18 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict
     int F[3];
     for (int a = 0; a < 3; ++a)
         F[a] = ax[a] ? ph[a] + 2 * I[a] : I[a];
+    // parts 9: this thread's part of the sums, the fine points with s1 = part / 3 - 1 and
+    // s2 = part % 3 - 1 (parts 1: all of them)
+    const int s1lo = parts == 9 ? part / 3 - 1 : -ax[1], s1hi = parts == 9 ? s1lo : ax[1];
+    const int s2lo = parts == 9 ? part % 3 - 1 : -ax[2], s2hi = parts == 9 ? s2lo : ax[2];
     T acc[NC];
 #pragma unroll
     for (int k = 0; k < NC; ++k)
         acc[k] = 0;
     for (int s0 = -ax[0]; s0 <= ax[0]; ++s0)
-    for (int s1 = -ax[1]; s1 <= ax[1]; ++s1)
-    for (int s2 = -ax[2]; s2 <= ax[2]; ++s2) {
+    for (int s1 = s1lo; s1 <= s1hi; ++s1)
+    for (int s2 = s2lo; s2 <= s2hi; ++s2) {
+        if ((s1 && !ax[1]) || (s2 && !ax[2])) continue;
         const int s[3] = {s0, s1, s2}, i0 = F[0] + s0, i1 = F[1] + s1, i2 = F[2] + s2;
         if (i0 < 0 || i0 >= n0 || i1 < 0 || i1 >= n1 || i2 < 0 || i2 >= n2) continue;
         const int cs = (DIM == 3 ? (s0 == -1) << 2 : 0) | (s1 == -1) << 1 | (s2 == -1);
@@ -169,7 +178,7 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict
         bool inside = true;
         for (int a = 0; a < 3; ++a)
             inside = inside && I[a] + O[a] >= 0 && I[a] + O[a] < c[a];
-        out[k * Nc + qc] = inside ? rscale * acc[k] : (T)0;
+        out[(part * NC + k) * Nc + qc] = inside ? rscale * acc[k] : (T)0;
     }
 }
 

@@ -270,9 +270,10 @@ def blackbox_case(shape, keep, coarsened, points, seed):
 
 
 @blackbox_cases
-def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype):
+def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype, monkeypatch):
     """kernels/stored.cu's blackbox_rap against galerkin.stencil_product (NumPy) on variable
-    coefficients: odd and even sizes, grids that keep their ends, semi-coarsening."""
+    coefficients: odd and even sizes, grids that keep their ends, semi-coarsening; a thread per
+    coarse point and (3D) 9 (fused_stored.SPLIT_RAP_SIZE)."""
     from pcplugins.core import fused_stored, galerkin
     cp = backend.cupy
     # constant: couplings across the boundary given, which the kernel skips
@@ -281,11 +282,13 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
            for xp in (np, cp)]
     Ts = [transfer.BlackBox(box, cbox, axes, op, lambda u: u) for op in ops]
     ref = galerkin.stencil_product(ops[0], Ts[0], cbox, np.float64)
-    coefs = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)      # zero beyond the grid itself
-    got = stencil.compress(cbox, list(coefs), list(coefs.values()), cp, dtype)
-    Dr, Dg = ref.to_dense(), got.to_dense()
-    tol = 1e-13 if dtype == "float64" else 1e-5
-    assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max()
+    Dr = ref.to_dense()
+    for split in (0, 2 ** 62):
+        monkeypatch.setattr(fused_stored, "SPLIT_RAP_SIZE", split)
+        coefs = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)      # zero beyond the grid itself
+        Dg = stencil.compress(cbox, list(coefs), list(coefs.values()), cp, dtype).to_dense()
+        tol = 1e-13 if dtype == "float64" else 1e-5
+        assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max(), split
 
 
 @pytest.mark.parametrize("box", [grid.Box((9, 8, 7)), SUBBOXES[0], SUBBOXES[2], grid.Box((1, 5))], ids=str)
