@@ -157,7 +157,7 @@ class CSRComm(Collective):
     def free(self):
         if self.mailboxes is not None:
             backend.synchronize(backend.cupy)     # no peer still reads this rank's payloads
-            self.mpi.Barrier()
+            self.barrier()
             self.mailboxes.free()
             self.mailboxes, self._allsum = None, None
         for g in self._neighbourhoods:
@@ -326,7 +326,7 @@ class DMDAComm(Comm):
         """Unmap the neighbours' IPC buffers once every rank's device work is done (collective)."""
         if self.transport in ("ipc", "device"):
             backend.synchronize(self.xp)
-            self.mpi.mpi.Barrier()
+            self.mpi.barrier()
         for ex in self._levels.values():
             ex.free()
         self._levels, self._gathers = {}, {}
