@@ -270,6 +270,7 @@ def _rounds_host(A, prio, xp):
     off = r != c
     rows = xp.concatenate([r[off], c[off]])
     cols = xp.concatenate([c[off], r[off]])
+    up = prio[cols] > prio[rows]                  # the far end beats the near one: fixed, as the priorities
     colour = xp.full(n, -1, numpy.int32)
     taken = xp.zeros(n, numpy.uint64)             # bit k: a neighbour has colour k
     one = numpy.uint64(1)
@@ -277,16 +278,15 @@ def _rounds_host(A, prio, xp):
         free = colour < 0
         if not backend.any_true(free):
             return colour
-        # only edges between uncoloured unknowns are kept: each round works on fewer
-        keep = free[rows]
-        rows, cols = rows[keep], cols[keep]
-        beaten = xp.bincount(rows[prio[cols] > prio[rows]], minlength=n) > 0
+        # rows, cols: the edges between uncoloured unknowns (each round works on fewer)
+        beaten = xp.bincount(rows[up], minlength=n) > 0
         low = ~taken & (taken + one)              # the lowest clear bit alone (0: all 64 set)
         first = xp.where(low == 0, 63, xp.log2(xp.maximum(low, one).astype(numpy.float64))).astype(numpy.int32)
         colour = xp.where(free & ~beaten, first, colour)
         new = colour[cols] >= 0                     # the edges whose far end is coloured now
         xp.bitwise_or.at(taken, rows[new], xp.left_shift(one, colour[cols[new]].astype(numpy.uint64)))
-        rows, cols = rows[~new], cols[~new]
+        keep = ~new & (colour[rows] < 0)
+        rows, cols, up = rows[keep], cols[keep], up[keep]
 
 
 def _rounds_gpu(A, prio, xp):
