@@ -61,7 +61,9 @@ def galerkin_product(op, T, cbox, dtype):
     # small 3D levels: 9 threads a coarse point, their partial sums added after (a 2D point's
     # sums are short already)
     parts = 9 if d == 3 and cbox.size < SPLIT_RAP_SIZE else 1
-    out = xp.empty((parts, len(offsets)) + cbox.shape, dtype)
+    # one thread a point writes the planes of one array (detect.class_stats and compress take them
+    # as they are), nine write nine sets of planes
+    out = xp.empty(((parts,) if parts > 1 else ()) + (len(offsets),) + cbox.shape, dtype)
     kernel = _module(dtype, d, len(op.offsets)).get_function("blackbox_rap")
     i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
                                      *([0] * (3 - d) + [int(c) for c in T.coarsened]),
@@ -69,7 +71,7 @@ def galerkin_product(op, T, cbox, dtype):
     c0, c1, c2 = grid.dims3(cbox.shape)
     _launch(kernel, (c0 * parts, c1, c2), [out, A, W, offs, *i32, numpy.dtype(dtype).type(T.rscale),
                                            numpy.int32(parts)])
-    return dict(zip(offsets, out[0] if parts == 1 else out.sum(axis=0)))
+    return dict(zip(offsets, out if parts == 1 else out.sum(axis=0)))
 
 
 def coefficient_planes(op, dtype):
