@@ -49,12 +49,11 @@ def nonzero_stats(coefs):
     array (a Galerkin product's), one transfer."""
     xp = next((backend.array_module(c) for c in coefs if not numpy.isscalar(c)), numpy)
     if _one_array(coefs):
-        planes = coefs[0].base
-    else:                                 # constants broadcast
-        shape = numpy.broadcast_shapes(*(numpy.shape(c) for c in coefs))
-        planes = xp.stack([xp.broadcast_to(xp.asarray(c), shape) for c in coefs])
-    nonzero = backend.to_host(xp.count_nonzero(planes.reshape(len(coefs), -1), axis=1))
-    return numpy.stack([nonzero > 0, numpy.zeros(len(coefs)), numpy.zeros(len(coefs))], axis=1)
+        counts = xp.count_nonzero(coefs[0].base.reshape(len(coefs), -1), axis=1)
+    else:                                 # separate arrays, or numbers
+        counts = xp.stack([xp.count_nonzero(xp.asarray(c)) for c in coefs])
+    nonzero = backend.to_host(counts) > 0
+    return numpy.stack([nonzero, numpy.zeros(len(coefs)), numpy.zeros(len(coefs))], axis=1)
 
 
 def _one_array(coefs):

@@ -349,14 +349,12 @@ def _stats_batched(box, offsets, coefs, xp, tol):
     return xp.stack([nonzero, lo, hi], axis=1)
 
 
-def _stats_by_class(box, offsets, coefs, nonzero_only=False):
+def _stats_by_class(box, offsets, coefs):
     """_stats from the class statistics of detect.class_stats (one kernel for every offset on the
     GPU): its three classes together are the points whose neighbour lies inside the grid, all of
     them on a grid without periodic axes; any nonzero there is any nonzero at all, since the
-    coefficients coupling outside the grid are zero. ``nonzero_only``: detect.nonzero_stats."""
+    coefficients coupling outside the grid are zero."""
     from . import detect  # detect reads stencils from matrices, so it imports this module
-    if nonzero_only:
-        return detect.nonzero_stats(coefs)
     cls = detect.class_stats(box, offsets, coefs)
     return numpy.stack([cls[:, :, 0].max(axis=1), cls[:, :, 1].min(axis=1), cls[:, :, 2].max(axis=1)], axis=1)
 
@@ -374,9 +372,11 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     if numpy.dtype(dtype).kind == "c":
         tol = None                       # complex coefficients stay stored
     # per offset, brought to the host at once: any nonzero and (constants looked for) the least and largest value
-    if backend.is_gpu(xp) and box.size and coefs and (tol is None or not any(box.periodic)
-                                                      and numpy.dtype(dtype).kind == "f"):
-        stats = _stats_by_class(box, offsets, coefs, nonzero_only=tol is None)
+    if tol is None and backend.is_gpu(xp) and box.size and coefs:
+        from . import detect  # stored coefficients: only which offsets have a nonzero
+        stats = detect.nonzero_stats(coefs)
+    elif backend.is_gpu(xp) and box.size and coefs and not any(box.periodic) and numpy.dtype(dtype).kind == "f":
+        stats = _stats_by_class(box, offsets, coefs)
     elif backend.is_gpu(xp) and 0 < box.size <= BATCHED_STATS_SIZE and coefs:
         stats = backend.to_host(_stats_batched(box, offsets, coefs, xp, tol))
     else:
