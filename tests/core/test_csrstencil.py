@@ -156,7 +156,7 @@ def test_constant_read_finds_neumann_axes_of_a_constant_stencil():
 def test_nonzero_stats_say_which_offsets_have_a_nonzero(one_array):
     """stencil.compress's statistics of stored coefficients (detect.nonzero_stats): any nonzero per
     offset, from the planes of one array (a Galerkin product's) or from separate arrays and
-    numbers (constants broadcast)."""
+    numbers (a nonzero number counts)."""
     rng = np.random.default_rng(2)
     planes = rng.random((5, 4, 3, 6))
     planes[1] = 0.0
