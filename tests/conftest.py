@@ -261,7 +261,7 @@ def amg_galerkin_error(mg):
 
 
 def colour_graphs():
-    """Matrices for aggregation.colour_graph: 2D grids (5-point, 9-point), a random nonsymmetric
+    """Matrices for colouring.colour_graph: 2D grids (5-point, 9-point), a random nonsymmetric
     pattern, and a clique of 70 (more than the 64 colours a mask holds)."""
     import numpy
     import scipy.sparse

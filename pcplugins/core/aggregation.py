@@ -15,8 +15,7 @@ Two ways to aggregate, both data-parallel (whole-array operations on NumPy or Cu
   twice as in Notay's double pairwise aggregation (aggregates of up to 4). Ties are broken by
   an integer hash of the edge, so NumPy and CuPy build the same aggregates.
 
-``colour_graph`` colours any matrix graph (Jones-Plassmann with hashed priorities) for the
-Gauss-Seidel smoother of the pairwise hierarchy.
+The Gauss-Seidel colours of the pairwise levels are colouring.py's.
 """
 import math
 
@@ -108,7 +107,7 @@ def _parity(cell, xp):
     return c
 
 
-def _hash_int(i, j, xp):
+def hash_edge(i, j, xp):
     """A symmetric 20-bit integer hash of the edge (i, j), the same on NumPy and CuPy."""
     lo = xp.minimum(i, j).astype(numpy.uint64)
     hi = xp.maximum(i, j).astype(numpy.uint64)
@@ -120,8 +119,8 @@ def _hash_int(i, j, xp):
 
 
 def _hash(i, j, xp):
-    """``_hash_int`` scaled to [0, 1)."""
-    return _hash_int(i, j, xp).astype(numpy.float64) / 2.0 ** 20
+    """``hash_edge`` scaled to [0, 1)."""
+    return hash_edge(i, j, xp).astype(numpy.float64) / 2.0 ** 20
 
 
 def strength(A, xp):
@@ -150,7 +149,24 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     w = xp.where(S.data > 0, S.data, 0.0)
     wmax = row_max(w, S, xp)
     strong = (w > 0) & (w >= theta * wmax[rows])
-    score = w * (1.0 + 1e-6 * _hash(rows, cols, xp))
+    i = xp.arange(n)
+    partner = (_match_gpu if backend.is_gpu(xp) else _match_host)(S, rows, cols, strong, w, xp, rounds)
+    rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
+    _, agg = xp.unique(rep, return_inverse=True)
+    agg = agg.ravel().astype(numpy.int32)
+    return agg, int(agg.max()) + 1 if n else 0, _pair_signs(A, partner, rep, xp)
+
+
+def _score(w, rows, cols, xp):
+    """The strengths w with ties broken by a hash of the edge."""
+    return w * (1.0 + 1e-6 * _hash(rows, cols, xp))
+
+
+def _match_gpu(S, rows, cols, strong, w, xp, rounds):
+    """pair_matching's rounds on the GPU: every unmatched unknown proposes to its best-scoring
+    unmatched strong neighbour (a kernel a row for the maximum), mutual proposals pair."""
+    n = S.shape[0]
+    score = _score(w, rows, cols, xp)
     partner = xp.full(n, -1, numpy.int64)
     i = xp.arange(n)
     for _ in range(rounds):
@@ -164,10 +180,35 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
         if not backend.any_true(mutual):
             break
         partner = xp.where(mutual, choice, partner)
-    rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
-    _, agg = xp.unique(rep, return_inverse=True)
-    agg = agg.ravel().astype(numpy.int32)
-    return agg, int(agg.max()) + 1 if n else 0, _pair_signs(A, partner, rep, xp)
+    return partner
+
+
+def _match_host(S, rows, cols, strong, w, xp, rounds):
+    """_match_gpu's twin on the host, on the strong edges (rows sorted) alone: each round keeps
+    the edges whose two ends are still unmatched, so it works on fewer, and takes each row's best
+    score by a segmented maximum over them (the same pairs)."""
+    n = S.shape[0]
+    rows, cols = rows[strong], cols[strong]
+    score = _score(w[strong], rows, cols, numpy)
+    partner = numpy.full(n, -1, numpy.int64)
+    i = numpy.arange(n)
+    for k in range(rounds):
+        if k:
+            keep = (partner[rows] < 0) & (partner[cols] < 0)
+            rows, cols, score = rows[keep], cols[keep], score[keep]
+        if not rows.size:
+            break
+        start = numpy.empty(rows.size, bool)
+        start[0], start[1:] = True, rows[1:] != rows[:-1]
+        best = numpy.maximum.reduceat(score, numpy.flatnonzero(start))
+        pick = score == best[numpy.cumsum(start) - 1]
+        choice = numpy.full(n, -1, numpy.int64)
+        choice[rows[pick]] = cols[pick]
+        mutual = (choice >= 0) & (choice[numpy.maximum(choice, 0)] == i)
+        if not mutual.any():
+            break
+        partner = numpy.where(mutual, choice, partner)
+    return partner
 
 
 def _pair_signs(A, partner, rep, xp):
@@ -186,6 +227,8 @@ def _pair_signs(A, partner, rep, xp):
             "flip = p >= 0 && rep != i && c > 0")(partner, rep, xp.ascontiguousarray(data), A.indptr, A.indices)
     else:
         rows, cols = sparse.rows_of(A, xp), A.indices
+        if not ((data > 0) & (rows != cols)).any():      # no positive coupling: no pair to sign
+            return None
         paired = partner >= 0
         c = xp.zeros(n)
         for mine, other in ((rows, cols), (cols, rows)):     # a_{i, partner(i)} and a_{partner(i), i}
@@ -208,8 +251,11 @@ def row_max(values, A, xp):
                                   "T best = 0; for (I j = indptr[i]; j < indptr[i + 1]; j++) "
                                   "best = v[j] > best ? v[j] : best; m = best")(
             values, A.indptr, size=A.shape[0])
-    S = sparse.module(xp).csr_matrix((values, A.indices, A.indptr), shape=A.shape)
-    return xp.asarray(S.max(axis=1).toarray()).ravel()
+    out = numpy.zeros(A.shape[0], values.dtype)
+    full = numpy.diff(A.indptr) > 0
+    if values.size:
+        out[full] = numpy.maximum.reduceat(values, A.indptr[:-1][full])
+    return out
 
 
 def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
@@ -240,73 +286,3 @@ def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
         signs.append(sign)
         A = Ak
     return aggs, sizes, Acs, signs
-
-
-def colour_graph(A, xp, max_colours=None):
-    """Colours of the graph of A + A^T (no two neighbours share one): Jones-Plassmann, each round
-    colouring the unknowns whose hashed priority beats all uncoloured neighbours, each with the
-    smallest colour none of its coloured neighbours has (Jones and Plassmann 1993, with
-    first-fit colours: a 5-point grid takes 4 to 5 colours where a new colour per round took 16 to
-    18, and a Gauss-Seidel sweep is a kernel a colour). The colours its neighbours hold are a
-    bit mask per unknown (64 colours; an unknown with all 64 taken gets the last, shared with a
-    neighbour). On the GPU a round is two kernels over A's entries and unknowns (_rounds_gpu),
-    on the host NumPy on the shrinking set of uncoloured edges (_rounds_host): the same colours.
-    With ``max_colours``, where there are more than three times as many colours they fold back
-    (colour mod max_colours): neighbours may then share a colour, which CSRColourGS's l1 diagonal
-    keeps convergent, but an improper colour costs it two kernels and a scatter instead of one,
-    so folding pays only where the colours are many."""
-    n = A.shape[0]
-    i = xp.arange(n)
-    prio = (_hash_int(i, i, xp) << 32) + i      # distinct (a float priority could tie)
-    colour = (_rounds_gpu if backend.is_gpu(xp) else _rounds_host)(A, prio, xp)
-    k = int(colour.max()) + 1 if n else 0
-    return colour % max_colours if max_colours is not None and k > 3 * max_colours else colour
-
-
-def _rounds_host(A, prio, xp):
-    n = A.shape[0]
-    r = sparse.rows_of(A, xp)
-    c = A.indices.astype(numpy.int32)
-    off = r != c
-    rows = xp.concatenate([r[off], c[off]])
-    cols = xp.concatenate([c[off], r[off]])
-    up = prio[cols] > prio[rows]                  # the far end beats the near one: fixed, as the priorities
-    colour = xp.full(n, -1, numpy.int32)
-    taken = xp.zeros(n, numpy.uint64)             # bit k: a neighbour has colour k
-    one = numpy.uint64(1)
-    while True:
-        free = colour < 0
-        if not backend.any_true(free):
-            return colour
-        # rows, cols: the edges between uncoloured unknowns (each round works on fewer)
-        beaten = xp.bincount(rows[up], minlength=n) > 0
-        low = ~taken & (taken + one)              # the lowest clear bit alone (0: all 64 set)
-        first = xp.where(low == 0, 63, xp.log2(xp.maximum(low, one).astype(numpy.float64))).astype(numpy.int32)
-        colour = xp.where(free & ~beaten, first, colour)
-        new = colour[cols] >= 0                     # the edges whose far end is coloured now
-        xp.bitwise_or.at(taken, rows[new], xp.left_shift(one, colour[cols[new]].astype(numpy.uint64)))
-        keep = ~new & (colour[rows] < 0)
-        rows, cols, up = rows[keep], cols[keep], up[keep]
-
-
-def _rounds_gpu(A, prio, xp):
-    n = A.shape[0]
-    rows = sparse.rows_of(A, xp)
-    colour = xp.full(n, -1, numpy.int32)
-    taken = xp.zeros(n, numpy.uint64)
-    beaten = xp.zeros(n, numpy.int8)
-    # each stored a_ij, both ways: between uncoloured unknowns the lower priority is beaten; a
-    # coloured end marks its colour taken at the other (again each round: an idempotent OR)
-    edges = sparse.elementwise(
-        "jp_edges", "int32 r, int32 c, raw int32 colour, raw int64 prio", "raw int8 beaten, raw uint64 taken",
-        "int a = colour[r], b = colour[c];"
-        "if (r != c) { if (a < 0 && b < 0) { if (prio[c] > prio[r]) beaten[r] = 1; else beaten[c] = 1; }"
-        "else if (a < 0) atomicOr(&taken[r], 1ull << b); else if (b < 0) atomicOr(&taken[c], 1ull << a); }")
-    pick = sparse.elementwise(
-        "jp_pick", "uint64 t", "int32 colour, int8 beaten",
-        "if (colour < 0) { if (!beaten) colour = (~t) ? __ffsll((long long)(~t)) - 1 : 63; beaten = 0; }")
-    cols = A.indices.astype(numpy.int32, copy=False)
-    while backend.any_true(colour < 0):
-        edges(rows, cols, colour, prio, beaten, taken)
-        pick(taken, colour, beaten)
-    return colour

@@ -24,7 +24,7 @@ import time
 import numpy
 
 from .. import backend
-from . import aggregation, coarse, cycle, distributed, nullspace, smoothers, sparse
+from . import aggregation, coarse, colouring, cycle, distributed, nullspace, smoothers, sparse
 from .comm import Comm
 
 # Pairwise levels: a graph that needs more than 3 x 8 colours (each a kernel per sweep) has them
@@ -86,7 +86,7 @@ def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None):
     if last:
         return cycle.CSRLevel(A, xp, M, rows=rows)
     if opts.smoother == "gs" and colours is None:
-        colours = aggregation.colour_graph(A, xp, MAX_COLOURS)
+        colours = colouring.colour_graph(A, xp, MAX_COLOURS)
     smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
     if P is not None:
         P = P.astype(A.dtype) if P.dtype != A.dtype else P      # the row kernels take one value type
@@ -153,8 +153,16 @@ class AggregationMG:
                                  "unknowns is no preconditioner: check the matrix (its diagonal, its scaling), or "
                                  "raise -pc_amg_max_levels")
             self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
-        ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         transfers += [None] * (len(mats) - len(transfers))
+        # each level's unknowns in the cycle's order (colouring.colour_order; None: the matrix's)
+        self.orders = [None] * len(mats)
+        if o.smoother == "gs" and not parallel and not backend.is_gpu(xp) and len(mats) > 1:
+            colours = [None if k == len(aggs) else c if c is not None else colouring.colour_graph(M, xp, MAX_COLOURS)
+                       for k, (M, c) in enumerate(zip(mats, colours))]
+            mats, aggs, signs, colours, moved, self.orders = colouring.colour_order(mats, aggs, signs, colours,
+                                                                                    transfers[:len(aggs)])
+            transfers = moved + [None]
+        ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         self.levels = [_level(M, agg, nc, col, o, xp, e, s, P) for M, agg, nc, col, e, s, P
                        in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None], transfers)]
         self.timings["smoothers"] = clock()
@@ -286,12 +294,20 @@ class AggregationMG:
     # -- cycles ---------------------------------------------------------------------------------------
     def cycle(self, f):
         """An approximation of A^-1 f (a new array): B_0 f, cycle.Cycle."""
-        return self._cycle(f)
+        return self._in_order(self._cycle, f)
 
     def correction(self, f):
         """What the cycle of a finer level gets from this hierarchy's finest level for the
         restricted residual f (_Replicated: the levels a distributed hierarchy gathered)."""
-        return self._cycle.correction(f)
+        return self._in_order(self._cycle.correction, f)
+
+    def _in_order(self, run, f):
+        order = self.orders[0]
+        if order is None:
+            return run(f)
+        u = self.xp.empty_like(f)
+        u[order] = run(f[order])
+        return u
 
     def _dots(self, *pairs):
         """(a, b) of each pair, 0-d arrays; on several ranks their global sums in one exchange (on

@@ -22,7 +22,7 @@ coupled to nothing join none (``drop_isolated``): either would otherwise stall t
 import numpy
 
 from .. import backend
-from . import aggregation, sparse
+from . import aggregation, colouring, sparse
 
 # a column of an aggregate's B_J whose part orthogonal to the previous columns is below this
 # fraction of its norm is dependent on them (an aggregate of too few nodes for m modes): its
@@ -46,9 +46,9 @@ def node_graph(A, bs, xp):
 
 def node_colours(graph, bs, xp, max_colours):
     """Gauss-Seidel colours of the unknowns from a colouring of their node graph (``node_graph``):
-    unknown i takes (the colour of node i // bs) bs + i % bs, folded as aggregation.colour_graph
+    unknown i takes (the colour of node i // bs) bs + i % bs, folded as colouring.colour_graph
     folds. A proper colouring of the unknowns, found on a graph bs^2 times smaller."""
-    c = aggregation.colour_graph(graph, xp)
+    c = colouring.colour_graph(graph, xp)
     i = xp.arange(graph.shape[0] * bs, dtype=numpy.int32)
     colour = (c[i // bs] * bs + i % bs).astype(numpy.int32)
     k = (int(c.max()) + 1) * bs if c.size else 0

@@ -248,8 +248,9 @@ def residual(A, f, u, xp):
 
 
 def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
-    """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A: all the new
-    values computed from the old u, then written (the same result whatever the colouring).
+    """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A (indices, or
+    on the host a slice): all the new values computed from the old u, then written (the same
+    result whatever the colouring).
     ``independent``: the rows do not couple to each other, so one kernel updates u in place."""
     if backend.is_gpu(xp) and _kernel_types(Arows, u, f, scale):
         if independent:

@@ -640,21 +640,22 @@ def test_fused_cubic_upsample_matches_twin(shape):
 
 @pytest.mark.parametrize("case", ["5-point", "9-point", "random", "clique"])
 def test_colour_graph_kernels_match_twins(case):
-    """aggregation.colour_graph on CuPy (first-fit colours: the atomic-OR and lowest-free-bit
+    """colouring.colour_graph on CuPy (first-fit colours: the atomic-OR and lowest-free-bit
     kernels) equals the NumPy twin's colours exactly."""
-    from pcplugins.core import aggregation, sparse
+    from pcplugins.core import colouring, sparse
 
     from conftest import colour_graphs
     cp = backend.cupy
     A = colour_graphs()[case]
     Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
-    want = aggregation.colour_graph(A, np)
-    got = backend.to_host(aggregation.colour_graph(Ad, cp))
+    want = colouring.colour_graph(A, np)
+    got = backend.to_host(colouring.colour_graph(Ad, cp))
     assert np.array_equal(got, want)
 
 
 def test_row_max_kernel_matches_twin():
-    """aggregation.row_max: the row kernel against SciPy's, on random rows and an empty one."""
+    """aggregation.row_max: the row kernel against its host twin (a segmented maximum), on random
+    rows and an empty one."""
     import scipy.sparse
 
     from pcplugins.core import aggregation, sparse
@@ -669,6 +670,21 @@ def test_row_max_kernel_matches_twin():
     got = backend.to_host(aggregation.row_max(cp.asarray(v), Ad, cp))
     assert A.indptr[18] == A.indptr[17] and got[17] == 0
     assert np.array_equal(got, want)
+
+
+def _matrix_order(mg, k, values, coarse=None):
+    """Level k's ``values`` (one per unknown; ``coarse``: unknowns of level k + 1, as aggregates
+    are) in the numbering of the level's matrix, which the host renumbers colour by colour
+    (colouring.colour_order, mg.orders)."""
+    values = backend.to_host(values)
+    if coarse is not None and mg.orders[k + 1] is not None:
+        values = mg.orders[k + 1][values]
+    order = mg.orders[k]
+    if order is None:
+        return values
+    out = np.empty_like(values)
+    out[order] = values
+    return out
 
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
@@ -690,7 +706,8 @@ def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
         opts = kcycle.Options(aggregation=method, smoother=smoother, coarse_size=50, kcycle_size=kcycle_size)
         mg = kcycle.AggregationMG(Ax, xp, opts, xp.asarray(xy))
         assert (mg.v_from is None) == (kcycle_size == 0)
-        out[xp] = ([lev.n for lev in mg.levels], [backend.to_host(lev.agg) for lev in mg.levels[:-1]],
+        out[xp] = ([lev.n for lev in mg.levels], [_matrix_order(mg, k, lev.agg, coarse=True)
+                                                  for k, lev in enumerate(mg.levels[:-1])],
                    backend.to_host(mg.cycle(xp.asarray(f))))
     assert out[np][0] == out[cp][0]
     for a, b in zip(out[np][1], out[cp][1]):
@@ -717,7 +734,8 @@ def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
         Bx = sparse.csr(B.indptr, B.indices, B.data, B.shape[0], xp)
         mg = kcycle.AggregationMG(Bx, xp, kcycle.Options(aggregation="pairwise", cycle=cycle, coarse_size=400,
                                                          kcycle_size=0))
-        out[xp] = ([None if lev.sign is None else backend.to_host(lev.sign) for lev in mg.levels[:-1]],
+        out[xp] = ([None if lev.sign is None else _matrix_order(mg, k, lev.sign)
+                    for k, lev in enumerate(mg.levels[:-1])],
                    backend.to_host(mg.cycle(xp.asarray(f))))
     assert out[np][0][0] is not None
     for a, b in zip(out[np][0], out[cp][0]):

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins.core import aggregation, kcycle, smoothers, sparse
+from pcplugins.core import aggregation, colouring, kcycle, smoothers, sparse
 from pcplugins.core.comm import Comm
 
 import meshes
@@ -112,7 +112,7 @@ def test_pairwise_aggregates_pair_neighbours():
 
 def test_colour_gs_with_a_proper_colouring_is_gauss_seidel():
     A = lap2d(7)
-    colours = aggregation.colour_graph(A, numpy)
+    colours = colouring.colour_graph(A, numpy)
     r, c = A.nonzero()
     assert not numpy.any((colours[r] == colours[c]) & (r != c))
     gs = smoothers.CSRColourGS(A, colours, numpy)
@@ -130,7 +130,7 @@ def test_colour_graph_first_fit(case):
     colour the smallest its earlier-coloured neighbours leave, and few colours (5-point: at most
     5; measured 5); past 64 colours the last one is shared."""
     A = colour_graphs()[case]
-    colours = aggregation.colour_graph(A, numpy)
+    colours = colouring.colour_graph(A, numpy)
     r, c = A.nonzero()
     clash = (colours[r] == colours[c]) & (r != c)
     if case == "clique":

@@ -32,7 +32,10 @@ class CSRColourGS:
         bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
         invd = (omega / D[order]).astype(A.dtype)
         rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
-        self.parts = [(order[a:b], Ac, invd[a:b])
+        # on the host, unknowns numbered colour by colour (colouring.colour_order) make each
+        # colour a slice: updated in place, no gather or scatter
+        sliced = not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all())
+        self.parts = [(slice(a, b) if sliced else order[a:b], Ac, invd[a:b])
                       for a, b, Ac in zip(bounds[:-1], bounds[1:], rows_of_colour) if b > a]
         self.proper = not backend.any_true(same)
 

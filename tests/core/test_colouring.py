@@ -1,0 +1,85 @@
+"""The host twins of the pairwise matching, and the host hierarchy renumbered colour by colour
+(core/colouring.py): the same pairs, and the same cycle, as without them."""
+import numpy as np
+import pytest
+import scipy.sparse
+
+from pcplugins.core import aggregation, colouring, kcycle, nullspace
+
+from conftest import amg_galerkin_error, colour_graphs
+from problems import convection_diffusion
+
+
+def _matrices():
+    """A 2D Laplacian, upwind convection (nonsymmetric), D A D (positive couplings), a random
+    nonsymmetric pattern, all as int32 CSR."""
+    rng = np.random.default_rng(3)
+    A = convection_diffusion(31, 1.0, 2)
+    D = scipy.sparse.diags(rng.choice([-1.0, 1.0], A.shape[0]))
+    out = {"laplace": convection_diffusion(33, 0.0, 2), "convection": convection_diffusion(17, 10.0, 3),
+           "signed": D @ A @ D, "random": colour_graphs()["random"]}
+    for name, M in out.items():
+        M = scipy.sparse.csr_matrix(M)
+        M.indices, M.indptr = M.indices.astype(np.int32), M.indptr.astype(np.int32)
+        out[name] = M
+    return out
+
+
+@pytest.mark.parametrize("case", ["laplace", "convection", "signed", "random"])
+def test_host_matching_pairs_as_the_device_rounds(case):
+    """_match_host (the strong edges whose ends are free, a segmented maximum) finds the pairs of
+    _match_gpu's rounds (run here on NumPy), which the GPU runs."""
+    A = _matrices()[case]
+    S = aggregation.strength(A, np)
+    rows, cols = np.repeat(np.arange(A.shape[0]), np.diff(S.indptr)), S.indices
+    w = np.where(S.data > 0, S.data, 0.0)
+    strong = (w > 0) & (w >= 0.25 * aggregation.row_max(w, S, np)[rows])
+    host = aggregation._match_host(S, rows, cols, strong, w, np, 4)
+    rounds = aggregation._match_gpu(S, rows, cols, strong, w, np, 4)
+    assert (host >= 0).sum() > A.shape[0] / 2            # most unknowns are paired
+    assert np.array_equal(host, rounds)
+
+
+def test_row_max_on_the_host():
+    """aggregation.row_max: each row's largest value, 0 on an empty row."""
+    A = scipy.sparse.random(300, 300, density=0.03, format="csr", random_state=7)
+    A.data[A.indptr[17]:A.indptr[18]] = 0
+    A.eliminate_zeros()
+    v = np.random.default_rng(1).random(A.nnz)
+    B = scipy.sparse.csr_matrix((v, A.indices, A.indptr), shape=A.shape)
+    assert np.array_equal(aggregation.row_max(v, A, np), B.toarray().max(axis=1))
+
+
+def _unchanged(mats, aggs, signs, colours, transfers):
+    return mats, aggs, signs, colours, transfers, [None] * len(mats)
+
+
+@pytest.mark.parametrize("case", ["pairwise", "auxgrid", "system"])
+@pytest.mark.parametrize("cycle", ["w", "k"])
+def test_colour_order_keeps_the_cycle(case, cycle, monkeypatch):
+    """The host hierarchy renumbered colour by colour (each level's colours a slice of its
+    vectors) gives the cycle of the hierarchy in the matrix's numbering, and stays Galerkin."""
+    if case == "system":
+        from elasticity import q1_elasticity
+        A, xy, _ = q1_elasticity(12, 2)
+        A = scipy.sparse.csr_matrix(A)
+        kw = dict(block_size=2, near_null=nullspace.rigid_body_modes(xy, np))
+        opts = kcycle.Options(aggregation="pairwise", cycle=cycle, coarse_size=40)
+    else:
+        n = 40
+        A = convection_diffusion(n, 0.5, 2).tocsr()
+        xy = np.indices((n, n)).reshape(2, -1)[::-1].T.astype(float)
+        kw = dict(coords=xy if case == "auxgrid" else None)
+        opts = kcycle.Options(aggregation=case, cycle=cycle, coarse_size=40)
+    f = np.random.default_rng(4).random(A.shape[0])
+    mg = kcycle.AggregationMG(A, np, opts, **kw)
+    assert all(o is not None for o in mg.orders[:-1]) and len(mg.levels) >= 3
+    for lev in mg.levels[:-1]:
+        assert all(isinstance(idx, slice) for idx, _, _ in lev.smoother.parts)
+    assert amg_galerkin_error(mg) <= 1e-12
+    monkeypatch.setattr(colouring, "colour_order", _unchanged)
+    ref = kcycle.AggregationMG(A, np, opts, **kw)
+    assert [lev.n for lev in ref.levels] == [lev.n for lev in mg.levels]
+    for run in (lambda m: m.cycle(f), lambda m: m.correction(f)):
+        got, want = run(mg), run(ref)
+        assert np.allclose(got, want, rtol=1e-12, atol=1e-13 * np.abs(want).max())
