@@ -34,30 +34,36 @@ def colour_graph(A, xp, max_colours=None):
 def _rounds_host(A, prio, xp):
     """Jones-Plassmann on the host. An unknown takes its colour once every neighbour of higher
     priority has one, and its lower neighbours are still uncoloured then (it beats them), so its
-    first-fit colour reads its higher neighbours' colours alone: each edge of A + A^T is kept once,
-    from its lower to its higher end, and leaves the set when the higher end is coloured."""
+    first-fit colour reads its higher neighbours' colours alone. Each unknown counts its
+    uncoloured higher neighbours; a round colours those at zero, then walks their lower
+    neighbours (a CSR list of them) to mark the colour taken and count one down: each edge of
+    A + A^T is read once in all, not once a round."""
     n = A.shape[0]
-    # the pattern of A + A^T (SciPy's sum, in C), each edge taken from its lower end to its higher
+    # the pattern of A + A^T (SciPy's sum, in C); row v keeps its lower neighbours
     G = sparse.module(xp).csr_matrix((xp.ones(A.nnz, numpy.int8), A.indices, A.indptr), shape=A.shape)
     G = (G + G.T).tocsr()
     r, c = sparse.rows_of(G, xp), G.indices.astype(numpy.int32)
-    up = prio[r] < prio[c]
-    low, high = r[up], c[up]
+    down = prio[c] < prio[r]
+    lower = c[down]
+    start = xp.concatenate([xp.zeros(1, numpy.int64), xp.cumsum(xp.bincount(r[down], minlength=n))])
+    higher = xp.bincount(lower, minlength=n)      # uncoloured higher neighbours
     colour = xp.full(n, -1, numpy.int32)
     taken = xp.zeros(n, numpy.uint64)             # bit k: a higher neighbour has colour k
     one = numpy.uint64(1)
-    while True:
-        free = colour < 0
-        if not backend.any_true(free):
-            return colour
-        beaten = xp.bincount(low, minlength=n) > 0      # an uncoloured higher neighbour is left
-        now = xp.flatnonzero(free & ~beaten)
+    left = n
+    while left:
+        now = xp.flatnonzero((higher == 0) & (colour < 0))
+        left -= now.size
         t = taken[now]
         bit = ~t & (t + one)                      # the lowest clear bit alone (0: all 64 set)
         colour[now] = xp.where(bit == 0, 63, xp.log2(xp.maximum(bit, one).astype(numpy.float64))).astype(numpy.int32)
-        new = colour[high] >= 0
-        xp.bitwise_or.at(taken, low[new], xp.left_shift(one, colour[high[new]].astype(numpy.uint64)))
-        low, high = low[~new], high[~new]
+        # the lower neighbours of the unknowns coloured now, each with that colour
+        count = start[now + 1] - start[now]
+        at = xp.repeat(start[now] - xp.cumsum(count) + count, count) + xp.arange(int(count.sum()))
+        below = lower[at]
+        xp.bitwise_or.at(taken, below, xp.left_shift(one, xp.repeat(colour[now], count).astype(numpy.uint64)))
+        higher -= xp.bincount(below, minlength=n)
+    return colour
 
 
 def _rounds_gpu(A, prio, xp):
