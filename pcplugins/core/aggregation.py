@@ -108,14 +108,17 @@ def _parity(cell, xp):
 
 
 def hash_edge(i, j, xp):
-    """A symmetric 20-bit integer hash of the edge (i, j), the same on NumPy and CuPy."""
-    lo = xp.minimum(i, j).astype(numpy.uint64)
-    hi = xp.maximum(i, j).astype(numpy.uint64)
-    h = (lo * numpy.uint64(0x9E3779B1) + hi * numpy.uint64(0x85EBCA77)) & numpy.uint64(0xFFFFFFFF)
-    h ^= h >> numpy.uint64(15)
-    h = (h * numpy.uint64(0x2C1B3C6D)) & numpy.uint64(0xFFFFFFFF)
-    h ^= h >> numpy.uint64(12)
-    return (h & numpy.uint64(0xFFFFF)).astype(numpy.int64)
+    """A symmetric 20-bit integer hash of the edge (i, j), the same on NumPy and CuPy: 32-bit
+    unsigned arithmetic, whose products wrap modulo 2^32, in place."""
+    u32 = numpy.uint32
+    h = xp.minimum(i, j).astype(u32)
+    h *= u32(0x9E3779B1)
+    h += xp.maximum(i, j).astype(u32) * u32(0x85EBCA77)
+    h ^= h >> u32(15)
+    h *= u32(0x2C1B3C6D)
+    h ^= h >> u32(12)
+    h &= u32(0xFFFFF)
+    return h.astype(numpy.int64)
 
 
 def _hash(i, j, xp):
