@@ -83,3 +83,22 @@ def test_colour_order_keeps_the_cycle(case, cycle, monkeypatch):
     for run in (lambda m: m.cycle(f), lambda m: m.correction(f)):
         got, want = run(mg), run(ref)
         assert np.allclose(got, want, rtol=1e-12, atol=1e-13 * np.abs(want).max())
+
+
+def test_hash_edge_is_symmetric_and_the_32_bit_hash():
+    """aggregation.hash_edge against the hash written with Python integers (each product taken
+    modulo 2^32), for int32 and int64 indices up to 2^31 - 1; hash_edge(i, j) = hash_edge(j, i)."""
+    def ref(i, j):
+        lo, hi = min(i, j), max(i, j)
+        h = (lo * 0x9E3779B1 + hi * 0x85EBCA77) % 2 ** 32
+        h ^= h >> 15
+        h = (h * 0x2C1B3C6D) % 2 ** 32
+        h ^= h >> 12
+        return h & 0xFFFFF
+    rng = np.random.default_rng(5)
+    for dtype in (np.int32, np.int64):
+        i = np.r_[0, 2 ** 31 - 1, rng.integers(0, 2 ** 31 - 1, 300)].astype(dtype)
+        j = np.r_[2 ** 31 - 1, 0, rng.integers(0, 2 ** 31 - 1, 300)].astype(dtype)
+        got = aggregation.hash_edge(i, j, np)
+        assert got.dtype == np.int64 and np.array_equal(got, aggregation.hash_edge(j, i, np))
+        assert got.tolist() == [ref(int(a), int(b)) for a, b in zip(i, j)]
