@@ -38,7 +38,7 @@ BENCHMARKS = {
     "anisotropic.py": ["anisotropic_l10_h200.json", "anisotropic_l9_h200.json", "anisotropic_mixed_l10_h200.json"],
     "tridiag.py": ["tridiag_h200.json", "tridiag_h100.json"],
     "amg_poisson.py": ["amg_poisson_2d_h200.json", "amg_poisson_3d_h200.json", "amg_poisson_2d_h100.json",
-                       "amg_poisson_3d_mesh_h100.json",
+                       "amg_poisson_3d_mesh_h100.json", "amg_poisson_cpu_local.json",
                        "amg_elasticity_cpu_local.json"],
     "amg_convection.py": ["amg_convection_cpu.json"],
     "shifted_laplace.py": ["shifted_laplace_dezeeuw_complex_h200.json", "shifted_laplace_dezeeuw_complex_h100.json",
