@@ -65,7 +65,7 @@ class ELL:
         return self.indices.shape[0]
 
     def __getitem__(self, rows):
-        """The rows ``rows`` (an index array), as ELL."""
+        """The rows ``rows`` (an index array or a slice), as ELL."""
         return ELL(self.indices[:, rows], self.data[:, rows], self.shape[1], None)
 
     def __matmul__(self, u):
@@ -76,12 +76,12 @@ def row_parts(M, order, bounds):
     """The rows order[bounds[k]:bounds[k + 1]] of M for each k, as matrices of M's kind: one
     gather of the rows of a CSR matrix in ``order`` and slices of it (a gather per part costs the
     GPU a few waits for the host), an ELL matrix's parts gathered one by one (its kernels read
-    whole arrays)."""
+    whole arrays). ``order`` None: M's rows are in order already, the parts are slices of them."""
     pairs = list(zip(bounds[:-1], bounds[1:]))
     if isinstance(M, ELL):
-        return [M[order[a:b]] for a, b in pairs]
+        return [M[slice(a, b) if order is None else order[a:b]] for a, b in pairs]
     xp = backend.array_module(M.data)
-    P = M[order]
+    P = M if order is None else M[order]
     at = backend.to_host(P.indptr[xp.asarray(numpy.asarray(bounds, numpy.int64))]).tolist()
     return [module(xp).csr_matrix((P.data[s:e], P.indices[s:e], P.indptr[a:b + 1] - s), shape=(b - a, M.shape[1]))
             for (a, b), s, e in zip(pairs, at[:-1], at[1:])]

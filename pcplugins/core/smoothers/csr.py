@@ -26,17 +26,21 @@ class CSRColourGS:
         # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
         counts = backend.to_host(xp.bincount(colours)) if colours.size else []    # a rank may own no rows
         self.ncolours = len(counts)
-        keys = colours.astype(numpy.int16 if self.ncolours < 2 ** 15 else numpy.int32)   # radix-sorted
-        order = xp.argsort(keys, kind="stable") if not backend.is_gpu(xp) else xp.argsort(keys)
-        order = order.astype(numpy.int32)
         bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
-        invd = (omega / D[order]).astype(A.dtype)
-        rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
         # on the host, unknowns numbered colour by colour (colouring.colour_order) make each
-        # colour a slice: updated in place, no gather or scatter
-        sliced = not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all())
-        self.parts = [(slice(a, b) if sliced else order[a:b], Ac, invd[a:b])
-                      for a, b, Ac in zip(bounds[:-1], bounds[1:], rows_of_colour) if b > a]
+        # colour a slice: updated in place, no gather or scatter, and no sort here
+        if not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all()):
+            order, invd = None, (omega / D).astype(A.dtype)
+            rows = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        else:
+            keys = colours.astype(numpy.int16 if self.ncolours < 2 ** 15 else numpy.int32)   # radix-sorted
+            order = xp.argsort(keys, kind="stable") if not backend.is_gpu(xp) else xp.argsort(keys)
+            order = order.astype(numpy.int32)
+            invd = (omega / D[order]).astype(A.dtype)
+            rows = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
+        self.parts = [(idx, Ac, invd[a:b])
+                      for a, b, idx, Ac in zip(bounds[:-1], bounds[1:], rows, rows_of_colour) if b > a]
         self.proper = not backend.any_true(same)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
