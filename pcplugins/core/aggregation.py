@@ -21,7 +21,7 @@ import math
 
 import numpy
 
-from .. import backend
+from .. import backend, kernels
 from . import sparse
 
 
@@ -146,53 +146,76 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     """One pairwise aggregation of A: returns (agg, nc, sign), the signs of the prolongation's
     entries (_pair_signs; None: all +1)."""
     n = A.shape[0]
-    S = strength(A, xp)
-    rows = sparse.rows_of(S, xp)
-    cols = S.indices
-    w = xp.where(S.data > 0, S.data, 0.0)
-    wmax = row_max(w, S, xp)
-    strong = (w > 0) & (w >= theta * wmax[rows])
+    if backend.is_gpu(xp):
+        indptr, indices, score = A.indptr, A.indices, pair_scores_gpu(A, theta, xp)
+        if score is None:                       # a pattern that is not symmetric: strength()'s sum
+            S = strength(A, xp)
+            indptr, indices, score = S.indptr, S.indices, pair_scores(S, theta, xp)
+        partner = _match_gpu(indptr.astype(numpy.int32, copy=False), indices.astype(numpy.int32, copy=False),
+                             score, xp, rounds)
+    else:
+        S = strength(A, xp)
+        rows = sparse.rows_of(S, xp)
+        score = pair_scores(S, theta, xp, rows)
+        strong = score > 0
+        partner = _match_host(n, rows[strong], S.indices[strong], score[strong], rounds)
     i = xp.arange(n)
-    partner = (_match_gpu if backend.is_gpu(xp) else _match_host)(S, rows, cols, strong, w, xp, rounds)
     rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
-    _, agg = xp.unique(rep, return_inverse=True)
-    agg = agg.ravel().astype(numpy.int32)
-    return agg, int(agg.max()) + 1 if n else 0, _pair_signs(A, partner, rep, xp)
+    # the aggregates numbered in the order of their representatives (a pair's lower unknown)
+    ids = xp.cumsum(rep == i) - 1
+    agg = ids[rep].astype(numpy.int32)
+    return agg, int(ids[-1]) + 1 if n else 0, _pair_signs(A, partner, rep, xp)
 
 
-def _score(w, rows, cols, xp):
-    """The strengths w with ties broken by a hash of the edge."""
-    return w * (1.0 + 1e-6 * _hash(rows, cols, xp))
+def pair_scores(S, theta, xp, rows=None):
+    """The score of each stored entry of the strength matrix S: its strength where strong (> 0 and
+    at least ``theta`` times the row's largest), with ties broken by a hash of the edge; 0 where
+    not strong."""
+    rows = sparse.rows_of(S, xp) if rows is None else rows
+    w = xp.where(S.data > 0, S.data, 0.0)
+    strong = (w > 0) & (w >= theta * row_max(w, S, xp)[rows])
+    return xp.where(strong, w * (1.0 + 1e-6 * _hash(rows, S.indices, xp)), 0.0)
 
 
-def _match_gpu(S, rows, cols, strong, w, xp, rounds):
-    """pair_matching's rounds on the GPU: every unmatched unknown proposes to its best-scoring
-    unmatched strong neighbour (a kernel a row for the maximum), mutual proposals pair."""
-    n = S.shape[0]
-    score = _score(w, rows, cols, xp)
+def pair_scores_gpu(A, theta, xp):
+    """``pair_scores(strength(A))`` on A's own pattern in one kernel (``pair_scores`` in
+    aggregation.cu): where the pattern is symmetric, the strength of entry (i, j) is its own and
+    its mirror's (j, i), found by a search of row j, with no sum of sparse matrices. None where
+    the pattern is not symmetric or A is not real double."""
+    n = A.shape[0]
+    if A.dtype != numpy.float64 or n == 0:
+        return None
+    score = xp.empty(A.nnz)
+    missing = xp.zeros(1, numpy.int32)
+    kernels.kernel("aggregation", "pair_scores")(
+        ((n + 255) // 256,), (256,), (numpy.int32(n), numpy.float64(theta), A.indptr.astype(numpy.int32, copy=False),
+                                      A.indices.astype(numpy.int32, copy=False), A.data, A.diagonal(), score, missing))
+    return None if int(missing[0]) else score
+
+
+def _match_gpu(indptr, indices, score, xp, rounds):
+    """The matching's rounds on the GPU, two kernels a round (aggregation.cu): every unmatched
+    unknown picks its unmatched neighbour of the largest score, and mutual picks pair. All
+    ``rounds`` run, with no wait for the host: a round that pairs nobody leaves the next ones
+    the same picks, so they pair nobody either (the host twin's early stop gives the same)."""
+    n = indptr.size - 1
     partner = xp.full(n, -1, numpy.int64)
-    i = xp.arange(n)
+    if n == 0:
+        return partner
+    choice = xp.empty(n, numpy.int32)
+    grid, block, m = ((n + 255) // 256,), (256,), numpy.int32(n)
+    choose, mutual = (kernels.kernel("aggregation", name) for name in ("pair_choose", "pair_mutual"))
     for _ in range(rounds):
-        free = partner < 0
-        s = xp.where(strong & free[rows] & free[cols], score, 0.0)
-        best = row_max(s, S, xp)
-        pick = (s > 0) & (s == best[rows])
-        choice = xp.full(n, -1, numpy.int64)
-        choice[rows[pick]] = cols[pick]
-        mutual = (choice >= 0) & (choice[xp.maximum(choice, 0)] == i)
-        if not backend.any_true(mutual):
-            break
-        partner = xp.where(mutual, choice, partner)
+        choose(grid, block, (m, indptr, indices, score, partner, choice))
+        mutual(grid, block, (m, choice, partner))
     return partner
 
 
-def _match_host(S, rows, cols, strong, w, xp, rounds):
-    """_match_gpu's twin on the host, on the strong edges (rows sorted) alone: each round keeps
-    the edges whose two ends are still unmatched, so it works on fewer, and takes each row's best
-    score by a segmented maximum over them (the same pairs)."""
-    n = S.shape[0]
-    rows, cols = rows[strong], cols[strong]
-    score = _score(w[strong], rows, cols, numpy)
+def _match_host(n, rows, cols, score, rounds):
+    """_match_gpu's twin on the host, on the strong edges (``rows`` sorted, ``score`` > 0) alone:
+    every round keeps the edges whose two ends are still unmatched, so it works on fewer, and
+    takes each row's best score by a segmented maximum over them; the last of equal scores wins,
+    as in the kernel."""
     partner = numpy.full(n, -1, numpy.int64)
     i = numpy.arange(n)
     for k in range(rounds):

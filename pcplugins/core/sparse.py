@@ -115,16 +115,53 @@ def l1_norms(A, xp):
 def galerkin(A, agg, nc, xp, sign=None):
     """P^T A P for the piecewise-constant P of ``agg`` (P[i, agg[i]] = 1, or sign[i] = +-1 with
     ``sign``): s_i a_ij s_j summed into (agg[i], agg[j]). SciPy's COO to CSR conversion on the
-    host; on the GPU ``sum_sorted`` (cupyx's conversion sorts the pairs by a comparison sort, sums
-    with atomics in an order that changes from run to run, and sorts once more for cuSPARSE)."""
+    host; on the GPU the kernel galerkin_rows (sparse.cu), a thread a coarse row, or
+    ``sum_sorted`` (one sort of all the entries) where a coarse row has more than
+    ``GALERKIN_ROW`` entries (cupyx's conversion sorts the pairs by a comparison sort, sums with
+    atomics in an order that changes from run to run, and sorts once more for cuSPARSE)."""
+    if backend.is_gpu(xp) and A.dtype in _CTYPES and A.shape[0] and nc:
+        C = _galerkin_rows(A, agg, nc, xp, sign)
+        if C is not None:
+            return C
     r = rows_of(A, xp)
     rows = agg[r]
     cols = agg[A.indices]
-    data = A.data if sign is None else A.data * (sign[r] * sign[A.indices])
+    data = A.data if sign is None else A.data * (sign[r] * sign[A.indices]).astype(A.data.real.dtype)
     if backend.is_gpu(xp):
         return sum_sorted(rows, cols, data, nc, xp)
     C = module(xp).coo_matrix((data, (rows, cols)), shape=(nc, nc)).tocsr()
     C.sum_duplicates()
+    return C
+
+
+# the most distinct columns a coarse row may have for galerkin's kernel (which holds the row in
+# each thread's local memory); a level with longer rows goes to one sort of all the entries
+GALERKIN_ROW = 64
+
+
+def _galerkin_rows(A, agg, nc, xp, sign):
+    """sparse.galerkin on the GPU, a thread a coarse row (kernel galerkin_rows); None where a
+    coarse row is too long."""
+    i32 = numpy.int32
+    agg = agg.astype(i32, copy=False)
+    member = xp.argsort(agg).astype(i32)             # the members of each aggregate, side by side
+    bounds = xp.zeros(nc + 1, i32)
+    xp.cumsum(xp.bincount(agg, minlength=nc), out=bounds[1:])
+    cptr = xp.zeros(nc + 1, i32)
+    sign = numpy.uint64(0) if sign is None else sign.astype(numpy.float64, copy=False)     # 0: a null pointer
+    run = _row_kernel(_CTYPES[A.dtype], "galerkin_rows", GALERKIN_ROW)
+    args = (bounds, member, A.indptr.astype(i32, copy=False), A.indices.astype(i32, copy=False), A.data, agg, sign)
+    grid = ((nc + 255) // 256,), (256,)
+    run(*grid, (i32(nc), i32(0), *args, cptr[1:], cptr, cptr, A.data))
+    low = cptr[1:].min()
+    xp.cumsum(cptr[1:], out=cptr[1:])
+    low, nnz = (int(v) for v in xp.stack([low, cptr[-1]]).get())     # one wait for the host
+    if low < 0:
+        return None
+    cind, cdata = xp.empty(nnz, i32), xp.empty(nnz, A.dtype)
+    run(*grid, (i32(nc), i32(1), *args, cptr, cptr, cind, cdata))
+    C = module(xp).csr_matrix((cdata, cind, cptr), shape=(nc, nc))
+    C.has_canonical_format = True
     return C
 
 
@@ -208,8 +245,8 @@ _CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "fl
 
 
 @functools.lru_cache(maxsize=None)
-def _row_kernel(ctype, name):
-    return kernels.kernel("sparse", name, VALUE=ctype)
+def _row_kernel(ctype, name, row=64):
+    return kernels.kernel("sparse", name, VALUE=ctype, GALERKIN_ROW=row)
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):

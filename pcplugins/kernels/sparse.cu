@@ -97,3 +97,49 @@ extern "C" __global__ void segment_sum(const long long nseg, const long long n, 
     for (long long j = starts[s]; j < end; ++j) acc += data[order[j]];
     out[s] = acc;
 }
+
+// P^T A P for aggregates (P[i, agg[i]] = sign[i], or 1 without signs) with no sort of the
+// entries, one thread a coarse row a: the rows of a's members (member[bounds[a]] to
+// member[bounds[a + 1] - 1], in that order), their columns mapped to aggregates and their values
+// signed, are added into a list of distinct coarse columns held by the thread (each value added
+// to its column's sum in the members' and entries' order: the same bits on every run), which is
+// then sorted by column. Mode 0 writes the list's length to count[a] (or -1 where it would pass
+// GALERKIN_ROW entries: the caller takes another route); mode 1 writes the row at indptr[a].
+// Twin: SciPy's COO to CSR conversion (sparse.galerkin on the host).
+#ifndef GALERKIN_ROW
+#define GALERKIN_ROW 64
+#endif
+extern "C" __global__ void galerkin_rows(const int nc, const int mode, const int* __restrict__ bounds,
+        const int* __restrict__ member, const int* __restrict__ indptr, const int* __restrict__ indices,
+        const T* __restrict__ data, const int* __restrict__ agg, const double* __restrict__ sign,
+        int* __restrict__ count, const int* __restrict__ cptr, int* __restrict__ cind, T* __restrict__ cdata)
+{
+    const int a = blockDim.x * blockIdx.x + threadIdx.x;
+    if (a >= nc) return;
+    int col[GALERKIN_ROW > 0 ? GALERKIN_ROW : 1];
+    T val[GALERKIN_ROW > 0 ? GALERKIN_ROW : 1];
+    int u = 0;
+    for (int m = bounds[a]; m < bounds[a + 1]; ++m) {
+        const int i = member[m];
+        for (int k = indptr[i]; k < indptr[i + 1]; ++k) {
+            const int c = agg[indices[k]];
+            const T v = sign ? data[k] * T(sign[i] * sign[indices[k]]) : data[k];
+            int j = 0;
+            while (j < u && col[j] != c) ++j;
+            if (j < u) { val[j] += v; continue; }
+            if (u == GALERKIN_ROW) { if (mode == 0) count[a] = -1; return; }
+            col[u] = c;
+            val[u++] = v;
+        }
+    }
+    if (mode == 0) { count[a] = u; return; }
+    for (int k = 1; k < u; ++k) {                   // insertion sort by column
+        const int c = col[k];
+        const T v = val[k];
+        int j = k - 1;
+        while (j >= 0 && col[j] > c) { col[j + 1] = col[j]; val[j + 1] = val[j]; --j; }
+        col[j + 1] = c;
+        val[j + 1] = v;
+    }
+    for (int k = 0; k < u; ++k) { cind[cptr[a] + k] = col[k]; cdata[cptr[a] + k] = val[k]; }
+}

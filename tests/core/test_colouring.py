@@ -25,19 +25,48 @@ def _matrices():
     return out
 
 
+def _rounds(S, score, rounds=4):
+    """The matching's rounds as whole-array operations (the device kernels' rule): every unmatched
+    unknown picks its unmatched neighbour of the largest score, the last of equal ones; mutual
+    picks pair."""
+    n = S.shape[0]
+    rows, cols = np.repeat(np.arange(n), np.diff(S.indptr)), S.indices
+    partner, i = np.full(n, -1), np.arange(n)
+    for _ in range(rounds):
+        free = partner < 0
+        s = np.where(free[rows] & free[cols], score, 0.0)
+        best = aggregation.row_max(s, S, np)
+        pick = (s > 0) & (s == best[rows])
+        choice = np.full(n, -1)
+        choice[rows[pick]] = cols[pick]
+        mutual = (choice >= 0) & (choice[np.maximum(choice, 0)] == i)
+        partner = np.where(mutual, choice, partner)
+    return partner
+
+
 @pytest.mark.parametrize("case", ["laplace", "convection", "signed", "random"])
 def test_host_matching_pairs_as_the_device_rounds(case):
     """_match_host (the strong edges whose ends are free, a segmented maximum) finds the pairs of
-    _match_gpu's rounds (run here on NumPy), which the GPU runs."""
+    the device's rounds (written here with whole arrays)."""
     A = _matrices()[case]
     S = aggregation.strength(A, np)
-    rows, cols = np.repeat(np.arange(A.shape[0]), np.diff(S.indptr)), S.indices
-    w = np.where(S.data > 0, S.data, 0.0)
-    strong = (w > 0) & (w >= 0.25 * aggregation.row_max(w, S, np)[rows])
-    host = aggregation._match_host(S, rows, cols, strong, w, np, 4)
-    rounds = aggregation._match_gpu(S, rows, cols, strong, w, np, 4)
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(S.indptr))
+    score = aggregation.pair_scores(S, 0.25, np)
+    strong = score > 0
+    host = aggregation._match_host(A.shape[0], rows[strong], S.indices[strong], score[strong], 4)
     assert (host >= 0).sum() > A.shape[0] / 2            # most unknowns are paired
-    assert np.array_equal(host, rounds)
+    assert np.array_equal(host, _rounds(S, score))
+
+
+def test_aggregates_numbered_by_their_representatives():
+    """pair_matching numbers the aggregates as numpy.unique numbers their lower unknowns."""
+    A = _matrices()["convection"]
+    agg, nc, _ = aggregation.pair_matching(A, np)
+    S = aggregation.strength(A, np)
+    partner = _rounds(S, aggregation.pair_scores(S, 0.25, np))
+    i = np.arange(A.shape[0])
+    _, want = np.unique(np.where(partner >= 0, np.minimum(i, partner), i), return_inverse=True)
+    assert nc == want.max() + 1 and np.array_equal(agg, want)
 
 
 def test_row_max_on_the_host():

@@ -672,6 +672,57 @@ def test_row_max_kernel_matches_twin():
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("case", ["laplace", "convection", "signed", "unsorted", "nonsymmetric"])
+def test_pair_kernels_match_twins(case):
+    """aggregation.cu: pair_scores (the symmetrized strength on A's pattern, the strong entries'
+    hashed scores) equals pair_scores(strength(A)) bit for bit on a structurally symmetric
+    pattern, sorted or not, and declines (None) a nonsymmetric one; the matching rounds
+    (pair_choose, pair_mutual) pair as _match_host does."""
+    import scipy.sparse
+
+    from pcplugins.core import aggregation, sparse
+
+    from problems import convection_diffusion
+    cp = backend.cupy
+    rng = np.random.default_rng(3)
+    A = scipy.sparse.csr_matrix(convection_diffusion(33 if case == "laplace" else 17, 0.0 if case == "laplace"
+                                                     else 10.0, 2 if case == "laplace" else 3))
+    if case == "signed":
+        D = scipy.sparse.diags(rng.choice([-1.0, 1.0], A.shape[0]))
+        A = (D @ A @ D).tocsr()
+    if case == "nonsymmetric":
+        A = A.tolil()
+        A[0, A.shape[0] - 1] = -0.5
+        A = A.tocsr()
+    Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
+    if case == "unsorted":                 # each row's entries reversed
+        for r in range(A.shape[0]):
+            A.indices[A.indptr[r]:A.indptr[r + 1]] = A.indices[A.indptr[r]:A.indptr[r + 1]][::-1].copy()
+            A.data[A.indptr[r]:A.indptr[r + 1]] = A.data[A.indptr[r]:A.indptr[r + 1]][::-1].copy()
+        Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
+        Ad.has_sorted_indices = False
+    got = aggregation.pair_scores_gpu(Ad, 0.25, cp)
+    if case == "nonsymmetric":
+        assert got is None
+        return
+    S = aggregation.strength(A, np)
+    want = aggregation.pair_scores(S, 0.25, np)
+    mine = scipy.sparse.csr_matrix((backend.to_host(got), A.indices.copy(), A.indptr.copy()), shape=A.shape)
+    mine.eliminate_zeros()
+    mine.sort_indices()
+    ref = scipy.sparse.csr_matrix((want.copy(), S.indices.copy(), S.indptr.copy()), shape=A.shape)
+    ref.eliminate_zeros()
+    assert mine.nnz == ref.nnz > A.shape[0] and np.array_equal(mine.indptr, ref.indptr)
+    assert np.array_equal(mine.indices, ref.indices) and np.array_equal(mine.data, ref.data)
+    partner = backend.to_host(aggregation._match_gpu(Ad.indptr, Ad.indices, got, cp, 4))
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(S.indptr))
+    strong = want > 0
+    host = aggregation._match_host(A.shape[0], rows[strong], S.indices[strong], want[strong], 4)
+    assert (host >= 0).sum() > A.shape[0] / 2
+    if case != "unsorted":                 # (equal scores go to the last in the row's own order)
+        assert np.array_equal(partner, host)
+
+
 def _matrix_order(mg, k, values, coarse=None):
     """Level k's ``values`` (one per unknown; ``coarse``: unknowns of level k + 1, as aggregates
     are) in the numbering of the level's matrix, which the host renumbers colour by colour
@@ -829,11 +880,13 @@ def test_device_dot_matches_numpy(n, dtype):
     assert abs(float(got) - ref) <= (1e-12 if dtype == np.float64 else 1e-5) * scale
 
 
+@pytest.mark.parametrize("route", ["segments", "sorted"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
-def test_segment_sum_and_galerkin_product_match_the_host(dtype):
+def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypatch):
     """Kernel segment_sum against its twin (numpy.add.reduceat), and the GPU's Galerkin product
-    (sparse.sum_sorted) against SciPy's on the host: same pattern, same values to rounding, the
-    same bits on a second run (no atomics)."""
+    (kernels galerkin_gather/_sort/_sum, or sparse.sum_sorted where a coarse row's segment is too
+    long), with and without signs, against SciPy's on the host: same pattern, same values to
+    rounding, the same bits on a second run (no atomics)."""
     import scipy.sparse
 
     from pcplugins.core import sparse
@@ -850,12 +903,21 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype):
     A = scipy.sparse.random(4000, 4000, density=0.002, random_state=4, format="csr", dtype=np.float64)
     A = (A + scipy.sparse.identity(4000)).astype(dtype).tocsr()
     agg = rng.integers(0, 900, 4000).astype(np.int32)
-    host = sparse.galerkin(A, agg, 900, np)
+    agg[agg == 17] = 18                       # an aggregate with no members: an empty coarse row
+    if route == "segments":                 # rows of up to about 100 distinct columns
+        monkeypatch.setattr(sparse, "sum_sorted", None)
+        monkeypatch.setattr(sparse, "GALERKIN_ROW", 256)
+    else:
+        monkeypatch.setattr(sparse, "GALERKIN_ROW", 1)
     Ad = sparse.csr(A.indptr, A.indices, A.data, 4000, cp, dtype)
-    runs = [sparse.galerkin(Ad, cp.asarray(agg), 900, cp) for _ in range(2)]
-    assert (runs[0].indptr.get() == host.indptr).all() and (runs[0].indices.get() == host.indices).all()
-    assert abs(runs[0].get() - host).max() <= tol * abs(sparse.galerkin(abs(A), agg, 900, np)).max()
-    assert (runs[0].data == runs[1].data).all()
+    for sign in (None, rng.choice([-1.0, 1.0], 4000)):
+        host = sparse.galerkin(A, agg, 900, np, sign)
+        runs = [sparse.galerkin(Ad, cp.asarray(agg), 900, cp, None if sign is None else cp.asarray(sign))
+                for _ in range(2)]
+        assert runs[0].dtype == dtype and runs[0].indptr[18] == runs[0].indptr[17]
+        assert (runs[0].indptr.get() == host.indptr).all() and (runs[0].indices.get() == host.indices).all()
+        assert abs(runs[0].get() - host).max() <= tol * abs(sparse.galerkin(abs(A), agg, 900, np)).max()
+        assert (runs[0].data == runs[1].data).all()
 
 
 def test_any_all_through_device_wide_reductions():
