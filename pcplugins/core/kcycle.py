@@ -38,10 +38,12 @@ STALLED_LIMIT = 50000
 # same per visit whatever its size (launch latency, not work), and the flexible CG on the levels
 # above makes up for V-cycles there (2D and 3D Poisson, both aggregations: the same iteration
 # counts); on the host the work is what counts and the K-cycle runs on every level.
-KCYCLE_SIZE = {"gpu": 20000, "cpu": 0}
-# ... but a V-cycle over more levels than this (above the coarsest solve) loses the K-cycle's
-# iteration counts (2D Poisson 127^2: 11 iterations, 17 with four V-cycle levels)
-KCYCLE_V_LEVELS = 2
+KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
+# ... but a V-cycle from a level of more than this many times the coarsest level's unknowns loses
+# the K-cycle's iteration counts (2D Poisson 127^2, aux grid: 11 iterations with V-cycles from 16
+# times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
+# aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
+KCYCLE_V_RATIO = 40
 
 
 @dataclasses.dataclass
@@ -257,14 +259,12 @@ class AggregationMG:
 
     def _truncation(self, parallel):
         """The first level of the K-cycle's V-cycles (None: none): the first below kcycle_size
-        unknowns (global sizes on several ranks), never level 1 (a small problem keeps the flexible
-        CG there), and no more than KCYCLE_V_LEVELS levels above the coarsest."""
+        unknowns (global sizes on several ranks) and at most KCYCLE_V_RATIO times the coarsest
+        level's, never level 1 (a small problem keeps the flexible CG there)."""
         sizes = [self.comm.allsum(lev.n) for lev in self.levels] if parallel else [lev.n for lev in self.levels]
-        first = next((k for k, n in enumerate(sizes) if k >= 2 and n < self.opts.kcycle_size), None)
-        if first is None:
-            return None
-        first = max(first, len(sizes) - 1 - KCYCLE_V_LEVELS)
-        return first if first < len(sizes) - 1 else None
+        first = next((k for k, n in enumerate(sizes)
+                      if k >= 2 and n < self.opts.kcycle_size and n <= KCYCLE_V_RATIO * sizes[-1]), None)
+        return first if first is not None and first < len(sizes) - 1 else None
 
     def _ell(self, k, M, coords):
         """Level k's products in ELL storage? Every serial level with storage ``ell``; with

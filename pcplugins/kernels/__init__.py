@@ -13,7 +13,10 @@ file                      kernels                                      Python wr
                                                                        ``core.homg``)
 ``tridiag.cu``            partitioned tridiagonal line solve           ``pcplugins.core.tridiag``
 ``sparse.cu``             CSR/ELL row products, dot partial sums,      ``pcplugins.core.sparse``
-                          sums of sorted duplicates (Galerkin)
+                          sums of sorted duplicates, aggregate
+                          Galerkin rows
+``aggregation.cu``        pairwise aggregation's strength scores and   ``pcplugins.core.aggregation``
+                          matching rounds
 ``csrstencil.cu``         a structured matrix's stencil from CSR       ``pcplugins.core.csrstencil``
 ``stored.cu``             stored-stencil residual and colour sweep     ``pcplugins.core.fused_stored``
                                                                        (twins: ``core.stencil``,
