@@ -173,8 +173,10 @@ def pair_scores(S, theta, xp, rows=None):
     not strong."""
     rows = sparse.rows_of(S, xp) if rows is None else rows
     w = xp.where(S.data > 0, S.data, 0.0)
-    strong = (w > 0) & (w >= theta * row_max(w, S, xp)[rows])
-    return xp.where(strong, w * (1.0 + 1e-6 * _hash(rows, S.indices, xp)), 0.0)
+    strong = xp.flatnonzero((w > 0) & (w >= theta * row_max(w, S, xp)[rows]))
+    score = xp.zeros_like(w)
+    score[strong] = w[strong] * (1.0 + 1e-6 * _hash(rows[strong], S.indices[strong], xp))
+    return score
 
 
 def pair_scores_gpu(A, theta, xp):
