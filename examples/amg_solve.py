@@ -40,7 +40,10 @@ def main():
     if "cusparse" in opts.getString("mat_type", ""):
         defaults.pop("ksp_fcg_mmax")
         defaults["ksp_type"] = "fgmres"
-    if opts.getString("ksp_type", defaults["ksp_type"]) not in FLEXIBLE:
+    ksp_type = opts.getString("ksp_type", defaults["ksp_type"])
+    if ksp_type != "fcg":
+        defaults.pop("ksp_fcg_mmax", None)    # read by fcg alone: PETSc would call it unused
+    if ksp_type not in FLEXIBLE:
         defaults.pop("pc_amg_cycle")          # the K-cycle is nonlinear: the PC's own linear default
     for name, value in defaults.items():
         if not opts.hasName(name):

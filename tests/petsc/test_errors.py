@@ -318,3 +318,18 @@ def test_poisson_example_keeps_the_users_python_type():
                          env=pcplugins_env(), timeout=120)
     assert res.returncode == 0, res.stderr
     assert "pcplugins.FFTPoisson: fast Poisson solver" in res.stdout and "pcplugins.GMG" not in res.stdout
+
+
+@pytest.mark.parametrize("ksp", ["fcg", "gmres", "fgmres"])
+def test_amg_example_leaves_no_unused_option(ksp):
+    """examples/amg_solve.py sets its defaults only where the KSP reads them (-ksp_fcg_mmax under
+    fcg alone, the K-cycle under a flexible KSP): -options_left finds none unused."""
+    import os
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "amg_solve.py"), "-n", "30",
+                          "-ksp_type", ksp, "-options_left"], capture_output=True, text=True,
+                         env=pcplugins_env(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "There are no unused options." in res.stdout, res.stdout
+    assert "true relative residual" in res.stdout
