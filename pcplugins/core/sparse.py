@@ -144,12 +144,11 @@ def _galerkin_rows(A, agg, nc, xp, sign):
     coarse row is too long."""
     i32 = numpy.int32
     agg = agg.astype(i32, copy=False)
-    member = xp.argsort(agg).astype(i32)             # the members of each aggregate, side by side
-    bounds = xp.zeros(nc + 1, i32)
-    xp.cumsum(xp.bincount(agg, minlength=nc), out=bounds[1:])
+    R = members(agg, nc, xp)                         # the members of each aggregate, side by side
+    bounds, member = R.indptr, R.indices
     cptr = xp.zeros(nc + 1, i32)
     sign = numpy.uint64(0) if sign is None else sign.astype(numpy.float64, copy=False)     # 0: a null pointer
-    run = _row_kernel(_CTYPES[A.dtype], "galerkin_rows", GALERKIN_ROW)
+    run = _row_kernel(_CTYPES[A.dtype], "galerkin_rows")
     args = (bounds, member, A.indptr.astype(i32, copy=False), A.indices.astype(i32, copy=False), A.data, agg, sign)
     grid = ((nc + 255) // 256,), (256,)
     run(*grid, (i32(nc), i32(0), *args, cptr[1:], cptr, cptr, A.data))
@@ -244,9 +243,9 @@ _CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "fl
            numpy.dtype(numpy.complex128): "complex<double>", numpy.dtype(numpy.complex64): "complex<float>"}
 
 
-@functools.lru_cache(maxsize=None)
-def _row_kernel(ctype, name, row=64):
-    return kernels.kernel("sparse", name, VALUE=ctype, GALERKIN_ROW=row)
+def _row_kernel(ctype, name):
+    # kernels.kernel compiles once per defines: GALERKIN_ROW is read at each call
+    return kernels.kernel("sparse", name, VALUE=ctype, GALERKIN_ROW=GALERKIN_ROW)
 
 
 def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):

@@ -116,8 +116,8 @@ extern "C" __global__ void galerkin_rows(const int nc, const int mode, const int
 {
     const int a = blockDim.x * blockIdx.x + threadIdx.x;
     if (a >= nc) return;
-    int col[GALERKIN_ROW > 0 ? GALERKIN_ROW : 1];
-    T val[GALERKIN_ROW > 0 ? GALERKIN_ROW : 1];
+    int col[GALERKIN_ROW];
+    T val[GALERKIN_ROW];
     int u = 0;
     for (int m = bounds[a]; m < bounds[a + 1]; ++m) {
         const int i = member[m];

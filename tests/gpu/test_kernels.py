@@ -884,8 +884,8 @@ def test_device_dot_matches_numpy(n, dtype):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
 def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypatch):
     """Kernel segment_sum against its twin (numpy.add.reduceat), and the GPU's Galerkin product
-    (kernels galerkin_gather/_sort/_sum, or sparse.sum_sorted where a coarse row's segment is too
-    long), with and without signs, against SciPy's on the host: same pattern, same values to
+    (kernel galerkin_rows, or sparse.sum_sorted where a coarse row has more than GALERKIN_ROW
+    columns), with and without signs, against SciPy's on the host: same pattern, same values to
     rounding, the same bits on a second run (no atomics)."""
     import scipy.sparse
 
