@@ -36,8 +36,9 @@ def depth(n, dim):
 def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     """Aggregates from vertex coordinates (n x dim array on ``xp``).
 
-    Returns (aggs, sizes, colours): aggs[k] maps the unknowns of level k to those of level k+1,
-    sizes[k] is the number of unknowns of level k, colours[k] the smoother colours of level k.
+    Returns (aggs, sizes, colours, members): aggs[k] maps the unknowns of level k to those of
+    level k+1, sizes[k] is the number of unknowns of level k, colours[k] the smoother colours of
+    level k, members[k] the restriction P^T of aggs[k] (sparse.members).
     On several ranks (``comm``, distributed.py) ``coords`` are this rank's vertices: the grid
     covers the global bounding box, its depth follows the global count, and an aggregate is the
     vertices of one cell on one rank (so aggregates never cross ranks); sizes are this rank's.
@@ -63,18 +64,37 @@ def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     L = depth(total(n) / fill, max(int(extends.sum()), 1))
     m = 2 ** L
     cell = xp.clip(xp.floor((coords - lo) / span * m).astype(numpy.int64), 0, m - 1)
-    aggs, sizes, colours = [], [n], [_parity(cell, xp)]
+    aggs, sizes, colours, members = [], [n], [_parity(cell, xp)], []
     while L > 0 and total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
-        key = _linear(cell, m)
-        keys, agg = xp.unique(key, return_inverse=True)
-        aggs.append(agg.ravel().astype(numpy.int32))
+        agg, keys, R = _cells(_linear(cell, m), xp)
+        aggs.append(agg)
+        members.append(R)
         cell = _unlinear(keys, m, dim, xp)
         sizes.append(int(keys.shape[0]))
         colours.append(_parity(cell, xp))
         cell = cell // 2
         m //= 2
         L -= 1
-    return aggs, sizes, colours
+    return aggs, sizes, colours, members
+
+
+def _cells(key, xp):
+    """The aggregates of the cell keys (agg[i]: the rank of key[i] among the distinct keys), the
+    distinct keys in order, and R = P^T as ``sparse.members(agg)`` makes it: all from one stable
+    sort of the keys, whose order is the members' order too (agg is monotone in the key)."""
+    n = key.shape[0]
+    order = xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)
+    order = order.astype(numpy.int32)
+    sorted_key = key[order]
+    first = xp.empty(n, bool)                  # the first unknown of each aggregate, in key order
+    first[:1] = True
+    xp.not_equal(sorted_key[1:], sorted_key[:-1], out=first[1:])
+    agg = xp.empty(n, numpy.int32)
+    agg[order] = xp.cumsum(first, dtype=numpy.int32) - 1
+    starts = xp.flatnonzero(first).astype(numpy.int32)
+    indptr = xp.concatenate([starts, xp.full(1, n, numpy.int32)])
+    R = sparse.module(xp).csr_matrix((xp.ones(n), order, indptr), shape=(starts.shape[0], n))
+    return agg, sorted_key[starts], R
 
 
 def centroids(coords, agg, nc, xp):

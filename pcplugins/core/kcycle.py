@@ -75,12 +75,13 @@ class _Clock:
         return self.t - t
 
 
-def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None):
+def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None, R=None):
     """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
     on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
     of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
-    prolongation of a near null space, nullspace.py); the smoother of ``opts``; ``ell``: the
-    cycle's products use ELL storage (AggregationMG._ell decides; never on distributed levels)."""
+    prolongation of a near null space, nullspace.py); ``R`` the restriction of ``agg`` where it
+    is made already (sparse.members); the smoother of ``opts``; ``ell``: the cycle's products use
+    ELL storage (AggregationMG._ell decides; never on distributed levels)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     last = agg is None and P is None
@@ -93,8 +94,8 @@ def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None):
     if P is not None:
         P = P.astype(A.dtype) if P.dtype != A.dtype else P      # the row kernels take one value type
         return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother, rows=rows)
-    return cycle.CSRLevel(A, xp, M, R=sparse.members(agg, nc, xp, sign), agg=agg, sign=sign, smoother=smoother,
-                          rows=rows)
+    R = sparse.members(agg, nc, xp, sign) if R is None else R
+    return cycle.CSRLevel(A, xp, M, R=R, agg=agg, sign=sign, smoother=smoother, rows=rows)
 
 
 class AggregationMG:
@@ -121,7 +122,7 @@ class AggregationMG:
         clock = _Clock(xp)
         # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
-        transfers = [None]
+        transfers, members = [None], []
         coarsest = (block_size, near_null)        # a system's block size and near null space on the last level
         if near_null is not None or block_size > 1:
             mats, aggs, sizes, colours, signs, transfers, coarsest = self._systems(A, coords, stop, parallel,
@@ -129,12 +130,12 @@ class AggregationMG:
         elif self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
-            aggs, sizes, colours = aggregation.auxgrid(coords, xp, stop, o.max_levels,
-                                                       comm if parallel else None)
+            aggs, sizes, colours, members = aggregation.auxgrid(coords, xp, stop, o.max_levels,
+                                                                comm if parallel else None)
             signs = [None] * len(aggs)
             mats = [A]
-            for agg, nc in zip(aggs, sizes[1:]):
-                mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp))
+            for agg, nc, R in zip(aggs, sizes[1:], members):
+                mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp, R=R))
         else:
             aggs, sizes, Acs, signs = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
                                                            o.theta, comm=comm if parallel else None)
@@ -163,10 +164,12 @@ class AggregationMG:
                        for k, (M, c) in enumerate(zip(mats, colours))]
             mats, aggs, signs, colours, moved, self.orders = colouring.colour_order(mats, aggs, signs, colours,
                                                                                     transfers[:len(aggs)])
-            transfers = moved + [None]
+            transfers, members = moved + [None], []          # the unknowns renumbered: restrictions made anew
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
-        self.levels = [_level(M, agg, nc, col, o, xp, e, s, P) for M, agg, nc, col, e, s, P
-                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None], transfers)]
+        members += [None] * (len(mats) - len(members))
+        self.levels = [_level(M, agg, nc, col, o, xp, e, s, P, R) for M, agg, nc, col, e, s, P, R
+                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None], transfers,
+                              members)]
         self.timings["smoothers"] = clock()
         if parallel:
             comm.prepare()                # the inner products' exchange, device to device where it can be
@@ -217,7 +220,7 @@ class AggregationMG:
         m = bs if B is None else B.shape[1]
         own = (lambda M: M.own) if parallel else (lambda M: M)
         if self.method == "auxgrid":
-            node_aggs, node_sizes, _ = aggregation.auxgrid(coords, xp, max(1, stop // m), o.max_levels, comm)
+            node_aggs, node_sizes, *_ = aggregation.auxgrid(coords, xp, max(1, stop // m), o.max_levels, comm)
         mats, aggs, sizes, transfers, colours = [A], [], [own(A).shape[0]], [], []
         while mats[-1].shape[0] > stop and len(mats) < o.max_levels:      # global sizes on several ranks
             k = len(mats) - 1

@@ -112,15 +112,16 @@ def l1_norms(A, xp):
     return xp.asarray(B.sum(axis=1)).ravel()
 
 
-def galerkin(A, agg, nc, xp, sign=None):
+def galerkin(A, agg, nc, xp, sign=None, R=None):
     """P^T A P for the piecewise-constant P of ``agg`` (P[i, agg[i]] = 1, or sign[i] = +-1 with
     ``sign``): s_i a_ij s_j summed into (agg[i], agg[j]). SciPy's COO to CSR conversion on the
-    host; on the GPU the kernel galerkin_rows (sparse.cu), a thread a coarse row, or
-    ``sum_sorted`` (one sort of all the entries) where a coarse row has more than
+    host; on the GPU the kernel galerkin_rows (sparse.cu), a thread a coarse row, which takes
+    each aggregate's members from ``R`` (members(agg, nc), made here where the caller has none),
+    or ``sum_sorted`` (one sort of all the entries) where a coarse row has more than
     ``GALERKIN_ROW`` entries (cupyx's conversion sorts the pairs by a comparison sort, sums with
     atomics in an order that changes from run to run, and sorts once more for cuSPARSE)."""
     if backend.is_gpu(xp) and A.dtype in _CTYPES and A.shape[0] and nc:
-        C = _galerkin_rows(A, agg, nc, xp, sign)
+        C = _galerkin_rows(A, agg, nc, xp, sign, R)
         if C is not None:
             return C
     r = rows_of(A, xp)
@@ -139,12 +140,12 @@ def galerkin(A, agg, nc, xp, sign=None):
 GALERKIN_ROW = 64
 
 
-def _galerkin_rows(A, agg, nc, xp, sign):
+def _galerkin_rows(A, agg, nc, xp, sign, R=None):
     """sparse.galerkin on the GPU, a thread a coarse row (kernel galerkin_rows); None where a
     coarse row is too long."""
     i32 = numpy.int32
     agg = agg.astype(i32, copy=False)
-    R = members(agg, nc, xp)                         # the members of each aggregate, side by side
+    R = members(agg, nc, xp) if R is None else R     # the members of each aggregate, side by side
     bounds, member = R.indptr, R.indices
     cptr = xp.zeros(nc + 1, i32)
     sign = numpy.uint64(0) if sign is None else sign.astype(numpy.float64, copy=False)     # 0: a null pointer

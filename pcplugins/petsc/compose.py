@@ -75,7 +75,8 @@ def near_null_space(M, xp):
 
 def _finite_coordinates(v, n, dim, xp):
     """The values of the coordinates Vec ``v`` as an n x dim float64 ``xp`` array (a copy)."""
-    c = xp.array(numpy.asarray(v.getArray(readonly=True)).real.reshape(n, dim), dtype=numpy.float64)  # complex PETSc
+    c = numpy.asarray(v.getArray(readonly=True)).real.reshape(n, dim).astype(numpy.float64, copy=False)  # complex PETSc
+    c = backend.upload(c) if backend.is_gpu(xp) else c.copy()
     if not backend.all_true(xp.isfinite(c)):
         raise error("pcplugins.AMG: the coordinates contain NaN or Inf")
     return c

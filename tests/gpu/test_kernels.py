@@ -920,6 +920,32 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypat
         assert (runs[0].data == runs[1].data).all()
 
 
+def test_upload_through_pinned_buffers_matches_asarray(monkeypatch):
+    """backend.upload (and to_namespace onto the GPU) against cupy.asarray, bit for bit: with small
+    buffers so that an array takes many of them, the last one partly filled; sizes that no thread
+    count divides; strided and transposed inputs; several dtypes; and arrays under the staging
+    threshold, which go up directly. Each result is complete on return (checked on another
+    stream) and leaves the host array unchanged."""
+    cp = backend.cupy
+    monkeypatch.setattr(backend, "STAGED_BYTES", 1000)
+    monkeypatch.setattr(backend, "STAGE_CHUNK", 4096)
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal(30011)
+    cases = [base, base[::3], base[:12000].reshape(120, 100).T, base.astype(np.float32),
+             (base[:20000] + 1j * base[10000:30000]), rng.integers(-9, 9, 9001).astype(np.int32), base[:100]]
+    for a in cases:
+        keep = a.copy()
+        with cp.cuda.Stream(non_blocking=True):
+            got = backend.upload(a)
+        assert got.dtype == a.dtype and got.shape == a.shape and got.flags.c_contiguous
+        assert (got.get() == a).all() and (a == keep).all()
+        assert (backend.to_namespace(a, cp).get() == a).all()
+    big = rng.standard_normal(3 << 20)                  # 24 MB, the default buffers
+    monkeypatch.undo()
+    assert backend.STAGED_BYTES <= big.nbytes
+    assert (backend.upload(big) == cp.asarray(big)).all()
+
+
 def test_any_all_through_device_wide_reductions():
     """backend.any_true / all_true (maxima and minima of the bytes, no CUB block reduction to
     compile per size) against NumPy's any() / all(), empty and strided masks included."""
