@@ -66,7 +66,8 @@ def auxgrid(coords, xp, coarse_size, max_levels, comm=None):
     cell = xp.clip(xp.floor((coords - lo) / span * m).astype(numpy.int64), 0, m - 1)
     aggs, sizes, colours, members = [], [n], [_parity(cell, xp)], []
     while L > 0 and total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
-        agg, keys, R = _cells(_linear(cell, m), xp)
+        key = _linear(cell, m)
+        agg, keys, R = _cells(key.astype(numpy.int32) if m ** dim < 2 ** 31 else key, xp)   # 32-bit keys sort faster
         aggs.append(agg)
         members.append(R)
         cell = _unlinear(keys, m, dim, xp)

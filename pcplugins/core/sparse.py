@@ -99,10 +99,37 @@ def storage(A, xp, ell):
 
 def rows_of(A, xp):
     """The row index of every stored entry (the COO rows of a CSR matrix): each row's index
-    repeated by its length on the host, a search of the row pointers on the GPU (one kernel)."""
+    repeated by its length (on the GPU a thread a row writes its own)."""
     if not backend.is_gpu(xp):
         return numpy.repeat(numpy.arange(A.shape[0], dtype=numpy.int32), numpy.diff(A.indptr))
-    return (xp.searchsorted(A.indptr, xp.arange(A.nnz, dtype=A.indptr.dtype), side="right") - 1).astype(numpy.int32)
+    rows = xp.empty(A.nnz, numpy.int32)
+    if A.shape[0]:
+        elementwise("rows_of", "raw I indptr", "raw int32 rows",
+                    "for (I k = indptr[i]; k < indptr[i + 1]; ++k) rows[k] = i")(A.indptr, rows, size=A.shape[0])
+    return rows
+
+
+def colour_diagonal(A, colours, xp):
+    """Colour Gauss-Seidel's diagonal (smoothers.CSRColourGS): D_i = a_ii plus the sum of |a_ij|
+    over the other unknowns j of i's colour, in float64 for a real A (as NumPy's weighted
+    bincount sums), and whether any such coupling exists. On the GPU for a real A one kernel, a
+    thread a row, summing in the row's order; its twin is the NumPy expression."""
+    if backend.is_gpu(xp) and A.dtype.kind == "f" and A.shape[0]:
+        D, same = xp.empty(A.shape[0]), xp.empty(A.shape[0], numpy.int32)
+        elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours",
+                    "float64 d, int32 same",
+                    "T diag = 0; double l1 = 0; int any = 0;"
+                    "for (I k = indptr[i]; k < indptr[i + 1]; ++k) {"
+                    "  const I j = indices[k];"
+                    "  if (j == i) diag += data[k];"
+                    "  else if (colours[j] == colours[i]) { l1 += fabs((double)data[k]); any = 1; }"
+                    "}"
+                    "d = (double)diag + l1; same = any")(A.indptr, A.indices, A.data, colours, D, same)
+        return D, backend.any_true(same)
+    rows, cols = rows_of(A, xp), A.indices
+    same = (colours[rows] == colours[cols]) & (rows != cols)
+    D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
+    return D, backend.any_true(same)
 
 
 def l1_norms(A, xp):

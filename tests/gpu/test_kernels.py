@@ -920,6 +920,36 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypat
         assert (runs[0].data == runs[1].data).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_rows_of_and_colour_diagonal_match_numpy(dtype):
+    """Kernels rows_of (a thread a row writes its index over its entries) and colour_diagonal
+    (colour Gauss-Seidel's l1 diagonal and whether a colour couples to itself) against their NumPy
+    twins: empty rows, an empty matrix, unsorted columns, a proper colouring (no same-colour
+    coupling) and random colours."""
+    import scipy.sparse
+
+    from pcplugins.core import sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(7)
+    A = scipy.sparse.random(3000, 3000, density=0.003, random_state=8, format="csr")
+    A = (A + scipy.sparse.diags(rng.random(3000) + 1)).tocsr()
+    A = (scipy.sparse.diags((np.arange(3000) % 97 != 3).astype(float)) @ A).tocsr()
+    A.eliminate_zeros()                                          # rows 3, 100, ... empty
+    A.indices[A.indptr[10]:A.indptr[11]] = A.indices[A.indptr[10]:A.indptr[11]][::-1].copy()
+    A = scipy.sparse.csr_matrix((A.data, A.indices, A.indptr), shape=A.shape, dtype=dtype)
+    assert A.has_sorted_indices == 0 and (np.diff(A.indptr) == 0).sum() >= 30
+    grid = scipy.sparse.diags([np.ones(59), 2 * np.ones(60), np.ones(59)], [-1, 0, 1], format="csr", dtype=dtype)
+    for M, colours in ((A, rng.integers(0, 4, 3000).astype(np.int32)),
+                       (grid, (np.arange(60) % 2).astype(np.int32)),
+                       (scipy.sparse.csr_matrix((0, 0), dtype=dtype), np.zeros(0, np.int32))):
+        Md = sparse.csr(M.indptr, M.indices, M.data, M.shape[0], cp, dtype)
+        assert (sparse.rows_of(Md, cp).get() == sparse.rows_of(M, np)).all()
+        D, same = sparse.colour_diagonal(M, colours, np)
+        Dd, samed = sparse.colour_diagonal(Md, cp.asarray(colours), cp)
+        assert same == samed and same == (M is A)
+        assert np.allclose(cp.asnumpy(Dd), D, rtol=1e-12 if dtype != np.float32 else 1e-6, atol=0)
+
+
 def test_upload_through_pinned_buffers_matches_asarray(monkeypatch):
     """backend.upload (and to_namespace onto the GPU) against cupy.asarray, bit for bit: with small
     buffers so that an array takes many of them, the last one partly filled; sizes that no thread

@@ -18,9 +18,7 @@ class CSRColourGS:
 
     def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None):
         self.A, self.xp, self.omega = A, xp, omega
-        rows, cols = sparse.rows_of(A, xp), A.indices
-        same = (colours[rows] == colours[cols]) & (rows != cols)
-        D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
+        D, same = sparse.colour_diagonal(A, colours, xp)
         if extra is not None:
             D = D + extra
         # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
@@ -41,7 +39,7 @@ class CSRColourGS:
         rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
         self.parts = [(idx, Ac, invd[a:b])
                       for a, b, idx, Ac in zip(bounds[:-1], bounds[1:], rows, rows_of_colour) if b > a]
-        self.proper = not backend.any_true(same)
+        self.proper = not same
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
