@@ -111,20 +111,27 @@ def rows_of(A, xp):
 
 def colour_diagonal(A, colours, xp):
     """Colour Gauss-Seidel's diagonal (smoothers.CSRColourGS): D_i = a_ii plus the sum of |a_ij|
-    over the other unknowns j of i's colour, in float64 for a real A (as NumPy's weighted
-    bincount sums), and whether any such coupling exists. On the GPU for a real A one kernel, a
-    thread a row, summing in the row's order; its twin is the NumPy expression."""
-    if backend.is_gpu(xp) and A.dtype.kind == "f" and A.shape[0]:
-        D, same = xp.empty(A.shape[0]), xp.empty(A.shape[0], numpy.int32)
-        elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours",
-                    "float64 d, int32 same",
+    over the other unknowns j of i's colour, that sum in float64 (as NumPy's weighted bincount
+    sums: D is float64, or complex128 for a complex A), and whether any such coupling exists. On
+    the GPU one kernel, a thread a row, summing in the row's order; its twin is the NumPy
+    expression."""
+    if backend.is_gpu(xp) and A.shape[0]:
+        D = xp.empty(A.shape[0], numpy.result_type(A.dtype, numpy.float64))
+        same = xp.empty(A.shape[0], numpy.int32)
+        elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours", "D d, int32 same",
                     "T diag = 0; double l1 = 0; int any = 0;"
                     "for (I k = indptr[i]; k < indptr[i + 1]; ++k) {"
                     "  const I j = indices[k];"
                     "  if (j == i) diag += data[k];"
-                    "  else if (colours[j] == colours[i]) { l1 += fabs((double)data[k]); any = 1; }"
+                    "  else if (colours[j] == colours[i]) { l1 += magnitude(data[k]); any = 1; }"
                     "}"
-                    "d = (double)diag + l1; same = any")(A.indptr, A.indices, A.data, colours, D, same)
+                    "d = D(diag) + D(l1); same = any",
+                    # |a| as NumPy's abs takes it (in the value's own precision), then widened
+                    preamble="__device__ double magnitude(float v) { return fabsf(v); }\n"
+                             "__device__ double magnitude(double v) { return fabs(v); }\n"
+                             "__device__ double magnitude(complex<float> v) { return abs(v); }\n"
+                             "__device__ double magnitude(complex<double> v) { return abs(v); }\n")(
+            A.indptr, A.indices, A.data, colours, D, same)
         return D, backend.any_true(same)
     rows, cols = rows_of(A, xp), A.indices
     same = (colours[rows] == colours[cols]) & (rows != cols)
@@ -391,6 +398,6 @@ def xmay(x, alpha, y, xp):
 
 
 @functools.lru_cache(maxsize=None)
-def elementwise(name, inputs, outputs, body):
+def elementwise(name, inputs, outputs, body, preamble=""):
     """A named CuPy ElementwiseKernel, compiled once per signature."""
-    return backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name)
+    return backend.cupy.ElementwiseKernel(inputs, outputs, body, "pcplugins_" + name, preamble=preamble)

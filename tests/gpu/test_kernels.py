@@ -920,7 +920,7 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypat
         assert (runs[0].data == runs[1].data).all()
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
 def test_rows_of_and_colour_diagonal_match_numpy(dtype):
     """Kernels rows_of (a thread a row writes its index over its entries) and colour_diagonal
     (colour Gauss-Seidel's l1 diagonal and whether a colour couples to itself) against their NumPy
@@ -947,7 +947,7 @@ def test_rows_of_and_colour_diagonal_match_numpy(dtype):
         D, same = sparse.colour_diagonal(M, colours, np)
         Dd, samed = sparse.colour_diagonal(Md, cp.asarray(colours), cp)
         assert same == samed and same == (M is A)
-        assert np.allclose(cp.asnumpy(Dd), D, rtol=1e-12 if dtype != np.float32 else 1e-6, atol=0)
+        assert Dd.dtype == D.dtype and np.allclose(cp.asnumpy(Dd), D, rtol=1e-12, atol=0)
 
 
 def test_upload_through_pinned_buffers_matches_asarray(monkeypatch):
