@@ -164,8 +164,10 @@ def strength(A, xp):
 
 
 def pair_matching(A, xp, theta=0.25, rounds=4):
-    """One pairwise aggregation of A: returns (agg, nc, sign), the signs of the prolongation's
-    entries (_pair_signs; None: all +1)."""
+    """One pairwise aggregation of A: returns (agg, nc, sign, R), the signs of the prolongation's
+    entries (_pair_signs; None: all +1) and the restriction of agg, without signs
+    (sparse.members(agg, nc), made from the pairs: an aggregate is its representative and its
+    partner, in that order, so no sort is needed)."""
     n = A.shape[0]
     if backend.is_gpu(xp):
         indptr, indices, score = A.indptr, A.indices, pair_scores_gpu(A, theta, xp)
@@ -185,7 +187,22 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
     # the aggregates numbered in the order of their representatives (a pair's lower unknown)
     ids = xp.cumsum(rep == i) - 1
     agg = ids[rep].astype(numpy.int32)
-    return agg, int(ids[-1]) + 1 if n else 0, _pair_signs(A, partner, rep, xp)
+    nc = int(ids[-1]) + 1 if n else 0
+    return agg, nc, _pair_signs(A, partner, rep, xp), _pair_members(partner, rep, agg, nc, xp)
+
+
+def _pair_members(partner, rep, agg, nc, xp):
+    """sparse.members(agg, nc) of a matching: an aggregate's members are its representative and
+    then its partner (the higher index), the aggregates in the order of their representatives."""
+    n = agg.shape[0]
+    i = xp.arange(n, dtype=numpy.int32)
+    size = xp.where(rep == i, 1 + (partner >= 0), 0).astype(numpy.int32)
+    end = xp.cumsum(size, dtype=numpy.int32)              # at a representative: its aggregate's end
+    indptr = xp.zeros(nc + 1, numpy.int32)
+    indptr[agg + 1] = end[rep]                            # each member writes its aggregate's end
+    members = xp.empty(n, numpy.int32)
+    members[end[rep] - size[rep] + (i != rep)] = i
+    return sparse.module(xp).csr_matrix((xp.ones(n), members, indptr), shape=(nc, n))
 
 
 def pair_scores(S, theta, xp, rows=None):
@@ -319,14 +336,14 @@ def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
     while total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
         agg, sign, nc, Ak = None, None, sizes[-1], A
         for _ in range(passes):
-            a, nc, s = pair_matching(Ak, xp, theta)
+            a, nc, s, R = pair_matching(Ak, xp, theta)
             if comm is not None and comm.allsum(int(s is not None)):
                 s = xp.ones(Ak.shape[0]) if s is None else s
             # P = P_1 P_2: the sign of fine unknown i is s_1[i] s_2[a_1[i]]
             if s is not None:
                 sign = s if agg is None else (s[agg] if sign is None else sign * s[agg])
             agg = a if agg is None else a[agg]
-            Ak = sparse.galerkin(Ak, a, nc, xp, s)
+            Ak = sparse.galerkin(Ak, a, nc, xp, s, R)
         if total(nc) > 0.9 * total(sizes[-1]):     # coarsening has stalled: stop here
             break
         aggs.append(agg)

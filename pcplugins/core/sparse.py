@@ -81,10 +81,30 @@ def row_parts(M, order, bounds):
     if isinstance(M, ELL):
         return [M[slice(a, b) if order is None else order[a:b]] for a, b in pairs]
     xp = backend.array_module(M.data)
-    P = M if order is None else M[order]
+    P = M if order is None else gather_rows(M, order, xp)
     at = backend.to_host(P.indptr[xp.asarray(numpy.asarray(bounds, numpy.int64))]).tolist()
     return [module(xp).csr_matrix((P.data[s:e], P.indices[s:e], P.indptr[a:b + 1] - s), shape=(b - a, M.shape[1]))
             for (a, b), s, e in zip(pairs, at[:-1], at[1:])]
+
+
+def gather_rows(M, order, xp):
+    """The CSR matrix of M's rows ``order`` (a permutation or a selection), as SciPy's M[order];
+    on the GPU one kernel, a thread a row copying its entries, after a prefix sum of the row
+    lengths (cupyx's row indexing takes several kernels and waits for the host)."""
+    if not backend.is_gpu(xp):
+        return M[order]
+    m = order.shape[0]
+    indptr = xp.zeros(m + 1, M.indptr.dtype)
+    xp.cumsum(M.indptr[order + 1] - M.indptr[order], out=indptr[1:])
+    nnz = int(indptr[-1])
+    indices, data = xp.empty(nnz, M.indices.dtype), xp.empty(nnz, M.dtype)
+    if m:
+        elementwise("gather_rows", "raw I indptr, raw I indices, raw T data, raw J order, raw I at",
+                    "raw I out_indices, raw T out_data",
+                    "I o = at[i]; for (I k = indptr[order[i]]; k < indptr[order[i] + 1]; ++k, ++o) {"
+                    "  out_indices[o] = indices[k]; out_data[o] = data[k]; }")(
+            M.indptr, M.indices, M.data, order, indptr, indices, data, size=m)
+    return module(xp).csr_matrix((data, indices, indptr), shape=(m, M.shape[1]))
 
 
 def to_host(A):
@@ -107,36 +127,6 @@ def rows_of(A, xp):
         elementwise("rows_of", "raw I indptr", "raw int32 rows",
                     "for (I k = indptr[i]; k < indptr[i + 1]; ++k) rows[k] = i")(A.indptr, rows, size=A.shape[0])
     return rows
-
-
-def colour_diagonal(A, colours, xp):
-    """Colour Gauss-Seidel's diagonal (smoothers.CSRColourGS): D_i = a_ii plus the sum of |a_ij|
-    over the other unknowns j of i's colour, that sum in float64 (as NumPy's weighted bincount
-    sums: D is float64, or complex128 for a complex A), and whether any such coupling exists. On
-    the GPU one kernel, a thread a row, summing in the row's order; its twin is the NumPy
-    expression."""
-    if backend.is_gpu(xp) and A.shape[0]:
-        D = xp.empty(A.shape[0], numpy.result_type(A.dtype, numpy.float64))
-        same = xp.empty(A.shape[0], numpy.int32)
-        elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours", "D d, int32 same",
-                    "T diag = 0; double l1 = 0; int any = 0;"
-                    "for (I k = indptr[i]; k < indptr[i + 1]; ++k) {"
-                    "  const I j = indices[k];"
-                    "  if (j == i) diag += data[k];"
-                    "  else if (colours[j] == colours[i]) { l1 += magnitude(data[k]); any = 1; }"
-                    "}"
-                    "d = D(diag) + D(l1); same = any",
-                    # |a| as NumPy's abs takes it (in the value's own precision), then widened
-                    preamble="__device__ double magnitude(float v) { return fabsf(v); }\n"
-                             "__device__ double magnitude(double v) { return fabs(v); }\n"
-                             "__device__ double magnitude(complex<float> v) { return abs(v); }\n"
-                             "__device__ double magnitude(complex<double> v) { return abs(v); }\n")(
-            A.indptr, A.indices, A.data, colours, D, same)
-        return D, backend.any_true(same)
-    rows, cols = rows_of(A, xp), A.indices
-    same = (colours[rows] == colours[cols]) & (rows != cols)
-    D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
-    return D, backend.any_true(same)
 
 
 def l1_norms(A, xp):

@@ -59,9 +59,14 @@ def test_host_matching_pairs_as_the_device_rounds(case):
 
 
 def test_aggregates_numbered_by_their_representatives():
-    """pair_matching numbers the aggregates as numpy.unique numbers their lower unknowns."""
+    """pair_matching numbers the aggregates as numpy.unique numbers their lower unknowns, and
+    its restriction is sparse.members of them (made from the pairs, with no sort)."""
+    from pcplugins.core import sparse
     A = _matrices()["convection"]
-    agg, nc, _ = aggregation.pair_matching(A, np)
+    agg, nc, _, R = aggregation.pair_matching(A, np)
+    ref = sparse.members(agg, nc, np)
+    assert (R.indptr == ref.indptr).all() and (R.indices == ref.indices).all() and (R.data == ref.data).all()
+    assert (np.diff(R.indptr) == 2).sum() > nc / 2 and (np.diff(R.indptr) == 1).any()    # pairs and singletons
     S = aggregation.strength(A, np)
     partner = _rounds(S, aggregation.pair_scores(S, 0.25, np))
     i = np.arange(A.shape[0])

@@ -97,7 +97,7 @@ def test_auxgrid_skips_empty_cells():
 
 def test_pairwise_aggregates_pair_neighbours():
     A = lap1d(64)
-    agg, nc, sign = aggregation.pair_matching(A, numpy)
+    agg, nc, sign, _ = aggregation.pair_matching(A, numpy)
     assert sign is None                 # an M-matrix: every entry of P is +1
     assert nc <= 36                     # locally dominant matching leaves a few singletons
     for a in range(nc):
@@ -734,7 +734,7 @@ def test_signs_give_the_galerkin_product_of_the_signed_prolongation():
     A, _ = fe("uniform", 20)
     d = numpy.where(numpy.random.default_rng(2).random(A.shape[0]) < 0.5, -1.0, 1.0)
     B = (scipy.sparse.diags(d) @ A @ scipy.sparse.diags(d)).tocsr()
-    agg, nc, s = aggregation.pair_matching(B, numpy)
+    agg, nc, s, _ = aggregation.pair_matching(B, numpy)
     assert s is not None
     P = scipy.sparse.csr_matrix((s, (numpy.arange(len(agg)), agg)), shape=(len(agg), nc))
     assert abs(sparse.galerkin(B, agg, nc, numpy, s) - P.T @ B @ P).max() < 1e-12

@@ -18,7 +18,7 @@ class CSRColourGS:
 
     def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None):
         self.A, self.xp, self.omega = A, xp, omega
-        D, same = sparse.colour_diagonal(A, colours, xp)
+        D, same = colour_diagonal(A, colours, xp)
         if extra is not None:
             D = D + extra
         # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
@@ -54,6 +54,37 @@ class CSRColourGS:
         kind = "Gauss-Seidel" if self.proper else "l1 Gauss-Seidel (same-colour couplings in the diagonal)"
         w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
         return f"{self.ncolours}-colour {kind}{w}"
+
+
+def colour_diagonal(A, colours, xp):
+    """Colour Gauss-Seidel's diagonal (CSRColourGS): D_i = a_ii plus the sum of |a_ij|
+    over the other unknowns j of i's colour, that sum in float64 (as NumPy's weighted bincount
+    sums: D is float64, or complex128 for a complex A), and whether any such coupling exists. On
+    the GPU one kernel, a thread a row, summing in the row's order; its twin is the NumPy
+    expression."""
+    if backend.is_gpu(xp) and A.shape[0]:
+        D = xp.empty(A.shape[0], numpy.result_type(A.dtype, numpy.float64))
+        same = xp.empty(A.shape[0], numpy.int32)
+        sparse.elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours",
+                           "D d, int32 same",
+                           "T diag = 0; double l1 = 0; int any = 0;"
+                           "for (I k = indptr[i]; k < indptr[i + 1]; ++k) {"
+                           "  const I j = indices[k];"
+                           "  if (j == i) diag += data[k];"
+                           "  else if (colours[j] == colours[i]) { l1 += magnitude(data[k]); any = 1; }"
+                           "}"
+                           "d = D(diag) + D(l1); same = any",
+                           # |a| as NumPy's abs takes it (in the value's own precision), then widened
+                           preamble="__device__ double magnitude(float v) { return fabsf(v); }\n"
+                                    "__device__ double magnitude(double v) { return fabs(v); }\n"
+                                    "__device__ double magnitude(complex<float> v) { return abs(v); }\n"
+                                    "__device__ double magnitude(complex<double> v) { return abs(v); }\n")(
+            A.indptr, A.indices, A.data, colours, D, same)
+        return D, backend.any_true(same)
+    rows, cols = sparse.rows_of(A, xp), A.indices
+    same = (colours[rows] == colours[cols]) & (rows != cols)
+    D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
+    return D, backend.any_true(same)
 
 
 class CSRL1Jacobi:
