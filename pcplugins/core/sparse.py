@@ -81,30 +81,10 @@ def row_parts(M, order, bounds):
     if isinstance(M, ELL):
         return [M[slice(a, b) if order is None else order[a:b]] for a, b in pairs]
     xp = backend.array_module(M.data)
-    P = M if order is None else gather_rows(M, order, xp)
+    P = M if order is None else M[order]
     at = backend.to_host(P.indptr[xp.asarray(numpy.asarray(bounds, numpy.int64))]).tolist()
     return [module(xp).csr_matrix((P.data[s:e], P.indices[s:e], P.indptr[a:b + 1] - s), shape=(b - a, M.shape[1]))
             for (a, b), s, e in zip(pairs, at[:-1], at[1:])]
-
-
-def gather_rows(M, order, xp):
-    """The CSR matrix of M's rows ``order`` (a permutation or a selection), as SciPy's M[order];
-    on the GPU one kernel, a thread a row copying its entries, after a prefix sum of the row
-    lengths (cupyx's row indexing takes several kernels and waits for the host)."""
-    if not backend.is_gpu(xp):
-        return M[order]
-    m = order.shape[0]
-    indptr = xp.zeros(m + 1, M.indptr.dtype)
-    xp.cumsum(M.indptr[order + 1] - M.indptr[order], out=indptr[1:])
-    nnz = int(indptr[-1])
-    indices, data = xp.empty(nnz, M.indices.dtype), xp.empty(nnz, M.dtype)
-    if m:
-        elementwise("gather_rows", "raw I indptr, raw I indices, raw T data, raw J order, raw I at",
-                    "raw I out_indices, raw T out_data",
-                    "I o = at[i]; for (I k = indptr[order[i]]; k < indptr[order[i] + 1]; ++k, ++o) {"
-                    "  out_indices[o] = indices[k]; out_data[o] = data[k]; }")(
-            M.indptr, M.indices, M.data, order, indptr, indices, data, size=m)
-    return module(xp).csr_matrix((data, indices, indptr), shape=(m, M.shape[1]))
 
 
 def to_host(A):

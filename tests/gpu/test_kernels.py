@@ -921,9 +921,8 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypat
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
-def test_rows_of_gather_rows_and_colour_diagonal_match_numpy(dtype):
-    """Kernels rows_of (a thread a row writes its index over its entries), gather_rows (rows in a
-    given order, or some of them, as SciPy's M[order]) and colour_diagonal
+def test_rows_of_and_colour_diagonal_match_numpy(dtype):
+    """Kernels rows_of (a thread a row writes its index over its entries) and colour_diagonal
     (colour Gauss-Seidel's l1 diagonal and whether a colour couples to itself) against their NumPy
     twins: empty rows, an empty matrix, unsorted columns, a proper colouring (no same-colour
     coupling) and random colours."""
@@ -946,10 +945,6 @@ def test_rows_of_gather_rows_and_colour_diagonal_match_numpy(dtype):
                        (scipy.sparse.csr_matrix((0, 0), dtype=dtype), np.zeros(0, np.int32))):
         Md = sparse.csr(M.indptr, M.indices, M.data, M.shape[0], cp, dtype)
         assert (sparse.rows_of(Md, cp).get() == sparse.rows_of(M, np)).all()
-        for order in (rng.permutation(M.shape[0]), np.flatnonzero(rng.random(M.shape[0]) < 0.3)):
-            want, got = M[order], sparse.gather_rows(Md, cp.asarray(order.astype(np.int32)), cp)
-            assert got.shape == want.shape and (got.indptr.get() == want.indptr).all()
-            assert (got.indices.get() == want.indices).all() and (got.data.get() == want.data).all()
         D, same = csr_smoothers.colour_diagonal(M, colours, np)
         Dd, samed = csr_smoothers.colour_diagonal(Md, cp.asarray(colours), cp)
         assert same == samed and same == (M is A)
