@@ -153,8 +153,8 @@ def strength(A, xp):
     see the same strength both ways and their picks can be mutual: for a nonsymmetric A (upwind
     convection) the one-way strengths chain and never pair, and coarsening stalls. The absolute
     value lets positive couplings count too (for an M-matrix it is -a_ij, Notay's measure)."""
+    d = A.diagonal()               # first: cupyx's sums duplicates in place, which may change the rows
     rows = sparse.rows_of(A, xp)
-    d = A.diagonal()
     w = xp.abs(A.data) / xp.sqrt(xp.abs(d[rows] * d[A.indices]))
     w = xp.where(rows != A.indices, w, 0.0)
     W = sparse.module(xp).csr_matrix((w, A.indices, A.indptr), shape=A.shape)
