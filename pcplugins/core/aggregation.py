@@ -325,16 +325,18 @@ def row_max(values, A, xp):
 
 
 def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
-    """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs, signs): ``auxgrid``'s
-    aggregates and sizes, the Galerkin matrices it formed on the way (Acs[k] for level k+1), and
-    the signs of each level's prolongation (None where all are +1: an M-matrix; _pair_signs).
+    """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs, signs, members):
+    ``auxgrid``'s aggregates and sizes, the Galerkin matrices it formed on the way (Acs[k] for
+    level k+1), the signs of each level's prolongation (None where all are +1: an M-matrix;
+    _pair_signs) and each level's member lists (R = P^T without the signs: the passes' lists
+    joined, each aggregate's members those of its first pass-aggregate, then its second's).
     On several ranks (``comm``) A is the block of this rank's own rows and columns: each rank
     matches its own unknowns, the sizes compared are the global sums, and a pass has signs on
     every rank where it has them on one (distributed.Rows.galerkin exchanges them, collectively)."""
     total = (lambda v: v) if comm is None else comm.allsum
-    aggs, sizes, Acs, signs = [], [A.shape[0]], [], []
+    aggs, sizes, Acs, signs, members = [], [A.shape[0]], [], [], []
     while total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
-        agg, sign, nc, Ak = None, None, sizes[-1], A
+        agg, sign, nc, Ak, Rk = None, None, sizes[-1], A, None
         for _ in range(passes):
             a, nc, s, R = pair_matching(Ak, xp, theta)
             if comm is not None and comm.allsum(int(s is not None)):
@@ -344,11 +346,22 @@ def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
                 sign = s if agg is None else (s[agg] if sign is None else sign * s[agg])
             agg = a if agg is None else a[agg]
             Ak = sparse.galerkin(Ak, a, nc, xp, s, R)
+            Rk = R if Rk is None else _joined(Rk, R, xp)
         if total(nc) > 0.9 * total(sizes[-1]):     # coarsening has stalled: stop here
             break
         aggs.append(agg)
         sizes.append(nc)
         Acs.append(Ak)
         signs.append(sign)
+        members.append(Rk)
         A = Ak
-    return aggs, sizes, Acs, signs
+    return aggs, sizes, Acs, signs, members
+
+
+def _joined(R1, R2, xp):
+    """The member lists of two aggregations in turn (R1: fine to middle, R2: middle to coarse):
+    R1's rows in the order R2 lists them (a row gather), split at R2's row bounds. No sort:
+    a coarse aggregate's members come as its middle aggregates' lists, one after the other."""
+    G = R1[R2.indices]
+    return sparse.module(xp).csr_matrix((xp.ones(G.indices.shape[0]), G.indices, G.indptr[R2.indptr]),
+                                        shape=(R2.shape[0], R1.shape[1]))

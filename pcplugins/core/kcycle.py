@@ -137,8 +137,9 @@ class AggregationMG:
             for agg, nc, R in zip(aggs, sizes[1:], members):
                 mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp, R=R))
         else:
-            aggs, sizes, Acs, signs = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
-                                                           o.theta, comm=comm if parallel else None)
+            aggs, sizes, Acs, signs, lists = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
+                                                                  o.theta, comm=comm if parallel else None)
+            members = [sparse.signed(R, s) for R, s in zip(lists, signs)]
             mats, colours = [A], [None] * len(sizes)
             for agg, nc, Ac, sign in zip(aggs, sizes[1:], Acs, signs):
                 mats.append(mats[-1].galerkin(agg, nc, Ac, sign) if parallel else Ac)

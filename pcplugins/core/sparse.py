@@ -220,6 +220,13 @@ def members(agg, nc, xp, sign=None):
     return module(xp).csr_matrix((values, order.astype(numpy.int32), indptr), shape=(nc, agg.shape[0]))
 
 
+def signed(R, sign):
+    """The member lists R (sparse.members' form) with ``sign`` (None: R itself) as their values."""
+    if sign is None:
+        return R
+    return module(backend.array_module(R.data)).csr_matrix((sign[R.indices], R.indices, R.indptr), shape=R.shape)
+
+
 def prolong_add(u, e, agg, sign=None):
     """u += P e (one kernel on the GPU); P[i, agg[i]] = sign[i] with ``sign``, else 1."""
     if backend.array_module(u) is numpy:

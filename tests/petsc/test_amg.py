@@ -103,11 +103,30 @@ def test_pairwise_aggregates_pair_neighbours():
     for a in range(nc):
         i = numpy.nonzero(agg == a)[0]
         assert len(i) == 1 or (len(i) == 2 and i[1] - i[0] == 1)
-    aggs, sizes, _, signs = aggregation.pairwise(lap2d(32), numpy, coarse_size=50, max_levels=10)
+    aggs, sizes, _, signs, _ = aggregation.pairwise(lap2d(32), numpy, coarse_size=50, max_levels=10)
     assert signs == [None] * len(aggs)
     for agg in aggs:
         assert numpy.bincount(agg).max() <= 4       # double pairwise: at most 4
     assert sizes[1] < sizes[0] / 3
+
+
+def test_pairwise_member_lists_are_the_restrictions_of_its_levels():
+    """pairwise's member lists (the two passes' lists joined, no sort) hold each aggregate's
+    unknowns, each once, and with the level's signs are sparse.members(agg, nc, sign): the same
+    matrix R = P^T, its entries listed in another order. A matrix with positive couplings gives
+    signs; the 2D Laplacian none."""
+    from pcplugins.core import sparse
+    B = lap2d(30).tolil()
+    for i in range(0, 899, 7):
+        B[i, i + 1] = B[i + 1, i] = 1.0            # positive couplings: signed prolongations
+    for A, signed in ((lap2d(33), False), (B.tocsr(), True)):
+        aggs, sizes, _, signs, lists = aggregation.pairwise(A, numpy, coarse_size=20, max_levels=10)
+        assert any(s is not None for s in signs) == signed
+        assert len(lists) == len(aggs) >= 2
+        for agg, nc, n, sign, R in zip(aggs, sizes[1:], sizes, signs, lists):
+            assert R.shape == (nc, n) and numpy.array_equal(numpy.sort(R.indices), numpy.arange(n))
+            assert numpy.array_equal(agg[R.indices], numpy.repeat(numpy.arange(nc), numpy.diff(R.indptr)))
+            assert (sparse.signed(R, sign) != sparse.members(agg, nc, numpy, sign)).nnz == 0
 
 
 def test_colour_gs_with_a_proper_colouring_is_gauss_seidel():
