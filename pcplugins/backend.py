@@ -63,7 +63,7 @@ def to_namespace(a, xp):
 
 # Host arrays of at least STAGED_BYTES go up through pinned buffers of STAGE_CHUNK bytes that
 # threads fill while the previous buffer's copy runs: a copy straight from pageable memory is
-# staged by one driver thread, at a fraction of the link's bandwidth (about a quarter on an H200)
+# staged by one driver thread, at a fraction of the link's bandwidth (docs/amg.md has the figures)
 STAGED_BYTES = 1 << 24
 STAGE_CHUNK = 1 << 25
 STAGE_BUFFERS = 3
