@@ -144,9 +144,8 @@ def all_true(mask):
 
 def column_reduce(a, name):
     """``a.<name>(axis=0)`` (min, max, mean, sum) of an n x d array with small d, one column at
-    a time: CuPy reduces along the leading axis of a tall array with one thread block per output
-    (7 ms for the minimum of 4M x 2 coordinates), a contiguous column with the device-wide CUB
-    routine (0.1 ms)."""
+    a time: CuPy reduces along the leading axis of a tall array with one thread block per output,
+    which is slow for millions of rows, and a contiguous column with the device-wide CUB routine."""
     xp = array_module(a)
     if xp is numpy:
         return getattr(a, name)(axis=0)

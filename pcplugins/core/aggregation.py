@@ -94,8 +94,7 @@ def _cells(key, xp):
     agg[order] = xp.cumsum(first, dtype=numpy.int32) - 1
     starts = xp.flatnonzero(first).astype(numpy.int32)
     indptr = xp.concatenate([starts, xp.full(1, n, numpy.int32)])
-    R = sparse.module(xp).csr_matrix((xp.ones(n), order, indptr), shape=(starts.shape[0], n))
-    return agg, sorted_key[starts], R
+    return agg, sorted_key[starts], sparse.member_lists(order, indptr, n, xp)
 
 
 def centroids(coords, agg, nc, xp):
@@ -182,27 +181,27 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
         score = pair_scores(S, theta, xp, rows)
         strong = score > 0
         partner = _match_host(n, rows[strong], S.indices[strong], score[strong], rounds)
-    i = xp.arange(n)
+    i = xp.arange(n, dtype=numpy.int32)
     rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
     # the aggregates numbered in the order of their representatives (a pair's lower unknown)
     ids = xp.cumsum(rep == i) - 1
     agg = ids[rep].astype(numpy.int32)
     nc = int(ids[-1]) + 1 if n else 0
-    return agg, nc, _pair_signs(A, partner, rep, xp), _pair_members(partner, rep, agg, nc, xp)
+    return agg, nc, _pair_signs(A, partner, rep, xp), _pair_members(partner, rep, agg, nc, i, xp)
 
 
-def _pair_members(partner, rep, agg, nc, xp):
+def _pair_members(partner, rep, agg, nc, i, xp):
     """sparse.members(agg, nc) of a matching: an aggregate's members are its representative and
-    then its partner (the higher index), the aggregates in the order of their representatives."""
+    then its partner (the higher index), the aggregates in the order of their representatives.
+    ``i``: the unknowns' numbers (int32), arange(n)."""
     n = agg.shape[0]
-    i = xp.arange(n, dtype=numpy.int32)
     size = xp.where(rep == i, 1 + (partner >= 0), 0).astype(numpy.int32)
     end = xp.cumsum(size, dtype=numpy.int32)              # at a representative: its aggregate's end
     indptr = xp.zeros(nc + 1, numpy.int32)
     indptr[agg + 1] = end[rep]                            # each member writes its aggregate's end
     members = xp.empty(n, numpy.int32)
     members[end[rep] - size[rep] + (i != rep)] = i
-    return sparse.module(xp).csr_matrix((xp.ones(n), members, indptr), shape=(nc, n))
+    return sparse.member_lists(members, indptr, n, xp)
 
 
 def pair_scores(S, theta, xp, rows=None):
@@ -363,5 +362,4 @@ def _joined(R1, R2, xp):
     R1's rows in the order R2 lists them (a row gather), split at R2's row bounds. No sort:
     a coarse aggregate's members come as its middle aggregates' lists, one after the other."""
     G = R1[R2.indices]
-    return sparse.module(xp).csr_matrix((xp.ones(G.indices.shape[0]), G.indices, G.indptr[R2.indptr]),
-                                        shape=(R2.shape[0], R1.shape[1]))
+    return sparse.member_lists(G.indices, G.indptr[R2.indptr], R1.shape[1], xp)

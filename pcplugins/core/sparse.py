@@ -209,6 +209,15 @@ def segment_sum(data, order, starts):
     return out
 
 
+def member_lists(indices, indptr, n, xp, sign=None):
+    """R = P^T of aggregates given by their member lists: row a holds the fine unknowns
+    ``indices[indptr[a]:indptr[a + 1]]`` (of ``n``), its values ones or ``sign`` at those unknowns.
+    Every restriction of the aggregations is made here (members, signed, and aggregation's
+    lists from its sorts and matchings)."""
+    values = xp.ones(indices.shape[0]) if sign is None else sign[indices]
+    return module(xp).csr_matrix((values, indices, indptr), shape=(indptr.shape[0] - 1, n))
+
+
 def members(agg, nc, xp, sign=None):
     """R = P^T as a CSR matrix of ones (or of ``sign``; row a lists the fine unknowns of aggregate
     a): restriction is then the same row kernel as a matrix-vector product, summing in a fixed
@@ -216,15 +225,14 @@ def members(agg, nc, xp, sign=None):
     order = xp.argsort(agg, kind="stable") if not backend.is_gpu(xp) else xp.argsort(agg)
     counts = xp.bincount(agg, minlength=nc)
     indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
-    values = xp.ones(agg.shape[0]) if sign is None else sign[order]
-    return module(xp).csr_matrix((values, order.astype(numpy.int32), indptr), shape=(nc, agg.shape[0]))
+    return member_lists(order.astype(numpy.int32), indptr, agg.shape[0], xp, sign)
 
 
 def signed(R, sign):
     """The member lists R (sparse.members' form) with ``sign`` (None: R itself) as their values."""
     if sign is None:
         return R
-    return module(backend.array_module(R.data)).csr_matrix((sign[R.indices], R.indices, R.indptr), shape=R.shape)
+    return member_lists(R.indices, R.indptr, R.shape[1], backend.array_module(R.data), sign)
 
 
 def prolong_add(u, e, agg, sign=None):

@@ -19,9 +19,8 @@ LINE_SMOOTHERS = ("line_x", "line_y", "line_z", "adi")
 
 # -pc_gmg_gather_size's default. A distributed level costs about ten ghost updates a V-cycle; on
 # the GPU each is latency (tens of microseconds) on every level up to half a million points,
-# where one gather of the level and its work repeated on every rank cost less (2 x H100, 255^3 a
-# rank: an application 2.7 ms with 32768, 2.3 ms with 524288, 2.4 ms with 5e6); on the host the
-# repeated work is what counts
+# where one gather of the level and its work repeated on every rank cost less (docs/gmg.md, MPI,
+# has the measurements); on the host the repeated work is what counts
 GATHER_SIZE = {"gpu": 524288, "cpu": 32768}
 
 OPTIONS = [

@@ -70,7 +70,7 @@ def near_null_space(M, xp):
         B = B.real
     if not numpy.isfinite(B).all():
         raise error("pcplugins.AMG: the matrix's near null space (MatSetNearNullSpace) contains NaN or Inf")
-    return xp.asarray(numpy.ascontiguousarray(B, dtype=numpy.float64))
+    return backend.to_namespace(numpy.ascontiguousarray(B, dtype=numpy.float64), xp)
 
 
 def _finite_coordinates(v, n, dim, xp):
