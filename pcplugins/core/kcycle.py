@@ -44,6 +44,11 @@ KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
 # aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
 KCYCLE_V_RATIO = 40
+# On the GPU those V-cycle levels smooth by l1-Jacobi where the smoother is colour Gauss-Seidel:
+# one kernel a sweep instead of one a colour, and no colouring in setup. The flexible CG above
+# keeps the iteration counts (2D and 3D Poisson, both aggregations), and pairwise levels, with 6
+# to 8 colours, gain most (docs/amg.md, GPU).
+VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
 
 
 @dataclasses.dataclass
@@ -53,6 +58,7 @@ class Options:
     kcycle_its: int = 2
     kcycle_size: int = None        # K-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE)
     smoother: str = "gs"           # gs | l1jacobi | chebyshev
+    vcycle_smoother: str = "auto"  # the K-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
     pre: int = 1
     post: int = 1
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
@@ -75,12 +81,12 @@ class _Clock:
         return self.t - t
 
 
-def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None, R=None):
+def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=None):
     """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
     on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
     of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
     prolongation of a near null space, nullspace.py); ``R`` the restriction of ``agg`` where it
-    is made already (sparse.members); the smoother of ``opts``; ``ell``: the cycle's products use
+    is made already (sparse.members); ``smoother`` its kind (smoothers.make_csr); ``ell``: the cycle's products use
     ELL storage (AggregationMG._ell decides; never on distributed levels)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
@@ -88,9 +94,9 @@ def _level(A, agg, nc, colours, opts, xp, ell=False, sign=None, P=None, R=None):
     M = sparse.storage(A, xp, ell and not last)
     if last:
         return cycle.CSRLevel(A, xp, M, rows=rows)
-    if opts.smoother == "gs" and colours is None:
+    if smoother == "gs" and colours is None:
         colours = colouring.colour_graph(A, xp, MAX_COLOURS)
-    smoother = smoothers.make_csr(opts.smoother, A, xp, colours, rows, M)
+    smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M)
     if P is not None:
         P = P.astype(A.dtype) if P.dtype != A.dtype else P      # the row kernels take one value type
         return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother, rows=rows)
@@ -125,8 +131,9 @@ class AggregationMG:
         transfers, members = [None], []
         coarsest = (block_size, near_null)        # a system's block size and near null space on the last level
         if near_null is not None or block_size > 1:
-            mats, aggs, sizes, colours, signs, transfers, coarsest = self._systems(A, coords, stop, parallel,
-                                                                                   block_size, near_null)
+            mats, aggs, sizes, colours, signs, transfers, coarsest = nullspace.system_levels(
+                A, xp, block_size, near_null, coords, stop, self.method, o.theta, o.max_levels,
+                MAX_COLOURS if o.smoother == "gs" else None, comm if parallel else None)
         elif self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
@@ -168,9 +175,16 @@ class AggregationMG:
             transfers, members = moved + [None], []          # the unknowns renumbered: restrictions made anew
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         members += [None] * (len(mats) - len(members))
-        self.levels = [_level(M, agg, nc, col, o, xp, e, s, P, R) for M, agg, nc, col, e, s, P, R
-                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, ell, signs + [None], transfers,
-                              members)]
+        device = "gpu" if backend.is_gpu(xp) else "cpu"
+        if o.kcycle_size is None:
+            o.kcycle_size = KCYCLE_SIZE[device]
+        self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle == "k" else None
+        vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
+                     else o.vcycle_smoother)
+        kinds = [vsmoother if self.v_from is not None and k >= self.v_from else o.smoother for k in range(len(mats))]
+        self.levels = [_level(M, agg, nc, col, kind, xp, e, s, P, R) for M, agg, nc, col, kind, e, s, P, R
+                       in zip(mats, aggs + [None], sizes[1:] + [None], colours, kinds, ell, signs + [None],
+                              transfers, members)]
         self.timings["smoothers"] = clock()
         if parallel:
             comm.prepare()                # the inner products' exchange, device to device where it can be
@@ -199,73 +213,15 @@ class AggregationMG:
                 B = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(B))))
             self.coarse = coarse.GatheredRowsSolve(
                 mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, bs, B))
-        if o.kcycle_size is None:
-            o.kcycle_size = KCYCLE_SIZE["gpu" if backend.is_gpu(xp) else "cpu"]
-        self.v_from = self._truncation(parallel) if o.cycle == "k" else None
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from)
         self.timings["coarse"] = clock()
 
-    def _systems(self, A, coords, stop, parallel, bs, B):
-        """The levels of a system (nullspace.py): nodes of ``bs`` unknowns aggregated, the
-        aux grid's cells (``coords`` one row a node) or pairwise matchings of the node graph;
-        with a near null space B (n x m) each level's prolongation is its tentative prolongation
-        (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
-        On several ranks (``parallel``) the aggregates are each rank's own, so P is local and the
-        Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
-        Returns (mats, aggs, sizes, colours, signs, transfers) as the scalar paths build them,
-        ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it), and
-        the last level's (block size, near null space), which a gathered continuation takes."""
-        xp, o = self.xp, self.opts
-        comm = self.comm if parallel else None
-        m = bs if B is None else B.shape[1]
-        own = (lambda M: M.own) if parallel else (lambda M: M)
-        if self.method == "auxgrid":
-            node_aggs, node_sizes, *_ = aggregation.auxgrid(coords, xp, max(1, stop // m), o.max_levels, comm)
-        mats, aggs, sizes, transfers, colours = [A], [], [own(A).shape[0]], [], []
-        while mats[-1].shape[0] > stop and len(mats) < o.max_levels:      # global sizes on several ranks
-            k = len(mats) - 1
-            graph = nullspace.node_graph(own(mats[-1]), bs, xp)
-            if self.method == "auxgrid":
-                if k >= len(node_aggs):
-                    break
-                agg, nc = node_aggs[k], node_sizes[k + 1]
-            else:
-                found = aggregation.pairwise(graph, xp, 1, 2, o.theta, comm=comm)[0]
-                if not found:
-                    break
-                agg, nc = nullspace.join_singletons(found[0], graph, xp)
-                if B is not None:
-                    agg, nc = nullspace.drop_isolated(agg, graph, xp, mats[-1].ghost if parallel else None, bs)
-            Bc = None
-            if B is None:
-                agg = nullspace.component_aggregates(agg, bs)
-                Ac, P = (mats[-1].galerkin(agg, nc * bs) if parallel else
-                         sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
-            else:
-                P, Bc, empty = nullspace.tentative(agg, nc, B, bs, xp)
-                Ac = nullspace.galerkin(own(mats[-1]), P, empty, xp)
-                if parallel:
-                    Ac = mats[-1].galerkin_prolongation(P, Ac)
-                agg = None
-            if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
-                break
-            if o.smoother == "gs":
-                colours.append(nullspace.node_colours(graph, bs, xp, MAX_COLOURS))
-            if Bc is not None:                            # the coarse level: m unknowns a node
-                B, bs = Bc, m
-            mats.append(Ac)
-            aggs.append(agg)
-            transfers.append(P)
-            sizes.append(own(Ac).shape[0])
-        colours += [None] * (len(mats) - len(colours))
-        return mats, aggs, sizes, colours, [None] * len(aggs), transfers, (bs, B)
-
-    def _truncation(self, parallel):
-        """The first level of the K-cycle's V-cycles (None: none): the first below kcycle_size
-        unknowns (global sizes on several ranks) and at most KCYCLE_V_RATIO times the coarsest
-        level's, never level 1 (a small problem keeps the flexible CG there)."""
-        sizes = [self.comm.allsum(lev.n) for lev in self.levels] if parallel else [lev.n for lev in self.levels]
+    def _truncation(self, sizes):
+        """The first level of the K-cycle's V-cycles (None: none) of levels of ``sizes`` unknowns
+        (global sizes on several ranks): the first below kcycle_size unknowns and at most
+        KCYCLE_V_RATIO times the coarsest level's, never level 1 (a small problem keeps the
+        flexible CG there)."""
         first = next((k for k, n in enumerate(sizes)
                       if k >= 2 and n < self.opts.kcycle_size and n <= KCYCLE_V_RATIO * sizes[-1]), None)
         return first if first is not None and first < len(sizes) - 1 else None

@@ -181,3 +181,61 @@ def galerkin(A, P, empty, xp):
         C = (C + sparse.module(xp).diags(d, format="csr")).tocsr()
     C.sum_duplicates()
     return C
+
+
+def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, max_colours=None, comm=None):
+    """The levels of a system down to ``stop`` unknowns (kcycle.AggregationMG's): nodes of ``bs``
+    unknowns aggregated, by ``method``: the aux grid's cells (``coords`` one row a node) or
+    pairwise matchings of the node graph (strength threshold ``theta``);
+    with a near null space B (n x m) each level's prolongation is its tentative prolongation
+    (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
+    On several ranks (``comm``; A a distributed.Rows) the aggregates are each rank's own, so P
+    is local and the Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
+    ``max_colours``: Gauss-Seidel's colours of each level's unknowns (``node_colours``), None:
+    no colours.
+    Returns (mats, aggs, sizes, colours, signs, transfers) as the scalar paths build them,
+    ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it), and
+    the last level's (block size, near null space), which a gathered continuation takes."""
+    parallel = comm is not None
+    m = bs if B is None else B.shape[1]
+    own = (lambda M: M.own) if parallel else (lambda M: M)
+    if method == "auxgrid":
+        node_aggs, node_sizes, *_ = aggregation.auxgrid(coords, xp, max(1, stop // m), max_levels, comm)
+    mats, aggs, sizes, transfers, colours = [A], [], [own(A).shape[0]], [], []
+    while mats[-1].shape[0] > stop and len(mats) < max_levels:      # global sizes on several ranks
+        k = len(mats) - 1
+        graph = node_graph(own(mats[-1]), bs, xp)
+        if method == "auxgrid":
+            if k >= len(node_aggs):
+                break
+            agg, nc = node_aggs[k], node_sizes[k + 1]
+        else:
+            found = aggregation.pairwise(graph, xp, 1, 2, theta, comm=comm)[0]
+            if not found:
+                break
+            agg, nc = join_singletons(found[0], graph, xp)
+            if B is not None:
+                agg, nc = drop_isolated(agg, graph, xp, mats[-1].ghost if parallel else None, bs)
+        Bc = None
+        if B is None:
+            agg = component_aggregates(agg, bs)
+            Ac, P = (mats[-1].galerkin(agg, nc * bs) if parallel else
+                     sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
+        else:
+            P, Bc, empty = tentative(agg, nc, B, bs, xp)
+            Ac = galerkin(own(mats[-1]), P, empty, xp)
+            if parallel:
+                Ac = mats[-1].galerkin_prolongation(P, Ac)
+            agg = None
+        if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
+            break
+        if max_colours is not None:
+            colours.append(node_colours(graph, bs, xp, max_colours))
+        if Bc is not None:                            # the coarse level: m unknowns a node
+            B, bs = Bc, m
+        mats.append(Ac)
+        aggs.append(agg)
+        transfers.append(P)
+        sizes.append(own(Ac).shape[0])
+    colours += [None] * (len(mats) - len(colours))
+    return mats, aggs, sizes, colours, [None] * len(aggs), transfers, (bs, B)

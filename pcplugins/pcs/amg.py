@@ -41,6 +41,9 @@ OPTIONS = [
            f"{kcycle.KCYCLE_SIZE['gpu']} on the GPU, {kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
     options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),
+    options.Option("pc_amg_vcycle_smoother", "str", "auto", "K-cycle: smoother of the levels it runs V-cycles on "
+           "(-pc_amg_kcycle_size; auto: l1jacobi on the GPU where the smoother is gs, one kernel a sweep instead of "
+           "one a colour; else -pc_amg_smoother)", ("auto", "gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
     options.Option("pc_amg_post", "int", 1, "Post-smoothing sweeps", lo=0),
     options.Option("pc_amg_coarse_size", "int", None,
@@ -152,8 +155,8 @@ class AMG(PythonPC):
                                    "\"coordinates\" (block size = dimension) on the PC")
         self.coord_source = source
         opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
-                              kcycle_size=v["kcycle_size"],
-                              smoother=v["smoother"], pre=v["pre"], post=v["post"],
+                              kcycle_size=v["kcycle_size"], smoother=v["smoother"],
+                              vcycle_smoother=v["vcycle_smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
                               gather_size=GATHER_SIZE[self.device] if v["gather_size"] is None else v["gather_size"],
                               graph=v["graph"], storage=v["storage"])

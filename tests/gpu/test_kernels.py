@@ -743,7 +743,8 @@ def _matrix_order(mg, k, values, coarse=None):
 @pytest.mark.parametrize("kcycle_size", [0, 1000])
 def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
     """The hierarchy and one K-cycle on CuPy equal NumPy's, whole or truncated (V-cycles from the
-    first level below ``kcycle_size`` unknowns)."""
+    first level below ``kcycle_size`` unknowns). The V-cycle levels' smoother on the GPU (auto:
+    l1-Jacobi for Gauss-Seidel) is NumPy's where NumPy is told it."""
     from pcplugins.core import kcycle, sparse
 
     import meshes
@@ -754,9 +755,15 @@ def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
     out = {}
     for xp in (np, cp):
         Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
-        opts = kcycle.Options(aggregation=method, smoother=smoother, coarse_size=50, kcycle_size=kcycle_size)
+        vsmoother = "auto" if xp is cp else kcycle.VCYCLE_SMOOTHER["gpu"].get(smoother, smoother)
+        opts = kcycle.Options(aggregation=method, smoother=smoother, coarse_size=50, kcycle_size=kcycle_size,
+                              vcycle_smoother=vsmoother)
         mg = kcycle.AggregationMG(Ax, xp, opts, xp.asarray(xy))
         assert (mg.v_from is None) == (kcycle_size == 0)
+        kinds = [type(lev.smoother).__name__ for lev in mg.levels[:-1]]
+        if mg.v_from is not None and smoother == "gs":
+            assert kinds[mg.v_from:] == ["CSRL1Jacobi"] * (len(kinds) - mg.v_from), kinds
+            assert kinds[:mg.v_from] == ["CSRColourGS"] * mg.v_from, kinds
         out[xp] = ([lev.n for lev in mg.levels], [_matrix_order(mg, k, lev.agg, coarse=True)
                                                   for k, lev in enumerate(mg.levels[:-1])],
                    backend.to_host(mg.cycle(xp.asarray(f))))
