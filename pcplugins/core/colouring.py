@@ -9,6 +9,8 @@ import numpy
 from .. import backend
 from . import aggregation, sparse
 
+ROUNDS_PER_CHECK = 4
+
 
 def colour_graph(A, xp, max_colours=None):
     """Colours of the graph of A + A^T (no two neighbours share one): Jones-Plassmann, each round
@@ -83,9 +85,12 @@ def _rounds_gpu(A, prio, xp):
         "jp_pick", "uint64 t", "int32 colour, int8 beaten",
         "if (colour < 0) { if (!beaten) colour = (~t) ? __ffsll((long long)(~t)) - 1 : 63; beaten = 0; }")
     cols = A.indices.astype(numpy.int32, copy=False)
+    # the host checks for uncoloured unknowns every ROUNDS_PER_CHECK rounds: a round after the
+    # last colours nothing, and each check waits for the device
     while backend.any_true(colour < 0):
-        edges(rows, cols, colour, prio, beaten, taken)
-        pick(taken, colour, beaten)
+        for _ in range(ROUNDS_PER_CHECK):
+            edges(rows, cols, colour, prio, beaten, taken)
+            pick(taken, colour, beaten)
     return colour
 
 
