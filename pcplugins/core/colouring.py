@@ -94,13 +94,14 @@ def _rounds_gpu(A, prio, xp):
     return colour
 
 
-def colour_order(mats, aggs, signs, colours, transfers):
+def colour_order(mats, aggs, signs, colours, transfers, members):
     """The host hierarchy renumbered so that each level's unknowns come colour by colour: a colour
     of Gauss-Seidel is then a slice of the level's vectors, and a sweep reads and writes them in
     place instead of gathering and scattering its rows (on the host those index operations cost
     as much as the colour's product). Level k's unknowns are taken in the stable order of
-    ``colours[k]`` (the coarsest level, which has none, keeps its order); the matrices, aggregates,
-    signs and prolongations (``transfers[k]``, a CSR matrix where ``aggs[k]`` is None) follow.
+    ``colours[k]`` (a level without colours, the coarsest among them, keeps its order); the
+    matrices, aggregates, signs, prolongations (``transfers[k]``, a CSR matrix where ``aggs[k]``
+    is None) and restrictions (``members[k]``, sparse.members' form, or None) follow.
     Returns them renumbered and each level's order (None: kept; the cycle's input is f[orders[0]])."""
     orders = [None if c is None else numpy.argsort(c, kind="stable") for c in colours]
     inverse = []
@@ -111,10 +112,10 @@ def colour_order(mats, aggs, signs, colours, transfers):
             q[o] = numpy.arange(o.size, dtype=o.dtype)
         inverse.append(q)
     # rows gathered, columns relabelled (each row's entries stay in their order: a product does
-    # not need them sorted)
-    new_mats = [M if o is None else _relabel(M[o], q) for M, o, q in zip(mats, orders, inverse)]
-    new_aggs, new_signs, new_transfers = [], [], []
-    for k, (agg, sign, P) in enumerate(zip(aggs, signs, transfers)):
+    # not need them sorted, and a restriction sums its members in the order it was made)
+    new_mats = [_moved(M, o, q) for M, o, q in zip(mats, orders, inverse)]
+    new_aggs, new_signs, new_transfers, new_members = [], [], [], []
+    for k, (agg, sign, P, R) in enumerate(zip(aggs, signs, transfers, members)):
         o, q = orders[k], inverse[k + 1]
         if agg is not None:
             agg = agg if o is None else agg[o]
@@ -122,12 +123,17 @@ def colour_order(mats, aggs, signs, colours, transfers):
         else:
             new_aggs.append(None)
         new_signs.append(sign if sign is None or o is None else sign[o])
-        if P is not None:
-            P = P if o is None else P[o]
-            P = P if q is None else _relabel(P, q)
-        new_transfers.append(P)
+        new_transfers.append(None if P is None else _moved(P, o, q))          # fine rows, coarse columns
+        new_members.append(None if R is None else _moved(R, orders[k + 1], inverse[k]))   # the other way
     new_colours = [c if o is None else c[o] for c, o in zip(colours, orders)]
-    return new_mats, new_aggs, new_signs, new_colours, new_transfers, orders
+    return new_mats, new_aggs, new_signs, new_colours, new_transfers, new_members, orders
+
+
+def _moved(M, rows, columns):
+    """The CSR matrix M with its rows in the order ``rows`` and column j renamed ``columns[j]``
+    (either None: kept)."""
+    M = M if rows is None else M[rows]
+    return M if columns is None else _relabel(M, columns)
 
 
 def _relabel(M, q):

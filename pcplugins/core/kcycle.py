@@ -128,12 +128,13 @@ class AggregationMG:
         clock = _Clock(xp)
         # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
-        transfers, members = [None], []
+        transfers, members, graphs = [None], [], []
         coarsest = (block_size, near_null)        # a system's block size and near null space on the last level
         if near_null is not None or block_size > 1:
-            mats, aggs, sizes, colours, signs, transfers, coarsest = nullspace.system_levels(
+            mats, aggs, sizes, graphs, signs, transfers, coarsest = nullspace.system_levels(
                 A, xp, block_size, near_null, coords, stop, self.method, o.theta, o.max_levels,
-                MAX_COLOURS if o.smoother == "gs" else None, comm if parallel else None)
+                comm if parallel else None)
+            colours = [None] * len(mats)          # the node graphs' colours, for the levels that take them
         elif self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
@@ -165,16 +166,8 @@ class AggregationMG:
                                  "raise -pc_amg_max_levels")
             self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
         transfers += [None] * (len(mats) - len(transfers))
-        # each level's unknowns in the cycle's order (colouring.colour_order; None: the matrix's)
-        self.orders = [None] * len(mats)
-        if o.smoother == "gs" and not parallel and not backend.is_gpu(xp) and len(mats) > 1:
-            colours = [None if k == len(aggs) else c if c is not None else colouring.colour_graph(M, xp, MAX_COLOURS)
-                       for k, (M, c) in enumerate(zip(mats, colours))]
-            mats, aggs, signs, colours, moved, self.orders = colouring.colour_order(mats, aggs, signs, colours,
-                                                                                    transfers[:len(aggs)])
-            transfers, members = moved + [None], []          # the unknowns renumbered: restrictions made anew
-        ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         members += [None] * (len(mats) - len(members))
+        # each level's smoother: the K-cycle's V-cycle levels may take another
         device = "gpu" if backend.is_gpu(xp) else "cpu"
         if o.kcycle_size is None:
             o.kcycle_size = KCYCLE_SIZE[device]
@@ -182,6 +175,20 @@ class AggregationMG:
         vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
                      else o.vcycle_smoother)
         kinds = [vsmoother if self.v_from is not None and k >= self.v_from else o.smoother for k in range(len(mats))]
+        for k, (graph, bs) in enumerate(graphs):
+            if kinds[k] == "gs":
+                colours[k] = nullspace.node_colours(graph, bs, xp, MAX_COLOURS)
+        # each level's unknowns in the cycle's order (colouring.colour_order; None: the matrix's),
+        # on the host, for the Gauss-Seidel levels
+        self.orders = [None] * len(mats)
+        gs = [k < len(aggs) and kind == "gs" for k, kind in enumerate(kinds)]
+        if any(gs) and not parallel and not backend.is_gpu(xp):
+            colours = [None if not g else c if c is not None else colouring.colour_graph(M, xp, MAX_COLOURS)
+                       for g, M, c in zip(gs, mats, colours)]
+            mats, aggs, signs, colours, moved, members, self.orders = colouring.colour_order(
+                mats, aggs, signs, colours, transfers[:len(aggs)], members[:len(aggs)])
+            transfers, members = moved + [None], members + [None]
+        ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         self.levels = [_level(M, agg, nc, col, kind, xp, e, s, P, R) for M, agg, nc, col, kind, e, s, P, R
                        in zip(mats, aggs + [None], sizes[1:] + [None], colours, kinds, ell, signs + [None],
                               transfers, members)]

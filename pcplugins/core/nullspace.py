@@ -183,7 +183,7 @@ def galerkin(A, P, empty, xp):
     return C
 
 
-def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, max_colours=None, comm=None):
+def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=None):
     """The levels of a system down to ``stop`` unknowns (kcycle.AggregationMG's): nodes of ``bs``
     unknowns aggregated, by ``method``: the aux grid's cells (``coords`` one row a node) or
     pairwise matchings of the node graph (strength threshold ``theta``);
@@ -191,9 +191,9 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, max_col
     (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
     On several ranks (``comm``; A a distributed.Rows) the aggregates are each rank's own, so P
     is local and the Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
-    ``max_colours``: Gauss-Seidel's colours of each level's unknowns (``node_colours``), None:
-    no colours.
-    Returns (mats, aggs, sizes, colours, signs, transfers) as the scalar paths build them,
+    Returns (mats, aggs, sizes, graphs, signs, transfers): mats, aggs, sizes and signs as the
+    scalar paths build them, ``graphs[k]`` level k's node graph and block size (what
+    ``node_colours`` colours its unknowns by, for the levels that smooth by Gauss-Seidel),
     ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it), and
     the last level's (block size, near null space), which a gathered continuation takes."""
     parallel = comm is not None
@@ -201,7 +201,7 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, max_col
     own = (lambda M: M.own) if parallel else (lambda M: M)
     if method == "auxgrid":
         node_aggs, node_sizes, *_ = aggregation.auxgrid(coords, xp, max(1, stop // m), max_levels, comm)
-    mats, aggs, sizes, transfers, colours = [A], [], [own(A).shape[0]], [], []
+    mats, aggs, sizes, transfers, graphs = [A], [], [own(A).shape[0]], [], []
     while mats[-1].shape[0] > stop and len(mats) < max_levels:      # global sizes on several ranks
         k = len(mats) - 1
         graph = node_graph(own(mats[-1]), bs, xp)
@@ -229,13 +229,11 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, max_col
             agg = None
         if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
             break
-        if max_colours is not None:
-            colours.append(node_colours(graph, bs, xp, max_colours))
+        graphs.append((graph, bs))
         if Bc is not None:                            # the coarse level: m unknowns a node
             B, bs = Bc, m
         mats.append(Ac)
         aggs.append(agg)
         transfers.append(P)
         sizes.append(own(Ac).shape[0])
-    colours += [None] * (len(mats) - len(colours))
-    return mats, aggs, sizes, colours, [None] * len(aggs), transfers, (bs, B)
+    return mats, aggs, sizes, graphs, [None] * len(aggs), transfers, (bs, B)

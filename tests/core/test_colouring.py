@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from pcplugins.core import aggregation, colouring, kcycle, nullspace
+from pcplugins.core import aggregation, colouring, kcycle, nullspace, sparse
 
 from conftest import amg_galerkin_error, colour_graphs
 from problems import convection_diffusion
@@ -84,8 +84,8 @@ def test_row_max_on_the_host():
     assert np.array_equal(aggregation.row_max(v, A, np), B.toarray().max(axis=1))
 
 
-def _unchanged(mats, aggs, signs, colours, transfers):
-    return mats, aggs, signs, colours, transfers, [None] * len(mats)
+def _unchanged(mats, aggs, signs, colours, transfers, members):
+    return mats, aggs, signs, colours, transfers, members, [None] * len(mats)
 
 
 @pytest.mark.parametrize("case", ["pairwise", "auxgrid", "system"])
@@ -108,8 +108,10 @@ def test_colour_order_keeps_the_cycle(case, cycle, monkeypatch):
     f = np.random.default_rng(4).random(A.shape[0])
     mg = kcycle.AggregationMG(A, np, opts, **kw)
     assert all(o is not None for o in mg.orders[:-1]) and len(mg.levels) >= 3
-    for lev in mg.levels[:-1]:
+    for lev, nxt in zip(mg.levels[:-1], mg.levels[1:]):
         assert all(isinstance(idx, slice) for idx, _, _ in lev.smoother.parts)
+        if lev.agg is not None:           # the restriction renumbered with its level: P^T, signs and all
+            assert abs(lev.R - sparse.members(lev.agg, nxt.n, np, lev.sign)).max() == 0
     assert amg_galerkin_error(mg) <= 1e-12
     monkeypatch.setattr(colouring, "colour_order", _unchanged)
     ref = kcycle.AggregationMG(A, np, opts, **kw)
