@@ -323,6 +323,17 @@ def row_max(values, A, xp):
     return out
 
 
+def row_argmax(values, A, xp, rows=None):
+    """The column of the largest positive value in each row of A (``values`` one per stored
+    entry), -1 where a row has none. Of equal values (to rounding: sums in a device's own order)
+    the first column, so that NumPy and CuPy pick the same."""
+    n = A.shape[0]
+    rows = sparse.rows_of(A, xp) if rows is None else rows
+    pick = (values > 0) & (values >= (1 - 1e-12) * row_max(values, A, xp)[rows])
+    first = n - row_max(xp.where(pick, n - A.indices, 0).astype(numpy.float64), A, xp)
+    return xp.where(first < n, first, -1).astype(numpy.int64)
+
+
 def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
     """Double pairwise aggregation, level by level: returns (aggs, sizes, Acs, signs, members):
     ``auxgrid``'s aggregates and sizes, the Galerkin matrices it formed on the way (Acs[k] for

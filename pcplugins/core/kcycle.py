@@ -53,7 +53,10 @@ VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
 
 @dataclasses.dataclass
 class Options:
-    aggregation: str = "auto"      # auxgrid | pairwise | auto (auxgrid when coordinates are given)
+    aggregation: str = "auto"      # auxgrid | pairwise | mis | auto (mis when smoothed, else auxgrid with coordinates)
+    nsmooths: int = 0              # smoothed aggregation: Jacobi steps on each tentative prolongation (smoothed.py)
+    aggressive: int = 1            # mis aggregation: levels aggregated by distance-2 sets (then distance 1)
+    threshold: float = 0.0         # mis aggregation: couplings weaker than this are dropped (smoothed.strong_graph)
     cycle: str = "k"               # k | v | w
     kcycle_its: int = 2
     kcycle_size: int = None        # K-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE)
@@ -85,9 +88,10 @@ def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=No
     """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
     on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
     of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
-    prolongation of a near null space, nullspace.py); ``R`` the restriction of ``agg`` where it
-    is made already (sparse.members); ``smoother`` its kind (smoothers.make_csr); ``ell``: the cycle's products use
-    ELL storage (AggregationMG._ell decides; never on distributed levels)."""
+    prolongation of a near null space, smoothed or not: nullspace.py, smoothed.py); ``R`` the
+    restriction of ``agg`` or P where it is made already (sparse.members, P^T); ``smoother`` its
+    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage
+    (AggregationMG._ell decides; never on distributed levels)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     last = agg is None and P is None
@@ -98,8 +102,9 @@ def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=No
         colours = colouring.colour_graph(A, xp, MAX_COLOURS)
     smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M)
     if P is not None:
-        P = P.astype(A.dtype) if P.dtype != A.dtype else P      # the row kernels take one value type
-        return cycle.CSRLevel(A, xp, M, R=P.T.tocsr(), P=P, smoother=smoother, rows=rows)
+        P, R = (T if T.dtype == A.dtype else T.astype(A.dtype)       # the row kernels take one value type
+                for T in (P, P.T.tocsr() if R is None else R))
+        return cycle.CSRLevel(A, xp, M, R=R, P=P, smoother=smoother, rows=rows)
     R = sparse.members(agg, nc, xp, sign) if R is None else R
     return cycle.CSRLevel(A, xp, M, R=R, agg=agg, sign=sign, smoother=smoother, rows=rows)
 
@@ -124,16 +129,19 @@ class AggregationMG:
             raise ValueError(f"unknown storage {o.storage!r}")
         self.method = o.aggregation
         if self.method == "auto":
-            self.method = "auxgrid" if coords is not None else "pairwise"
+            self.method = "mis" if o.nsmooths else "auxgrid" if coords is not None else "pairwise"
+        if self.method not in ("auxgrid", "pairwise", "mis"):
+            raise ValueError(f"unknown aggregation {self.method!r}")
         clock = _Clock(xp)
         # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
         transfers, members, graphs = [None], [], []
         coarsest = (block_size, near_null)        # a system's block size and near null space on the last level
-        if near_null is not None or block_size > 1:
-            mats, aggs, sizes, graphs, signs, transfers, coarsest = nullspace.system_levels(
+        if near_null is not None or block_size > 1 or o.nsmooths or self.method == "mis":
+            mats, aggs, sizes, graphs, members, transfers, coarsest = nullspace.system_levels(
                 A, xp, block_size, near_null, coords, stop, self.method, o.theta, o.max_levels,
-                comm if parallel else None)
+                comm if parallel else None, o.nsmooths, o.threshold, o.aggressive)
+            signs = [None] * len(aggs)
             colours = [None] * len(mats)          # the node graphs' colours, for the levels that take them
         elif self.method == "auxgrid":
             if coords is None:

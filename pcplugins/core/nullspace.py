@@ -22,7 +22,7 @@ coupled to nothing join none (``drop_isolated``): either would otherwise stall t
 import numpy
 
 from .. import backend
-from . import aggregation, colouring, sparse
+from . import aggregation, colouring, smoothed, sparse
 
 # a column of an aggregate's B_J whose part orthogonal to the previous columns is below this
 # fraction of its norm is dependent on them (an aggregate of too few nodes for m modes): its
@@ -34,6 +34,10 @@ def node_graph(A, bs, xp):
     """The node matrix of A (block size ``bs``): entry (I, J) the Frobenius norm of block A_IJ, a
     nonnegative CSR matrix of n / bs rows (aggregation.pairwise takes it as it takes a scalar
     matrix: the strength |c_IJ| / sqrt(c_II c_JJ))."""
+    if bs == 1:
+        C = A.copy()
+        C.data = xp.abs(A.data)
+        return C
     rows = sparse.rows_of(A, xp) // bs
     cols = A.indices // bs
     nn = A.shape[0] // bs
@@ -65,15 +69,8 @@ def join_singletons(agg, graph, xp):
     alone = xp.bincount(agg, minlength=int(agg.max()) + 1 if n else 0)[agg] == 1
     rows, cols = sparse.rows_of(graph, xp), graph.indices
     w = xp.where((rows != cols) & ~alone[cols] & alone[rows], graph.data, 0.0)
-    best = aggregation.row_max(w, graph, xp)
-    pick = (w > 0) & (w >= (1 - 1e-12) * best[rows])
-    # of equally strong neighbours (to rounding: the block norms are sums in a device's own
-    # order) the first, so that NumPy and CuPy build the same aggregates
-    first = n - aggregation.row_max(xp.where(pick, n - cols, 0).astype(numpy.float64), graph, xp)
-    pick &= cols == first[rows]
-    target = xp.full(n, -1, numpy.int64)
-    target[rows[pick]] = agg[cols[pick]]
-    return _renumber(xp.where(target >= 0, target, agg), xp)
+    best = aggregation.row_argmax(w, graph, xp, rows)
+    return _renumber(xp.where(best >= 0, agg[xp.maximum(best, 0)], agg), xp)
 
 
 def drop_isolated(agg, graph, xp, ghost=None, bs=1):
@@ -169,11 +166,14 @@ def tentative(agg, nc, B, bs, xp):
     return P, R.reshape(nc * m, m), (empty if empty.size else None)
 
 
-def galerkin(A, P, empty, xp):
+def galerkin(A, P, empty, xp, R=None):
     """P^T A P (CSR), with an identity row and column for each coarse unknown in ``empty`` (no fine
     support: P's column is zero, so that row of P^T A P is zero, and the restricted residual there
-    always is; 1 on the diagonal keeps the smoothers' and the coarse solve's division defined)."""
-    C = (P.T @ (A @ P)).tocsr()
+    always is; 1 on the diagonal keeps the smoothers' and the coarse solve's division defined).
+    ``R``: P^T as a CSR matrix, where the caller has it (SciPy's product of a transposed CSR
+    matrix goes through CSC, at twice the cost)."""
+    R = P.T.tocsr() if R is None else R
+    C = (R @ (A @ P)).tocsr()
     if empty is not None:
         nc = C.shape[0]
         d = xp.zeros(nc, C.dtype)
@@ -183,25 +183,33 @@ def galerkin(A, P, empty, xp):
     return C
 
 
-def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=None):
+def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=None, nsmooths=0, threshold=0.0,
+                  aggressive=1):
     """The levels of a system down to ``stop`` unknowns (kcycle.AggregationMG's): nodes of ``bs``
-    unknowns aggregated, by ``method``: the aux grid's cells (``coords`` one row a node) or
-    pairwise matchings of the node graph (strength threshold ``theta``);
+    unknowns aggregated, by ``method``: the aux grid's cells (``coords`` one row a node),
+    pairwise matchings of the node graph (strength threshold ``theta``) or standard aggregates
+    (``mis``: smoothed.aggregates, couplings weaker than ``threshold`` dropped);
     with a near null space B (n x m) each level's prolongation is its tentative prolongation
     (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
+    ``nsmooths`` > 0: the tentative prolongation smoothed that many times (smoothed.smooth; the
+    components' unit vectors are B where there is none); on several ranks by this rank's own
+    block of the matrix, so that P stays local.
     On several ranks (``comm``; A a distributed.Rows) the aggregates are each rank's own, so P
     is local and the Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
-    Returns (mats, aggs, sizes, graphs, signs, transfers): mats, aggs, sizes and signs as the
-    scalar paths build them, ``graphs[k]`` level k's node graph and block size (what
+    Returns (mats, aggs, sizes, graphs, restrictions, transfers, coarsest): mats, aggs and sizes
+    as the scalar paths build them, ``graphs[k]`` level k's node graph and block size (what
     ``node_colours`` colours its unknowns by, for the levels that smooth by Gauss-Seidel),
-    ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it), and
+    ``transfers[k]`` level k's prolongation (a CSR matrix; None where ``aggs[k]`` is it) and
+    ``restrictions[k]`` its transpose (CSR; None where ``aggs[k]`` is given), and
     the last level's (block size, near null space), which a gathered continuation takes."""
     parallel = comm is not None
-    m = bs if B is None else B.shape[1]
     own = (lambda M: M.own) if parallel else (lambda M: M)
+    if nsmooths and B is None:
+        B = xp.tile(xp.eye(bs), (own(A).shape[0] // bs, 1)) if bs > 1 else xp.ones((own(A).shape[0], 1))
+    m = bs if B is None else B.shape[1]
     if method == "auxgrid":
         node_aggs, node_sizes, *_ = aggregation.auxgrid(coords, xp, max(1, stop // m), max_levels, comm)
-    mats, aggs, sizes, transfers, graphs = [A], [], [own(A).shape[0]], [], []
+    mats, aggs, sizes, transfers, restrictions, graphs = [A], [], [own(A).shape[0]], [], [], []
     while mats[-1].shape[0] > stop and len(mats) < max_levels:      # global sizes on several ranks
         k = len(mats) - 1
         graph = node_graph(own(mats[-1]), bs, xp)
@@ -209,6 +217,11 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
             if k >= len(node_aggs):
                 break
             agg, nc = node_aggs[k], node_sizes[k + 1]
+        elif method == "mis":
+            agg, nc = smoothed.aggregates(smoothed.strong_graph(graph, threshold, xp), xp,
+                                          2 if k < aggressive else 1)
+            if (comm.allsum(nc) if parallel else nc) == 0:
+                break
         else:
             found = aggregation.pairwise(graph, xp, 1, 2, theta, comm=comm)[0]
             if not found:
@@ -216,14 +229,17 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
             agg, nc = join_singletons(found[0], graph, xp)
             if B is not None:
                 agg, nc = drop_isolated(agg, graph, xp, mats[-1].ghost if parallel else None, bs)
-        Bc = None
+        Bc, R = None, None
         if B is None:
             agg = component_aggregates(agg, bs)
             Ac, P = (mats[-1].galerkin(agg, nc * bs) if parallel else
                      sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
         else:
             P, Bc, empty = tentative(agg, nc, B, bs, xp)
-            Ac = galerkin(own(mats[-1]), P, empty, xp)
+            for _ in range(nsmooths):
+                P = smoothed.smooth(own(mats[-1]), P, xp)
+            R = P.T.tocsr()
+            Ac = galerkin(own(mats[-1]), P, empty, xp, R)
             if parallel:
                 Ac = mats[-1].galerkin_prolongation(P, Ac)
             agg = None
@@ -235,5 +251,6 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
         mats.append(Ac)
         aggs.append(agg)
         transfers.append(P)
+        restrictions.append(R)
         sizes.append(own(Ac).shape[0])
-    return mats, aggs, sizes, graphs, [None] * len(aggs), transfers, (bs, B)
+    return mats, aggs, sizes, graphs, restrictions, transfers, (bs, B)

@@ -31,8 +31,15 @@ GATHER_SIZE = {"gpu": 65536, "cpu": 1024}
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
-           "Aggregation (auto: auxgrid when coordinates are known, else pairwise)",
-           ("auto", "auxgrid", "pairwise")),
+           "Aggregation (auto: mis with -pc_amg_agg_nsmooths > 0, else auxgrid when coordinates are known, else "
+           "pairwise; mis: standard aggregates about a maximal independent set of the strength graph)",
+           ("auto", "auxgrid", "pairwise", "mis")),
+    options.Option("pc_amg_agg_nsmooths", "int", 0, "Smoothed aggregation: damped Jacobi steps on each tentative "
+           "prolongation (GAMG's default is 1; 0: unsmoothed aggregation, the K-cycle's)", lo=0),
+    options.Option("pc_amg_threshold", "real", 0.0, "mis aggregation: drop couplings weaker than this "
+           "(symmetrized |a_ij| / sqrt(|a_ii a_jj|)) from the strength graph", lo=0, hi=1, open="hi"),
+    options.Option("pc_amg_aggressive_coarsening", "int", 1, "mis aggregation: the number of levels aggregated "
+           "about a distance-2 independent set (the coarser ones about a distance-1 set)", lo=0),
     options.Option("pc_amg_cycle", "str", "w", "Cycle: w and v are linear (any KSP); k: the K-cycle (nonlinear "
            "AMLI), fewer iterations, but ONLY under a flexible KSP (-ksp_type fcg or fgmres)", ("k", "v", "w")),
     options.Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
@@ -154,7 +161,8 @@ class AMG(PythonPC):
                                    f"there are {source}: call pcplugins.set_coordinates(pc, xyz) or compose a Vec "
                                    "\"coordinates\" (block size = dimension) on the PC")
         self.coord_source = source
-        opts = kcycle.Options(aggregation=v["aggregation"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
+        opts = kcycle.Options(aggregation=v["aggregation"], nsmooths=v["agg_nsmooths"], threshold=v["threshold"],
+                              aggressive=v["aggressive_coarsening"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
                               kcycle_size=v["kcycle_size"], smoother=v["smoother"],
                               vcycle_smoother=v["vcycle_smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
@@ -239,7 +247,10 @@ class AMG(PythonPC):
         if self.mg is None:
             return ["pcplugins.AMG: not set up"]
         why = {"auxgrid": f"auxiliary grid (quadtree/octree) from {self.coord_source}",
-               "pairwise": f"double pairwise matching ({self.coord_source})"}[self.mg.method]
+               "pairwise": f"double pairwise matching ({self.coord_source})",
+               "mis": f"standard aggregates about maximal independent sets of the strength graph (distance 2 on "
+                      f"{self.mg.opts.aggressive} level(s), then 1; threshold {self.mg.opts.threshold:g})"
+               }[self.mg.method]
         dev = f"CuPy, GPU {self.gpu_id}" if backend.is_gpu(self.xp) else "NumPy"
         if backend.is_gpu(self.xp):
             dev += ", CUDA graph " + (self._graphs.note if self._graphs else "off")
@@ -255,7 +266,9 @@ class AMG(PythonPC):
                          "(-ksp_type fcg or fgmres); under cg, gmres or bcgs use -pc_amg_cycle w")
         if self.system:
             notes.append(f"system: {self.system}")
-        return ([f"pcplugins.AMG: unsmoothed aggregation AMG, device {self.device} ({dev})",
+        kind = (f"smoothed aggregation AMG ({self.mg.opts.nsmooths} Jacobi step(s) on P)" if self.mg.opts.nsmooths
+                else "unsmoothed aggregation AMG")
+        return ([f"pcplugins.AMG: {kind}, device {self.device} ({dev})",
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + notes + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"
                  % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])

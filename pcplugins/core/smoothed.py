@@ -1,0 +1,135 @@
+"""Smoothed aggregation: standard aggregates from a distance-2 maximal independent set, and the
+tentative prolongation smoothed by damped Jacobi (``-pc_amg_agg_nsmooths``, GAMG's name).
+
+Vanek, Mandel, Brezina, "Algebraic multigrid by smoothed aggregation for second and fourth order
+elliptic problems", Computing 56 (1996), Section 3: an aggregate is a root and the nodes strongly
+coupled to it; the tentative prolongation P_tent interpolates the near null space exactly on
+each aggregate (nullspace.tentative), and the prolongation is P = (I - omega D^-1 A) P_tent with
+omega = 4 / (3 rho(D^-1 A)), whose columns overlap their neighbours' aggregates: the coarse
+space then approximates smooth errors to higher order than the piecewise-constant one of the
+unsmoothed aggregation (kcycle.py), at the price of wider coarse stencils (P^T A P).
+
+The aggregation is the parallel form of Bell, Dalton, Olson, "Exposing fine-grained parallelism
+in algebraic multigrid methods", SIAM J. Sci. Comput. 34 (2012), Section 4.2: the roots are a
+maximal independent set of distance 2 of the strength graph (MIS(2), Luby's rounds: an undecided
+node whose key (state, hash) is the largest within distance 2 joins the set, one within distance
+2 of a member leaves it), so the roots' neighbourhoods are disjoint; each root takes its
+neighbours, and the nodes at distance 2 join their strongest neighbour's aggregate. Every step
+is a maximum over the rows of the graph (aggregation.row_max), the same on NumPy and CuPy.
+"""
+import numpy
+
+from . import aggregation, sparse
+
+# states of the MIS(2) rounds, ordered so that a member's key beats every undecided node's and an
+# undecided node's beats every excluded one's
+OUT, UNDECIDED, ROOT = 0, 1, 2
+_STATE = float(2 ** 33)         # the state's weight in a key: above any hash (< 2^32); exact in float64
+
+
+def strong_graph(A, theta, xp):
+    """The strength graph of A for aggregation: aggregation.strength's symmetrized
+    |a_ij| / sqrt(|a_ii a_jj|) without the couplings weaker than ``theta`` and the diagonal.
+    Symmetric, so that the roots' neighbourhoods of the MIS(2) are disjoint."""
+    S = aggregation.strength(A, xp)
+    S.data = xp.where(S.data >= theta, S.data, 0.0) if theta > 0 else S.data
+    S.eliminate_zeros()
+    return S
+
+
+def _hash(n, xp):
+    """A key for each of n nodes: MurmurHash3's 32-bit finalizer of its number, a bijection of the
+    32-bit integers (distinct keys, no random state, the same on both devices) that scatters
+    neighbouring numbers (a multiplicative hash leaves a grid's numbering in long monotone runs,
+    and Luby's rounds then grow with them), plus 1 (> 0)."""
+    x = xp.arange(n, dtype=numpy.uint64)
+    mask = numpy.uint64(0xFFFFFFFF)
+    for shift, mult in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        x ^= x >> numpy.uint64(shift)
+        x = (x * numpy.uint64(mult)) & mask
+    x ^= x >> numpy.uint64(16)
+    return x.astype(numpy.float64) + 1.0
+
+
+def _neighbour_max(own, rows, key, xp):
+    """The largest of ``own`` (the rows' own keys) and ``key`` over each row's entries of the
+    CSR rows ``rows`` (a row block of the strength graph: the nodes' strong neighbours)."""
+    return xp.maximum(own, aggregation.row_max(key[rows.indices], rows, xp))
+
+
+def _rows(S, rows):
+    """The CSR rows ``rows`` (ascending) of S: S itself where they are all of them."""
+    return S if rows.size == S.shape[0] else S[rows]
+
+
+def mis(S, xp, distance=2):
+    """The roots of the aggregates: a maximal independent set of ``distance`` (1 or 2) of the
+    graph of S's entries (a boolean per node). Nodes coupled to nothing are never roots
+    (they stay out of every aggregate: nullspace.tentative gives them empty rows).
+    Each round reads the rows of the undecided nodes only (and, at distance 2, of their
+    neighbours): after the first rounds few are left, and the graph's other rows are final."""
+    n = S.shape[0]
+    state = xp.where(S.indptr[1:] > S.indptr[:-1], UNDECIDED, OUT).astype(numpy.float64)
+    h = _hash(n, xp)
+    key = state * _STATE + h
+    live = xp.flatnonzero(state == UNDECIDED)
+    while live.size:
+        Su = _rows(S, live)
+        near = key
+        if distance == 2:                 # the neighbours' largest keys over their own neighbours
+            mark = xp.zeros(n, bool)
+            mark[Su.indices] = True
+            nbrs = xp.flatnonzero(mark)
+            near = key.copy()
+            near[nbrs] = _neighbour_max(key[nbrs], _rows(S, nbrs), key, xp)
+        top = _neighbour_max(key[live], Su, near, xp)
+        mine = key[live]
+        root = top == mine
+        out = ~root & (top >= ROOT * _STATE)
+        state[live] = xp.where(root, ROOT, xp.where(out, OUT, UNDECIDED))
+        key[live] = state[live] * _STATE + h[live]
+        live = live[~(root | out)]
+    return state == ROOT
+
+
+def aggregates(S, xp, distance=2):
+    """Aggregates of the strength graph S (strong_graph) about the roots of ``mis(S, distance)``:
+    (agg, nc), agg[i] the aggregate of node i (numbered in the order of their roots), -1 for the
+    nodes coupled to nothing. Distance 2 (aggressive; GAMG's on its finest level): the standard
+    aggregates of a root and its neighbours, the nodes between them joining their strongest
+    neighbour's; distance 1: each node joins its strongest root (all are next to one), for the
+    wide coarse stencils of smoothed aggregation, where distance 2 would coarsen too fast."""
+    n = S.shape[0]
+    root = mis(S, xp, distance)
+    ids = xp.cumsum(root) - 1
+    nc = int(ids[-1]) + 1 if n else 0
+    agg = xp.where(root, ids, -1).astype(numpy.int64)
+    rows = sparse.rows_of(S, xp)
+    # a root's neighbours (at distance 2 none is next to two roots: they are 3 apart)
+    at = aggregation.row_argmax(xp.where(root[S.indices], S.data, 0.0), S, xp, rows)
+    agg = xp.where((agg < 0) & (at >= 0), agg[xp.maximum(at, 0)], agg)
+    # the rest (2 from a root: maximality) join their strongest neighbour's aggregate
+    free = agg < 0
+    at = aggregation.row_argmax(xp.where(free[rows] & (agg[S.indices] >= 0), S.data, 0.0), S, xp, rows)
+    agg = xp.where(free & (at >= 0), agg[xp.maximum(at, 0)], agg)
+    return agg.astype(numpy.int32), nc
+
+
+def spectral_bound(A, xp):
+    """Gershgorin's bound on rho(D^-1 A): the largest row sum of |a_ij| / |a_ii|. Exact for the
+    Laplacian's interior rows, an upper bound elsewhere: omega / bound never overshoots."""
+    d = xp.abs(A.diagonal())
+    r = sparse.l1_norms(A, xp) / xp.where(d > 0, d, 1.0)
+    return float(r.max()) if r.size else 1.0
+
+
+def smooth(A, P, xp, omega=4.0 / 3.0):
+    """The smoothed prolongation (I - omega / rho D^-1 A) P (Vanek, Mandel, Brezina, Section 3),
+    rho spectral_bound's. CSR, its explicit zeros dropped."""
+    d = A.diagonal()
+    scale = (omega / spectral_bound(A, xp)) / xp.where(d != 0, d, 1)
+    AP = (A @ P).tocsr()
+    AP.data *= scale[sparse.rows_of(AP, xp)]
+    S = (P - AP).tocsr()
+    S.eliminate_zeros()
+    return S

@@ -1,0 +1,125 @@
+"""Smoothed aggregation's pieces (core/smoothed.py) against their definitions: the distance-k
+maximal independent sets, the aggregates about them, and the smoothed prolongation."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from pcplugins.core import kcycle, nullspace, smoothed
+
+
+def laplacian(shape):
+    """The 5/7-point Laplacian (Dirichlet) on a box of ``shape`` points."""
+    ops = [sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (m, m)) for m in shape]
+    A = None
+    for a, T in enumerate(ops):
+        term = T
+        for b, m in enumerate(shape):
+            if b != a:
+                term = sp.kron(term, sp.identity(m)) if b > a else sp.kron(sp.identity(m), term)
+        A = term if A is None else A + term
+    return A.tocsr()
+
+
+def within(S, distance):
+    """The boolean pattern of the nodes within ``distance`` of each other (the diagonal included)."""
+    G = (abs(S) + sp.identity(S.shape[0])).astype(bool).astype(int)
+    N = G
+    for _ in range(distance - 1):
+        N = N @ G
+    return N.astype(bool).astype(int)
+
+
+CASES = {"2d-odd": laplacian((31, 31)), "2d-even": laplacian((32, 32)), "3d-box": laplacian((12, 7, 9)),
+         "1d": laplacian((50,))}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("distance", [1, 2])
+def test_mis_is_independent_and_maximal(case, distance):
+    """No two roots within ``distance`` of each other, and every node within ``distance`` of a root."""
+    S = smoothed.strong_graph(CASES[case], 0.0, np)
+    root = smoothed.mis(S, np, distance)
+    cover = within(S, distance) @ root.astype(int)
+    assert (cover[root] == 1).all()
+    assert (cover > 0).all()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("distance", [1, 2])
+def test_aggregates_are_connected_about_their_roots(case, distance):
+    """Every node is in an aggregate; an aggregate holds one root, and each member is the root's
+    neighbour or (distance 2) a neighbour's neighbour joined through a member."""
+    A = CASES[case]
+    S = smoothed.strong_graph(A, 0.0, np)
+    agg, nc = smoothed.aggregates(S, np, distance)
+    root = smoothed.mis(S, np, distance)
+    assert (agg >= 0).all() and agg.max() == nc - 1 and nc == root.sum()
+    assert (agg[root] == np.arange(nc)).all()             # numbered in the order of their roots
+    near = within(S, 2 if distance == 2 else 1)
+    roots = np.flatnonzero(root)
+    # each node within 2 (distance 2: joined to a root's neighbour) or 1 of its own root
+    assert near[np.arange(len(agg)), roots[agg]].all()
+    if distance == 2:                                     # standard aggregates: most have 2^dim or more
+        assert len(agg) / nc >= 2
+
+
+def test_isolated_nodes_are_in_no_aggregate():
+    """Identity rows (Dirichlet nodes kept as unknowns) and nodes of weak couplings only are left
+    out (aggregate -1): the smoother solves them."""
+    A = laplacian((10, 10)).tolil()
+    for i in (0, 37, 99):
+        A[i, :] = 0
+        A[:, i] = 0
+        A[i, i] = 1.0
+    S = smoothed.strong_graph(A.tocsr(), 0.0, np)
+    agg, nc = smoothed.aggregates(S, np, 2)
+    assert (agg[[0, 37, 99]] == -1).all() and (np.delete(agg, [0, 37, 99]) >= 0).all()
+    weak = smoothed.strong_graph(A.tocsr(), 0.6, np)         # every coupling 0.5: all dropped
+    assert weak.nnz == 0 and (smoothed.aggregates(weak, np, 2)[0] == -1).all()
+
+
+def test_nonsymmetric_strength_is_symmetric():
+    """The strength graph of an upwind matrix is symmetric (so roots are independent both ways)."""
+    A = laplacian((20, 20)) + sp.diags([-0.5], [1], (400, 400))
+    S = smoothed.strong_graph(A.tocsr(), 0.0, np)
+    assert abs(S - S.T).max() == 0
+    root = smoothed.mis(S, np, 2)
+    assert (within(S, 2) @ root.astype(int))[root].max() == 1
+
+
+def test_smoothed_prolongation_is_the_damped_jacobi_step():
+    """P = (I - 4/3 / rho D^-1 A) P_tent, rho Gershgorin's bound on rho(D^-1 A), against the
+    dense product; on the Laplacian the bound is rho's (2)."""
+    A = laplacian((15, 15))
+    S = smoothed.strong_graph(A, 0.0, np)
+    agg, nc = smoothed.aggregates(S, np, 2)
+    Pt, _, _ = nullspace.tentative(agg, nc, np.ones((A.shape[0], 1)), 1, np)
+    rho = smoothed.spectral_bound(A, np)
+    assert rho == pytest.approx(2.0)
+    D = np.diag(A.diagonal())
+    want = (np.eye(A.shape[0]) - 4 / 3 / rho * np.linalg.solve(D, A.toarray())) @ Pt.toarray()
+    assert np.allclose(smoothed.smooth(A, Pt, np).toarray(), want, atol=1e-14)
+
+
+def _rate(A, **options):
+    """The residual's mean reduction a cycle over 8 cycles of the stationary iteration x += B (b - A x)."""
+    mg = kcycle.AggregationMG(A, np, kcycle.Options(cycle="w", **options))
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+    x = np.zeros_like(b)
+    for _ in range(8):
+        x += mg.cycle(b - A @ x)
+    return (np.linalg.norm(b - A @ x) / np.linalg.norm(b)) ** (1 / 8), mg
+
+
+@pytest.mark.parametrize("shape", [(63, 63), (64, 64), (100, 37), (17, 16, 15), (127, 127)])
+def test_smoothed_aggregation_hierarchy_converges(shape):
+    """The smoothed hierarchy of the Laplacian (W-cycle, Gauss-Seidel (1, 1)) coarsens to the
+    coarse size, and its cycle reduces the true residual by 2x or more (measured 0.36-0.45, the
+    same at 63^2 and 127^2; pyamg's smoothed aggregation 0.30 at 63^2) and by 0.8x the cycle of the
+    same aggregates unsmoothed (0.52-0.68)."""
+    A = laplacian(shape)
+    rate, mg = _rate(A, nsmooths=1)
+    assert mg.method == "mis" and mg.levels[0].P is not None and mg.levels[-1].n <= 400
+    unsmoothed, plain = _rate(A, aggregation="mis")
+    assert plain.levels[0].P is None and [lev.n for lev in plain.levels][:2] == [lev.n for lev in mg.levels][:2]
+    assert rate < 0.5 and rate < 0.8 * unsmoothed, (rate, unsmoothed)
