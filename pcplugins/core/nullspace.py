@@ -28,6 +28,8 @@ from . import aggregation, colouring, smoothed, sparse
 # fraction of its norm is dependent on them (an aggregate of too few nodes for m modes): its
 # coarse unknown gets no fine support (a zero column of P), and an identity row in A_c
 DEPENDENT = 1e-8
+# a Galerkin coupling below this fraction of sqrt(|c_ii c_jj|) is rounding left by a cancellation
+CANCELLED = 1e-12
 
 
 def node_graph(A, bs, xp):
@@ -180,7 +182,11 @@ def galerkin(A, P, empty, xp, R=None):
         d[empty] = 1.0
         C = (C + sparse.module(xp).diags(d, format="csr")).tocsr()
     C.sum_duplicates()
-    return C
+    # couplings that cancel to rounding (smoothed prolongations overlap) are dropped: stored, they
+    # would be edges of the colouring's graph on one device and not on the other
+    d = xp.abs(C.diagonal())
+    rows = sparse.rows_of(C, xp)
+    return sparse.kept(C, xp.abs(C.data) > CANCELLED * xp.sqrt(d[rows] * d[C.indices]), xp)
 
 
 def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=None, nsmooths=0, threshold=0.0,

@@ -32,9 +32,7 @@ def strong_graph(A, theta, xp):
     |a_ij| / sqrt(|a_ii a_jj|) without the couplings weaker than ``theta`` and the diagonal.
     Symmetric, so that the roots' neighbourhoods of the MIS(2) are disjoint."""
     S = aggregation.strength(A, xp)
-    S.data = xp.where(S.data >= theta, S.data, 0.0) if theta > 0 else S.data
-    S.eliminate_zeros()
-    return S
+    return sparse.kept(S, (S.data > 0) & (S.data >= theta), xp)
 
 
 def _hash(n, xp):
@@ -131,5 +129,4 @@ def smooth(A, P, xp, omega=4.0 / 3.0):
     AP = (A @ P).tocsr()
     AP.data *= scale[sparse.rows_of(AP, xp)]
     S = (P - AP).tocsr()
-    S.eliminate_zeros()
-    return S
+    return sparse.kept(S, S.data != 0, xp)

@@ -228,6 +228,14 @@ def members(agg, nc, xp, sign=None):
     return member_lists(order.astype(numpy.int32), indptr, agg.shape[0], xp, sign)
 
 
+def kept(A, keep, xp):
+    """The CSR matrix A with only its entries where ``keep`` (one boolean per stored entry), made
+    anew from A's arrays (cupyx's eliminate_zeros goes through a cuSPARSE routine of its own)."""
+    counts = xp.bincount(rows_of(A, xp)[keep], minlength=A.shape[0])
+    indptr = xp.concatenate([xp.zeros(1, numpy.int64), xp.cumsum(counts)]).astype(A.indptr.dtype)
+    return module(xp).csr_matrix((A.data[keep], A.indices[keep], indptr), shape=A.shape)
+
+
 def signed(R, sign):
     """The member lists R (sparse.members' form) with ``sign`` (None: R itself) as their values."""
     if sign is None:

@@ -773,6 +773,31 @@ def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
     assert np.allclose(out[np][2], out[cp][2], rtol=1e-10, atol=1e-12 * np.abs(out[np][2]).max())
 
 
+@pytest.mark.parametrize("dim,n,peclet", [(2, 47, 0.0), (3, 16, 0.1)])
+def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet):
+    """Smoothed aggregation (core/smoothed.py) on CuPy: the same strength graph, independent sets,
+    aggregates and smoothed prolongation as NumPy's, and the same hierarchy and W-cycle."""
+    from pcplugins.core import kcycle, nullspace, smoothed, sparse
+    from problems import convection_diffusion
+    cp = backend.cupy
+    A = convection_diffusion(n, peclet, dim).tocsr()
+    f = np.random.default_rng(4).random(A.shape[0])
+    out = {}
+    for xp in (np, cp):
+        Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
+        S = smoothed.strong_graph(Ax, 0.0, xp)
+        roots = [smoothed.mis(S, xp, d) for d in (1, 2)]
+        agg, nc = smoothed.aggregates(S, xp, 2)
+        Pt, _, _ = nullspace.tentative(agg, nc, xp.ones((A.shape[0], 1)), 1, xp)
+        P = smoothed.smooth(Ax, Pt, xp)
+        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(cycle="w", nsmooths=1, coarse_size=50))
+        out[xp] = ([sparse.to_host(S).toarray(), sparse.to_host(P).toarray()] + [backend.to_host(r) for r in roots]
+                   + [backend.to_host(agg), [lev.n for lev in mg.levels], backend.to_host(mg.cycle(xp.asarray(f)))])
+    for a, b in zip(out[np][:-1], out[cp][:-1]):
+        assert np.array_equal(np.asarray(a), np.asarray(b)) or np.allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert np.allclose(out[np][-1], out[cp][-1], rtol=1e-10, atol=1e-12 * np.abs(out[np][-1]).max())
+
+
 @pytest.mark.parametrize("cycle", ["w", "k"])
 def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
     """Positive couplings (D A D, D = diag(+-1)): the same signs, aggregates and cycle on the GPU."""
