@@ -62,6 +62,7 @@ CONFIGS = {
     "pcplugins.AMG (pairwise, K-cycle, fgmres)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="fgmres"),
     "pcplugins.AMG (pairwise, W-cycle, cg)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg",
                                                   pc_amg_cycle="w"),
+    "pcplugins.AMG (smoothed, W-cycle, cg)": dict(AMG, pc_amg_agg_nsmooths=1, ksp_type="cg", pc_amg_cycle="w"),
     "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
     "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
     "pyamg smoothed aggregation (CPU, its CG)": {"pyamg": True},
