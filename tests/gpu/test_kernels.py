@@ -778,6 +778,7 @@ def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet):
     """Smoothed aggregation (core/smoothed.py) on CuPy: the same strength graph, independent sets,
     aggregates and smoothed prolongation as NumPy's, and the same hierarchy and W-cycle."""
     from pcplugins.core import kcycle, nullspace, smoothed, sparse
+
     from problems import convection_diffusion
     cp = backend.cupy
     A = convection_diffusion(n, peclet, dim).tocsr()
