@@ -1,9 +1,9 @@
 """AMG on nonsymmetric matrices: first-order upwind convection-diffusion, -Laplace u + b . grad u,
 on the unit square (n^2 interior points) and cube (n^3), the wind b = (1, 1/2, 0) scaled to cell
-Peclet numbers |b_x| h / 2 from 0.1 to 100. pcplugins.AMG (pairwise aggregation on the symmetrized
-strength, W-cycle; and smoothed aggregation, -pc_amg_agg_nsmooths 1) against PETSc GAMG, all under
-FGMRES to a true relative residual of 1e-8 (FGMRES's own norm is the true one), random right-hand
-side, side by side in one run.
+Peclet numbers |b_x| h / 2 from 0.1 to 100. pcplugins.AMG, W-cycle: unsmoothed (pairwise aggregation
+on the symmetrized strength, -pc_amg_agg_nsmooths 0), smoothed (1) and the default (smoothed where
+the matrix is nearly symmetric), against PETSc GAMG, all under FGMRES to a true relative residual
+of 1e-8 (FGMRES's own norm is the true one), random right-hand side, side by side in one run.
 
     python benchmarks/amg_convection.py [-n2 511] [-n3 63] [-peclet 0.1,1,10,100] [-vec cpu|gpu]
                                         [-out benchmarks/results/amg_convection_cpu.json]
@@ -28,7 +28,9 @@ from gmg_poisson import options_in_database, timed_solve, write  # noqa: E402
 from problems import convection_diffusion  # noqa: E402
 
 CONFIGS = {
-    "pcplugins.AMG (W-cycle)": {"pc_type": "python", "pc_python_type": "pcplugins.AMG"},
+    "pcplugins.AMG (default, W-cycle)": {"pc_type": "python", "pc_python_type": "pcplugins.AMG"},
+    "pcplugins.AMG (unsmoothed, W-cycle)": {"pc_type": "python", "pc_python_type": "pcplugins.AMG",
+                                            "pc_amg_agg_nsmooths": 0},
     "pcplugins.AMG (smoothed, W-cycle)": {"pc_type": "python", "pc_python_type": "pcplugins.AMG",
                                           "pc_amg_agg_nsmooths": 1},
     "PETSc GAMG": {"pc_type": "gamg"},

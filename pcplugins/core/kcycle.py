@@ -3,8 +3,9 @@
 Wang, Hu, Cohen, Xu, "A parallel auxiliary grid algebraic multigrid method for graphic processing
 units", Algorithms 2.1 (nonlinear PCG) and 2.2 (nonlinear AMLI-cycle); the K-cycle of Notay and
 Vassilevski. Level 0 is the finest. Level k+1's matrix is the Galerkin product P^T A_k P of the
-piecewise-constant prolongation of level k's aggregates (sparse.galerkin); the coarsest level is
-solved directly.
+piecewise-constant prolongation of level k's aggregates (sparse.galerkin), or of the prolongation
+of a system's near null space or of smoothed aggregation (nullspace.py, smoothed.py); the coarsest
+level is solved directly.
 
 On every coarse level the K-cycle runs ``kcycle_its`` steps of a flexible CG preconditioned by the
 next level's cycle. That makes the preconditioner nonlinear (it changes from one application to
@@ -24,7 +25,7 @@ import time
 import numpy
 
 from .. import backend
-from . import aggregation, coarse, colouring, cycle, distributed, nullspace, smoothers, sparse
+from . import aggregation, coarse, colouring, cycle, distributed, nullspace, smoothed, smoothers, sparse
 from .comm import Comm
 
 # Pairwise levels: a graph that needs more than 3 x 8 colours (each a kernel per sweep) has them
@@ -54,7 +55,8 @@ VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
 @dataclasses.dataclass
 class Options:
     aggregation: str = "auto"      # auxgrid | pairwise | mis | auto (mis when smoothed, else auxgrid with coordinates)
-    nsmooths: int = 0              # smoothed aggregation: Jacobi steps on each tentative prolongation (smoothed.py)
+    nsmooths: int = None           # smoothed aggregation: Jacobi steps on each tentative prolongation (smoothed.py;
+                                   # None: auto, smoothed.auto)
     aggressive: int = 1            # mis aggregation: levels aggregated by distance-2 sets (then distance 1)
     threshold: float = 0.0         # mis aggregation: couplings weaker than this are dropped (smoothed.strong_graph)
     cycle: str = "k"               # k | v | w
@@ -127,6 +129,10 @@ class AggregationMG:
             raise ValueError(f"unknown cycle {o.cycle!r}")
         if o.storage not in ("auto", "coarse", "csr", "ell"):
             raise ValueError(f"unknown storage {o.storage!r}")
+        self.smoothing = None             # why auto chose (un)smoothed aggregation, for describe()
+        if o.nsmooths is None:
+            o.nsmooths, self.smoothing = smoothed.auto(A, xp, o.aggregation, coords is not None, parallel,
+                                                       block_size > 1 or near_null is not None)
         self.method = o.aggregation
         if self.method == "auto":
             self.method = "mis" if o.nsmooths else "auxgrid" if coords is not None else "pairwise"
@@ -316,6 +322,8 @@ class AggregationMG:
 
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(counts)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
+        if self.smoothing:
+            lines.append(f"-pc_amg_agg_nsmooths auto: {self.smoothing}")
         if self.stalled:
             lines.append(f"WARNING: {self.stalled}: the coarsest solve is a direct solve of that size")
         for k, (lev, (n, nnz)) in enumerate(zip(self.levels, counts)):

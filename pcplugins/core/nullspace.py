@@ -8,7 +8,7 @@ nodes. The prolongation then interpolates a near null space B (n x m: the rigid 
 elasticity, MatSetNearNullSpace; by default the b unit vectors of the components) exactly on each
 aggregate: the tentative prolongator of smoothed aggregation (Vanek, Mandel, Brezina, "Algebraic
 multigrid by smoothed aggregation for second and fourth order elliptic problems", Computing 56
-(1996), eq. (3.4)-(3.6)), unsmoothed here, as in our aggregation AMG. On aggregate J with rows
+(1996), eq. (3.4)-(3.6)), unsmoothed as in our aggregation AMG, or smoothed (smoothed.py). On aggregate J with rows
 B_J of B, the QR factorization B_J = Q_J R_J gives P's block Q_J (columns J m .. J m + m - 1) and
 the coarse near null space's block R_J, so P B_c = B: every coarse level has m unknowns per node.
 

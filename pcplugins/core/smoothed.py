@@ -19,8 +19,18 @@ is a maximum over the rows of the graph (aggregation.row_max), the same on NumPy
 """
 import numpy
 
+from .. import backend
 from . import aggregation, sparse
 
+# auto() smooths the prolongation only for a matrix this close to symmetric
+# (Frobenius norms of A - A^T over A + A^T): upwind convection-diffusion at cell Peclet number 0.1
+# is at 0.02-0.03, where smoothed aggregation needs a third to a half of the unsmoothed W-cycle's
+# FGMRES iterations; at 0.3 (0.06-0.09) it needs more than the unsmoothed one in 2D (47 to 31)
+ASYMMETRY = 0.05
+# ... and whose positive off-diagonal entries carry at most this fraction of the off-diagonal
+# weight: smoothed aggregation interpolates the constant, which is no near null vector where
+# couplings are positive (D A D for D = diag(+-1)); the pairwise prolongation takes their signs
+POSITIVE = 0.1
 # states of the MIS(2) rounds, ordered so that a member's key beats every undecided node's and an
 # undecided node's beats every excluded one's
 OUT, UNDECIDED, ROOT = 0, 1, 2
@@ -113,6 +123,41 @@ def aggregates(S, xp, distance=2):
     return agg.astype(numpy.int32), nc
 
 
+def mirrored(A, xp):
+    """(A, t): A in canonical form (sorted, no duplicates) and, where its pattern is symmetric, the
+    values of A^T in the order of A's entries (t[k] = a_ji for A's entry k = (i, j)), else None:
+    one transpose instead of the sums A - A^T and A + A^T."""
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    T = A.T.tocsr()
+    T.sort_indices()
+    same = A.nnz == T.nnz and bool((A.indptr == T.indptr).all()) and bool((A.indices == T.indices).all())
+    return A, (T.data if same else None)
+
+
+def asymmetry(A, xp):
+    """||A - A^T||_F / ||A + A^T||_F: 0 for a symmetric matrix, 1 for a skew one. Where A's pattern
+    is symmetric the entries are compared in place (mirrored)."""
+    A, mirror = mirrored(A, xp)
+    if mirror is not None:
+        K, S = A.data - mirror, A.data + mirror
+    else:
+        K, S = (A - A.T).tocsr().data, (A + A.T).tocsr().data
+    norm = float(xp.sqrt((abs(S) ** 2).sum()))
+    return float(xp.sqrt((abs(K) ** 2).sum())) / norm if norm else 0.0
+
+
+def positive_couplings(A, xp):
+    """The share of A's off-diagonal weight (sum of |a_ij|, i != j) in positive entries, for a
+    matrix of positive diagonal (pcs/amg.py checks it): 0 for an M-matrix."""
+    d = A.diagonal().real
+    data = A.data.real
+    total = float(xp.abs(A.data).sum() - xp.abs(d).sum())
+    positive = float(data[data > 0].sum() - d[d > 0].sum())
+    return positive / total if total > 0 else 0.0
+
+
 def spectral_bound(A, xp):
     """Gershgorin's bound on rho(D^-1 A): the largest row sum of |a_ij| / |a_ii|. Exact for the
     Laplacian's interior rows, an upper bound elsewhere: omega / bound never overshoots."""
@@ -130,3 +175,27 @@ def smooth(A, P, xp, omega=4.0 / 3.0):
     AP.data *= scale[sparse.rows_of(AP, xp)]
     S = (P - AP).tocsr()
     return sparse.kept(S, S.data != 0, xp)
+
+
+def auto(A, xp, aggregation, coords, parallel, system):
+    """(nsmooths, why) for -pc_amg_agg_nsmooths unset (kcycle.AggregationMG): one smoothing step on
+    the host, one rank, for a real scalar matrix without coordinates, nearly symmetric (ASYMMETRY)
+    and of negative couplings (POSITIVE), with the aggregation auto or mis; else none.
+    ``coords``, ``parallel``, ``system``: whether there are coordinates, several ranks, a system."""
+    off = ("the GPU (its unsmoothed setup is several times faster)" if backend.is_gpu(xp) else
+           "several ranks" if parallel else
+           "vertex coordinates (the auxiliary grid's unsmoothed W-cycle is faster on the host)" if coords else
+           f"-pc_amg_aggregation {aggregation}" if aggregation not in ("auto", "mis") else
+           "a complex matrix" if A.dtype.kind == "c" else
+           "a system (its tentative prolongation of the near null space is GAMG's counts unsmoothed)"
+           if system else None)
+    if off is not None:
+        return 0, f"unsmoothed: {off}"
+    asym = asymmetry(A, xp)
+    if asym > ASYMMETRY:
+        return 0, f"unsmoothed: |A - A^T| / |A + A^T| = {asym:.2g} > {ASYMMETRY:g}"
+    positive = positive_couplings(A, xp)
+    if positive > POSITIVE:
+        return 0, (f"unsmoothed: positive couplings carry {positive:.2g} of the off-diagonal weight "
+                   f"(> {POSITIVE:g}; the pairwise prolongation follows their signs)")
+    return 1, f"smoothed: host, one rank, no coordinates, |A - A^T| / |A + A^T| = {asym:.2g}"

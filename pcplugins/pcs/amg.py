@@ -1,4 +1,4 @@
-"""pcplugins.AMG: unsmoothed aggregation AMG with the K-cycle as a PETSc preconditioner (PCPYTHON).
+"""pcplugins.AMG: aggregation AMG with the K-cycle as a PETSc preconditioner (PCPYTHON).
 
     -ksp_type fcg -pc_type python -pc_python_type pcplugins.AMG [-pc_amg_* options]
 
@@ -6,7 +6,8 @@ Follows Wang, Hu, Cohen, Xu, "A parallel auxiliary grid algebraic multigrid meth
 processing units": aggregates from an auxiliary quadtree/octree grid when vertex coordinates are
 known (pcplugins.set_coordinates, a Vec composed on the PC as "coordinates", or the PC's DMDA),
 double pairwise matching when not; Galerkin coarse matrices by summation over aggregates;
-colour Gauss-Seidel; the K-cycle. Any assembled scalar AIJ matrix, no DM needed; with an
+colour Gauss-Seidel; the K-cycle. Smoothed aggregation (core/smoothed.py, -pc_amg_agg_nsmooths)
+on the host for nearly symmetric scalar matrices without coordinates. Any assembled AIJ matrix, no DM needed; with an
 aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy). On several ranks the
 hierarchy is distributed by rows (kcycle.py, distributed.py): aggregates within a rank, hybrid
 smoothers, global inner products, the coarsest level gathered.
@@ -20,7 +21,7 @@ fcg computes its VecMTDot on the host there.
 import numpy
 
 from .. import backend
-from ..core import kcycle, nullspace
+from ..core import kcycle, nullspace, smoothed
 from ..petsc import compose, errors, log, mat, mpi, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
@@ -31,11 +32,14 @@ GATHER_SIZE = {"gpu": 65536, "cpu": 1024}
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
-           "Aggregation (auto: mis with -pc_amg_agg_nsmooths > 0, else auxgrid when coordinates are known, else "
+           "Aggregation (auto: mis for smoothed aggregation, else auxgrid when coordinates are known, else "
            "pairwise; mis: standard aggregates about a maximal independent set of the strength graph)",
            ("auto", "auxgrid", "pairwise", "mis")),
-    options.Option("pc_amg_agg_nsmooths", "int", 0, "Smoothed aggregation: damped Jacobi steps on each tentative "
-           "prolongation (GAMG's default is 1; 0: unsmoothed aggregation, the K-cycle's)", lo=0),
+    options.Option("pc_amg_agg_nsmooths", "int", None, "Smoothed aggregation: damped Jacobi steps on each tentative "
+           "prolongation (0: unsmoothed aggregation; default: 1 on the host, one rank, for a real scalar matrix "
+           f"without coordinates that is symmetric to within {smoothed.ASYMMETRY:g} (|A - A^T| / |A + A^T|) "
+           f"with at most {smoothed.POSITIVE:g} of its off-diagonal weight in positive couplings, else 0)",
+           lo=0),
     options.Option("pc_amg_threshold", "real", 0.0, "mis aggregation: drop couplings weaker than this "
            "(symmetrized |a_ij| / sqrt(|a_ii a_jj|)) from the strength graph", lo=0, hi=1, open="hi"),
     options.Option("pc_amg_aggressive_coarsening", "int", 1, "mis aggregation: the number of levels aggregated "

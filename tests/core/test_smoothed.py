@@ -120,6 +120,23 @@ def test_smoothed_aggregation_hierarchy_converges(shape):
     A = laplacian(shape)
     rate, mg = _rate(A, nsmooths=1)
     assert mg.method == "mis" and mg.levels[0].P is not None and mg.levels[-1].n <= 400
-    unsmoothed, plain = _rate(A, aggregation="mis")
+    unsmoothed, plain = _rate(A, aggregation="mis", nsmooths=0)
     assert plain.levels[0].P is None and [lev.n for lev in plain.levels][:2] == [lev.n for lev in mg.levels][:2]
     assert rate < 0.5 and rate < 0.8 * unsmoothed, (rate, unsmoothed)
+
+
+def test_asymmetry_and_positive_couplings():
+    """The two measures the default's choice reads, against their definitions: on a symmetric
+    pattern (compared in place) and on an unsymmetric one (the sums of sparse matrices)."""
+    A = laplacian((9, 8)).tolil()
+    A[3, 4] -= 0.5
+    A[10, 50] = -0.25                          # no mirror entry: an unsymmetric pattern
+    for M in (A.tocsr(), laplacian((9, 8)) + sp.diags([-0.3], [1], (72, 72)).tocsr()):
+        M = M.tocsr()
+        want = sp.linalg.norm(M - M.T) / sp.linalg.norm(M + M.T)
+        assert smoothed.asymmetry(M, np) == pytest.approx(want, rel=1e-12)
+    L = laplacian((9, 8))
+    assert smoothed.asymmetry(L, np) == 0 and smoothed.positive_couplings(L, np) == 0
+    a, b = np.divmod(np.arange(72), 8)
+    d = np.where((a + b) % 2 == 0, -1.0, 1.0)          # red-black signs: every coupling positive
+    assert smoothed.positive_couplings((sp.diags(d) @ L @ sp.diags(d)).tocsr(), np) == pytest.approx(1.0)

@@ -36,12 +36,17 @@ def test_convection_diffusion_at_gamg_counts(dim, n, peclet):
     rhs = numpy.random.default_rng(0).standard_normal(A.shape[0])
     gamg, res_g, _ = pc_solve(M, "gamg", "fgmres", {}, 1e-8, rhs)
     sa, res, ksp = pc_solve(M, "pcplugins.AMG", "fgmres", SA, 1e-8, rhs)
-    plain, _, _ = pc_solve(M, "pcplugins.AMG", "fgmres", {}, 1e-8, rhs)
+    plain, _, _ = pc_solve(M, "pcplugins.AMG", "fgmres", {"pc_amg_agg_nsmooths": 0}, 1e-8, rhs)
     assert res < 1e-8 and sa < plain, (sa, plain)
     if res_g < 1e-8:
         assert sa <= gamg + 2, (sa, gamg)
     mg = ksp.getPC().getPythonContext().mg
     assert mg.method == "mis" and len(mg.levels) >= 3
+    # the default smooths where the matrix is this close to symmetric (Pe 0.1), not at Pe 1
+    auto, res, ksp = pc_solve(M, "pcplugins.AMG", "fgmres", {}, 1e-8, rhs)
+    text = "\n".join(ksp.getPC().getPythonContext().describe())
+    assert res < 1e-8 and auto == (sa if peclet < 0.5 else plain), (auto, sa, plain)
+    assert ("-pc_amg_agg_nsmooths auto: " + ("smoothed" if peclet < 0.5 else "unsmoothed")) in text, text
 
 
 @pytest.mark.parametrize("ksp_type,cycle", [("cg", "w"), ("gmres", "w"), ("bcgs", "w"), ("cg", "v"),
@@ -60,6 +65,23 @@ def test_poisson_under_every_ksp(ksp_type, cycle, n):
     assert res < 1e-8 and it <= gamg + 4, (it, gamg)
 
 
+def test_auto_keeps_positive_couplings_and_systems_unsmoothed():
+    """The default smooths an M-matrix (the 2D Laplacian) but not D A D (D = diag(+-1): positive
+    couplings, whose near null vector D 1 the smoothed constant cannot follow), nor a system, and
+    -ksp_view says why."""
+    from conftest import elasticity_solve
+    A = lap2d(40)
+    sign = numpy.where(numpy.random.default_rng(1).random(A.shape[0]) < 0.5, -1.0, 1.0)
+    B = (scipy.sparse.diags(sign) @ A @ scipy.sparse.diags(sign)).tocsr()
+    for M, smoothed, why in ((A, 1, "smoothed: host"), (B, 0, "unsmoothed: positive couplings carry 0.5")):
+        _, res, ksp = amg_solve(M, None, ksp_type="cg", cycle="w", rtol=1e-8)
+        mg = ksp.getPC().getPythonContext().mg
+        assert res < 1e-8 and mg.opts.nsmooths == smoothed and why in "\n".join(mg.describe()), mg.describe()
+    _, res, ksp = elasticity_solve(16, 2, "cg", {"pc_amg_cycle": "w"})
+    mg = ksp.getPC().getPythonContext().mg
+    assert res < 1e-8 and mg.opts.nsmooths == 0 and "unsmoothed: a system" in "\n".join(mg.describe())
+
+
 def test_view_says_smoothed_aggregation():
     """-ksp_view names the method, the aggregation and its options, and each level's P."""
     from conftest import petsc_options
@@ -70,7 +92,7 @@ def test_view_says_smoothed_aggregation():
     assert res < 1e-8
     assert "smoothed aggregation AMG (1 Jacobi step(s) on P)" in text, text
     assert "distance 2 on 2 level(s), then 1; threshold 0.01" in text, text
-    with petsc_options({"pc_amg_aggregation": "mis"}):
+    with petsc_options({"pc_amg_aggregation": "mis", "pc_amg_agg_nsmooths": 0}):
         _, res, ksp = amg_solve(A, None, {}, ksp_type="cg", cycle="w", rtol=1e-8)
     assert "unsmoothed aggregation AMG" in "\n".join(ksp.getPC().getPythonContext().describe())
 
@@ -82,7 +104,7 @@ def test_systems_take_the_smoothed_rigid_body_modes():
     from conftest import elasticity_solve
     gamg, _, _ = elasticity_solve(64, 2, "cg", {}, pc="gamg")
     sa, res, ksp = elasticity_solve(64, 2, "cg", dict(SA, pc_amg_cycle="w"))
-    plain, _, _ = elasticity_solve(64, 2, "cg", {"pc_amg_cycle": "w"})
+    plain, _, _ = elasticity_solve(64, 2, "cg", {"pc_amg_cycle": "w", "pc_amg_agg_nsmooths": 0})
     assert res < 1e-8 and sa <= gamg + 4 and sa <= plain, (sa, gamg, plain)
     mg = ksp.getPC().getPythonContext().mg
     assert mg.levels[1].n % 3 == 0 and mg.levels[0].P is not None
