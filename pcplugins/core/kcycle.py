@@ -131,8 +131,10 @@ class AggregationMG:
             raise ValueError(f"unknown storage {o.storage!r}")
         self.smoothing = None             # why auto chose (un)smoothed aggregation, for describe()
         if o.nsmooths is None:
-            o.nsmooths, self.smoothing = smoothed.auto(A, xp, o.aggregation, coords is not None, parallel,
-                                                       block_size > 1 or near_null is not None)
+            system = block_size > 1 or near_null is not None
+            o.nsmooths, self.smoothing = smoothed.auto(A.own if parallel else A, xp, o.aggregation, coords is not None,
+                                                       system, A.ghost if parallel else None,
+                                                       comm.allsum if parallel else None)
         self.method = o.aggregation
         if self.method == "auto":
             self.method = "mis" if o.nsmooths else "auxgrid" if coords is not None else "pairwise"
@@ -225,8 +227,11 @@ class AggregationMG:
                     xyz = aggregation.centroids(xyz, agg, nc, xp)
                 xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(xyz))))
             # a cycle captured whole (comm.capturable) holds the gathered levels' part too
-            rest = dataclasses.replace(o, aggregation="auxgrid" if xyz is not None else "pairwise",
+            # (smoothed aggregation goes on with its own aggregates)
+            rest = dataclasses.replace(o, aggregation="auxgrid" if xyz is not None else
+                                       "mis" if o.nsmooths else "pairwise",
                                        max_levels=max(2, o.max_levels - len(mats) + 1),
+                                       aggressive=max(0, o.aggressive - len(mats) + 1),
                                        graph=o.graph and not comm.capturable)
             # a system's gathered levels keep its nodes and its (coarse) near null space
             bs, B = coarsest

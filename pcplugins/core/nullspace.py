@@ -199,7 +199,8 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
     (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
     ``nsmooths`` > 0: the tentative prolongation smoothed that many times (smoothed.smooth; the
     components' unit vectors are B where there is none); on several ranks by this rank's own
-    block of the matrix, so that P stays local.
+    block of the matrix, the other ranks' couplings lumped onto its diagonal, so that P stays
+    local.
     On several ranks (``comm``; A a distributed.Rows) the aggregates are each rank's own, so P
     is local and the Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
     Returns (mats, aggs, sizes, graphs, restrictions, transfers, coarsest): mats, aggs and sizes
@@ -243,7 +244,7 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
         else:
             P, Bc, empty = tentative(agg, nc, B, bs, xp)
             for _ in range(nsmooths):
-                P = smoothed.smooth(own(mats[-1]), P, xp)
+                P = smoothed.smooth(own(mats[-1]), P, xp, ghost=mats[-1].ghost if parallel else None)
             R = P.T.tocsr()
             Ac = galerkin(own(mats[-1]), P, empty, xp, R)
             if parallel:

@@ -112,9 +112,10 @@ def test_systems_take_the_smoothed_rigid_body_modes():
 
 @pytest.mark.parametrize("sizes", [(1, 2, 3)])
 def test_distributed_smoothed_hierarchy_on_thread_ranks(sizes):
-    """On 1-3 thread ranks (rows in consecutive blocks) every coarse matrix is P^T A P of the
-    gathered finer level (P smoothed by each rank's own block: block diagonal across ranks), and
-    the flexible CG iterations stay within three of one rank's."""
+    """On 1-3 thread ranks (rows in consecutive blocks) the default smooths on every rank, every
+    coarse matrix is P^T A P of the gathered finer level (P smoothed by each rank's own block, the
+    other ranks' couplings lumped onto its diagonal: block diagonal across ranks), and the
+    flexible CG iterations stay within three of one rank's."""
     from pcplugins.core import distributed
     n = 31
     A = (lap2d(n) + scipy.sparse.diags(numpy.where(numpy.arange(n * n) % n < n // 2, 0.0, 3.0))).tocsr()
@@ -124,7 +125,9 @@ def test_distributed_smoothed_hierarchy_on_thread_ranks(sizes):
         lo, hi = (comm.rank * n * n) // comm.size, ((comm.rank + 1) * n * n) // comm.size
         B = A[lo:hi]
         rows = distributed.Rows.from_csr(B.indptr, B.indices, B.data, comm, numpy)
-        mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(nsmooths=1, coarse_size=10, gather_size=0), None, comm)
+        # the default: every rank takes smoothed aggregation, from the global sums of its measures
+        mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(coarse_size=10, gather_size=0), None, comm)
+        assert mg.opts.nsmooths == 1 and mg.method == "mis" and "smoothed: host" in mg.smoothing
         assert amg_galerkin_error(mg) <= 1e-12
         x = []
         it = _fcg(A, b, lambda r: numpy.concatenate(comm.allgather(mg.cycle(r[lo:hi]))), solution=x)
