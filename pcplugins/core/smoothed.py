@@ -209,7 +209,7 @@ def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
            "vertex coordinates (the auxiliary grid's unsmoothed W-cycle is faster on the host)" if coords else
            f"-pc_amg_aggregation {aggregation}" if aggregation not in ("auto", "mis") else
            "a complex matrix" if A.dtype.kind == "c" else
-           "a system (its tentative prolongation of the near null space is GAMG's counts unsmoothed)"
+           "a system (unsmoothed, the tentative prolongation of its near null space takes GAMG's iterations)"
            if system else None)
     if off is not None:
         return 0, f"unsmoothed: {off}"
