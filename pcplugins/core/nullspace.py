@@ -37,9 +37,7 @@ def node_graph(A, bs, xp):
     nonnegative CSR matrix of n / bs rows (aggregation.pairwise takes it as it takes a scalar
     matrix: the strength |c_IJ| / sqrt(c_II c_JJ))."""
     if bs == 1:
-        C = A.copy()
-        C.data = xp.abs(A.data)
-        return C
+        return abs(A)
     rows = sparse.rows_of(A, xp) // bs
     cols = A.indices // bs
     nn = A.shape[0] // bs

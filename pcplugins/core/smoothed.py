@@ -90,8 +90,8 @@ def mis(S, xp, distance=2):
             nbrs = xp.flatnonzero(mark)
             near = key.copy()
             near[nbrs] = _neighbour_max(key[nbrs], _rows(S, nbrs), key, xp)
-        top = _neighbour_max(key[live], Su, near, xp)
         mine = key[live]
+        top = _neighbour_max(mine, Su, near, xp)
         root = top == mine
         out = ~root & (top >= ROOT * _STATE)
         state[live] = xp.where(root, ROOT, xp.where(out, OUT, UNDECIDED))
@@ -136,10 +136,16 @@ def mirrored(A, xp):
     return A, (T.data if same else None)
 
 
-def asymmetry(A, xp):
-    """||A - A^T||_F / ||A + A^T||_F: 0 for a symmetric matrix, 1 for a skew one."""
-    k2, s2 = _asymmetry_sums(A, xp)
-    return float(numpy.sqrt(k2 / s2)) if s2 else 0.0
+def measures(A, xp, ghost=None, allsum=None):
+    """(asymmetry, positive share) of A, what ``auto`` decides by: ||A - A^T||_F / ||A + A^T||_F
+    (0 symmetric, 1 skew) and the share of the off-diagonal weight (sum of |a_ij|, i != j) in
+    positive entries, for a matrix of positive diagonal (pcs/amg.py checks it; 0 for an M-matrix).
+    On several ranks A is this rank's own block, ``ghost`` its block of other ranks' columns and
+    ``allsum`` the global sum: both are ratios of sums over the ranks (the asymmetry's over the
+    own blocks), the same on every rank."""
+    sums = numpy.array(_asymmetry_sums(A, xp) + _positive_sums(A, xp, ghost))
+    k2, s2, positive, total = allsum(sums) if allsum else sums
+    return (float(numpy.sqrt(k2 / s2)) if s2 else 0.0), (float(positive / total) if total > 0 else 0.0)
 
 
 def _asymmetry_sums(A, xp):
@@ -151,13 +157,6 @@ def _asymmetry_sums(A, xp):
     else:
         K, S = (A - A.T).tocsr().data, (A + A.T).tocsr().data
     return float((abs(K) ** 2).sum()), float((abs(S) ** 2).sum())
-
-
-def positive_couplings(A, xp):
-    """The share of A's off-diagonal weight (sum of |a_ij|, i != j) in positive entries, for a
-    matrix of positive diagonal (pcs/amg.py checks it): 0 for an M-matrix."""
-    positive, total = _positive_sums(A, xp)
-    return positive / total if total > 0 else 0.0
 
 
 def _positive_sums(A, xp, ghost=None):
@@ -202,9 +201,8 @@ def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
     the host for a real scalar matrix without coordinates, nearly symmetric (ASYMMETRY) and of
     negative couplings (POSITIVE), with the aggregation auto or mis; else none. ``coords``,
     ``system``: whether there are coordinates, whether A is a system. On several ranks A is this
-    rank's own block, ``ghost`` its block of other ranks' columns and ``allsum`` the global sum:
-    the measures are sums over the ranks (the asymmetry over the own blocks), so every rank
-    decides alike."""
+    rank's own block, ``ghost`` its block of other ranks' columns and ``allsum`` the global sum
+    (``measures``), so every rank decides alike."""
     off = ("the GPU (its unsmoothed setup is several times faster)" if backend.is_gpu(xp) else
            "vertex coordinates (the auxiliary grid's unsmoothed W-cycle is faster on the host)" if coords else
            f"-pc_amg_aggregation {aggregation}" if aggregation not in ("auto", "mis") else
@@ -213,12 +211,9 @@ def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
            if system else None)
     if off is not None:
         return 0, f"unsmoothed: {off}"
-    sums = numpy.array(_asymmetry_sums(A, xp) + _positive_sums(A, xp, ghost))
-    k2, s2, positive, total = allsum(sums) if allsum else sums
-    asym = float(numpy.sqrt(k2 / s2)) if s2 else 0.0
+    asym, positive = measures(A, xp, ghost, allsum)
     if asym > ASYMMETRY:
         return 0, f"unsmoothed: |A - A^T| / |A + A^T| = {asym:.2g} > {ASYMMETRY:g}"
-    positive = positive / total if total > 0 else 0.0
     if positive > POSITIVE:
         return 0, (f"unsmoothed: positive couplings carry {positive:.2g} of the off-diagonal weight "
                    f"(> {POSITIVE:g}; the pairwise prolongation follows their signs)")
