@@ -56,6 +56,8 @@ CONFIGS = {
     "pcplugins.AMG (auxgrid, K-cycle, cg)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="cg"),
     "pcplugins.AMG (auxgrid, K-cycle, fgmres)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="fgmres"),
     "pcplugins.AMG (auxgrid, W-cycle, cg)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="cg", pc_amg_cycle="w"),
+    "pcplugins.AMG (auxgrid, W-cycle untruncated, cg)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="cg",
+                                                             pc_amg_cycle="w", pc_amg_kcycle_size=0),
     "pcplugins.AMG (pairwise, K-cycle)": dict(AMG, pc_amg_aggregation="pairwise"),
     "pcplugins.AMG (pairwise, K-cycle, fcg mmax 1)": dict(AMG, pc_amg_aggregation="pairwise", ksp_fcg_mmax=1),
     "pcplugins.AMG (pairwise, K-cycle, cg)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg"),

@@ -11,7 +11,8 @@ r = R (f - A u), the coarse correction C_{k+1} r added through P, ``post`` sweep
 order). The coarse correction of a residual r on level k:
 
 - V: B_k r;
-- W: e = B_k r, then e += B_k (r - A_k e);
+- W: e = B_k r, then e += B_k (r - A_k e); from level ``v_from`` on, V (the GPU's levels there
+  cost launch latency, not work, per visit);
 - F: as W, the second visit a V-cycle (the F passes on to the first visit);
 - K: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k (Algorithm 2.1); from
   level ``v_from`` on, V (a truncated K-cycle: the flexible CG above the truncation makes up for
@@ -110,7 +111,7 @@ class Cycle:
     def coarse_correction(self, k, f, kind):
         """C_k f for the residual f restricted from level k - 1."""
         last = k == len(self.levels) - 1
-        if kind == "k" and k >= self.v_from:
+        if kind in ("k", "w") and k >= self.v_from:
             kind = "v"
         if kind == "k" and not last:
             return self.fcg(k, f)

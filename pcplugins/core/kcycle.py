@@ -40,6 +40,12 @@ STALLED_LIMIT = 50000
 # above makes up for V-cycles there (2D and 3D Poisson, both aggregations: the same iteration
 # counts); on the host the work is what counts and the K-cycle runs on every level.
 KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
+# The W-cycle likewise visits level k 2^k times, and has no flexible CG above to make up for
+# V-cycles: from the first level below this size on the GPU it costs a few iterations, fewer than
+# the K-cycle's size would (H200, cg to 1e-6, W-cycle / V from below 10000 / below 40000: 2D
+# 2048^2 aux grid 21 / 23 / 29 iterations, 135 / 121 / 105 ms; 3D 257^3 19 / 20 / 20, 233 / 200 /
+# 208 ms; a 1M-vertex P1 mesh 21 / 24 / 30, 69 / 62 / 57 ms)
+WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
 # ... but a V-cycle from a level of more than this many times the coarsest level's unknowns loses
 # the K-cycle's iteration counts (2D Poisson 127^2, aux grid: 11 iterations with V-cycles from 16
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
@@ -61,7 +67,8 @@ class Options:
     threshold: float = 0.0         # mis aggregation: couplings weaker than this are dropped (smoothed.strong_graph)
     cycle: str = "k"               # k | v | w
     kcycle_its: int = 2
-    kcycle_size: int = None        # K-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE)
+    kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
+                                   # WCYCLE_SIZE)
     smoother: str = "gs"           # gs | l1jacobi | chebyshev
     vcycle_smoother: str = "auto"  # the K-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
     pre: int = 1
@@ -186,8 +193,8 @@ class AggregationMG:
         # each level's smoother: the K-cycle's V-cycle levels may take another
         device = "gpu" if backend.is_gpu(xp) else "cpu"
         if o.kcycle_size is None:
-            o.kcycle_size = KCYCLE_SIZE[device]
-        self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle == "k" else None
+            o.kcycle_size = (WCYCLE_SIZE if o.cycle == "w" else KCYCLE_SIZE)[device]
+        self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle in ("k", "w") else None
         vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
                      else o.vcycle_smoother)
         kinds = [vsmoother if self.v_from is not None and k >= self.v_from else o.smoother for k in range(len(mats))]
@@ -244,10 +251,10 @@ class AggregationMG:
         self.timings["coarse"] = clock()
 
     def _truncation(self, sizes):
-        """The first level of the K-cycle's V-cycles (None: none) of levels of ``sizes`` unknowns
-        (global sizes on several ranks): the first below kcycle_size unknowns and at most
+        """The first level of the K- or W-cycle's V-cycles (None: none) of levels of ``sizes``
+        unknowns (global sizes on several ranks): the first below kcycle_size unknowns and at most
         KCYCLE_V_RATIO times the coarsest level's, never level 1 (a small problem keeps the
-        flexible CG there)."""
+        flexible CG or the W-cycle's second visit there)."""
         first = next((k for k, n in enumerate(sizes)
                       if k >= 2 and n < self.opts.kcycle_size and n <= KCYCLE_V_RATIO * sizes[-1]), None)
         return first if first is not None and first < len(sizes) - 1 else None
@@ -322,7 +329,7 @@ class AggregationMG:
         oc, gc = self.complexities(counts)
         cyc = {"k": f"K-cycle ({o.kcycle_its} flexible CG steps per coarse level)",
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
-        if o.cycle == "k" and self.v_from is not None:
+        if self.v_from is not None:
             cyc += f", V-cycles from level {self.v_from} (fewer than {o.kcycle_size} unknowns)"
 
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(counts)} levels, "

@@ -48,13 +48,15 @@ OPTIONS = [
            "AMLI), fewer iterations, but ONLY under a flexible KSP (-ksp_type fcg or fgmres)", ("k", "v", "w")),
     options.Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
     options.Option("pc_amg_kcycle_size", "int", None,
-           "K-cycle: V-cycles on the levels with fewer unknowns (default "
-           f"{kcycle.KCYCLE_SIZE['gpu']} on the GPU, {kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
+           "K- and W-cycle: V-cycles on the levels with fewer unknowns (default on the GPU "
+           f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle; "
+           f"{kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
     options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),
-    options.Option("pc_amg_vcycle_smoother", "str", "auto", "K-cycle: smoother of the levels it runs V-cycles on "
-           "(-pc_amg_kcycle_size; auto: l1jacobi on the GPU where the smoother is gs, one kernel a sweep instead of "
-           "one a colour; else -pc_amg_smoother)", ("auto", "gs", "l1jacobi", "chebyshev")),
+    options.Option("pc_amg_vcycle_smoother", "str", "auto",
+           "K- and W-cycle: smoother of the levels they run V-cycles on (-pc_amg_kcycle_size; auto: l1jacobi on "
+           "the GPU where the smoother is gs, one kernel a sweep instead of one a colour; else -pc_amg_smoother)",
+           ("auto", "gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
     options.Option("pc_amg_post", "int", 1, "Post-smoothing sweeps", lo=0),
     options.Option("pc_amg_coarse_size", "int", None,

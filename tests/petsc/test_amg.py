@@ -363,7 +363,8 @@ def test_truncated_kcycle(method):
     """-pc_amg_kcycle_size: V-cycles from the first level below the size (never on level 1), the
     flexible CG above, from a level of at most KCYCLE_V_RATIO times the coarsest's unknowns: the
     iteration counts stay within one of the whole K-cycle's (measured 11 -> 12 aux grid, 13 -> 14
-    pairwise, where the V-cycle takes 30 and 34), and only the K-cycle is touched."""
+    pairwise, where the V-cycle takes 30 and 34). The W-cycle truncates alike, at a few
+    iterations (measured 15 -> 17 aux grid, 17 -> 20 pairwise); the V-cycle is untouched."""
     n = 127
     A, xy = lap2d(n), grid_coords(n)
     b = numpy.random.default_rng(0).random(n * n)
@@ -371,9 +372,9 @@ def test_truncated_kcycle(method):
     for cyc, size in (("k", 0), ("k", 1500), ("k", 10 ** 9), ("v", 0), ("w", 0), ("w", 10 ** 9)):
         mg = kcycle.AggregationMG(A, numpy, kcycle.Options(aggregation=method, cycle=cyc, coarse_size=20,
                                                            kcycle_size=size), xy)
-        assert (mg.v_from is None) == (size == 0 or cyc != "k")
+        assert (mg.v_from is None) == (size == 0 or cyc == "v")
         its[cyc, size], out[cyc, size] = _fcg(A, b, mg.cycle), mg.cycle(b)
-        if cyc == "k" and size:
+        if cyc != "v" and size:
             sizes = [lev.n for lev in mg.levels]
             assert mg.v_from == next(k for k, m in enumerate(sizes)
                                    if k >= 2 and m < size and m <= kcycle.KCYCLE_V_RATIO * sizes[-1])
@@ -381,7 +382,7 @@ def test_truncated_kcycle(method):
     assert its["k", 1500] <= its["k", 0] + 1 and its["k", 10 ** 9] <= its["k", 0] + 2, its
     assert its["v", 0] > its["k", 0] + 2, its
     assert not numpy.array_equal(out["k", 0], out["k", 1500])
-    assert numpy.array_equal(out["w", 0], out["w", 10 ** 9])
+    assert its["w", 10 ** 9] <= its["w", 0] + 4 and not numpy.array_equal(out["w", 0], out["w", 10 ** 9]), its
 
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
@@ -390,7 +391,8 @@ def test_vcycle_smoother(method, n):
     """-pc_amg_vcycle_smoother: the truncated K-cycle's V-cycle levels smooth by l1-Jacobi, the
     levels above by Gauss-Seidel (auto on the GPU; the host keeps Gauss-Seidel unless told), and
     the iteration counts stay within one of Gauss-Seidel's on every level (measured: the same),
-    judged by the true residual; W-cycles and the whole K-cycle are untouched."""
+    judged by the true residual (the truncated W-cycle, without a flexible CG above: within four,
+    measured 17 -> 19 aux grid, 20 -> 24 pairwise); the whole K- and W-cycles are untouched."""
     A, xy = lap2d(n), grid_coords(n)
     b = numpy.random.default_rng(0).random(n * n)
     its = {}
@@ -407,7 +409,7 @@ def test_vcycle_smoother(method, n):
             its[vs, cyc, size] = _fcg(A, b, mg.cycle, solution=x)
             assert numpy.linalg.norm(b - A @ x[0]) <= 1.01e-6 * numpy.linalg.norm(b)
     assert its["l1jacobi", "k", 1500] <= its["auto", "k", 1500] + 1, its
-    assert its["l1jacobi", "k", 0] == its["auto", "k", 0] and its["l1jacobi", "w", 1500] == its["auto", "w", 1500]
+    assert its["l1jacobi", "k", 0] == its["auto", "k", 0] and its["l1jacobi", "w", 1500] <= its["auto", "w", 1500] + 4
 
 
 @pytest.mark.parametrize("method,gather,smoother,kcycle_size", [
