@@ -297,8 +297,9 @@ def ghost_updates(ctx, gpu, reps=20):
 
 
 def skipped(name, skip):
-    """True when ``name`` contains one of the comma-separated words of -skip."""
-    return any(s and s in name for s in skip.split(","))
+    """True when ``name`` contains one of the comma-separated words of -skip (separated by ';'
+    where -skip holds one, so that a word may hold a comma: -skip 'W-cycle, cg);pyamg')."""
+    return any(s and s in name for s in skip.split(";" if ";" in skip else ","))
 
 
 def measure(run, gpu, *args):

@@ -42,7 +42,8 @@ def strong_graph(A, theta, xp):
     |a_ij| / sqrt(|a_ii a_jj|) without the couplings weaker than ``theta`` and the diagonal.
     Symmetric, so that the roots' neighbourhoods of the MIS(2) are disjoint."""
     S = aggregation.strength(A, xp)
-    return sparse.kept(S, (S.data > 0) & (S.data >= theta), xp)
+    keep = (S.data > 0) & (S.data >= theta)
+    return S if bool(keep.all()) else sparse.kept(S, keep, xp)
 
 
 def _hash(n, xp):
