@@ -199,13 +199,15 @@ def smooth(A, P, xp, omega=4.0 / 3.0, ghost=None):
 
 def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
     """(nsmooths, why) for -pc_amg_agg_nsmooths unset (kcycle.AggregationMG): one smoothing step on
-    the host for a real scalar matrix without coordinates, nearly symmetric (ASYMMETRY) and of
-    negative couplings (POSITIVE), with the aggregation auto or mis; else none. ``coords``,
+    the host for a real scalar matrix, nearly symmetric (ASYMMETRY) and of negative couplings
+    (POSITIVE), with the aggregation mis, or auto without coordinates (with them auto takes the
+    auxiliary grid, unsmoothed); else none. ``coords``,
     ``system``: whether there are coordinates, whether A is a system. On several ranks A is this
     rank's own block, ``ghost`` its block of other ranks' columns and ``allsum`` the global sum
     (``measures``), so every rank decides alike."""
     off = ("the GPU (its unsmoothed setup is several times faster)" if backend.is_gpu(xp) else
-           "vertex coordinates (the auxiliary grid's unsmoothed W-cycle is faster on the host)" if coords else
+           "vertex coordinates (the auxiliary grid's unsmoothed W-cycle is faster on the host)"
+           if coords and aggregation == "auto" else
            f"-pc_amg_aggregation {aggregation}" if aggregation not in ("auto", "mis") else
            "a complex matrix" if A.dtype.kind == "c" else
            "a system (unsmoothed, the tentative prolongation of its near null space takes GAMG's iterations)"

@@ -36,9 +36,10 @@ OPTIONS = [
            "pairwise; mis: standard aggregates about a maximal independent set of the strength graph)",
            ("auto", "auxgrid", "pairwise", "mis")),
     options.Option("pc_amg_agg_nsmooths", "int", None, "Smoothed aggregation: damped Jacobi steps on each tentative "
-           "prolongation (0: unsmoothed aggregation; default: 1 on the host for a real scalar matrix "
-           f"without coordinates that is symmetric to within {smoothed.ASYMMETRY:g} (|A - A^T| / |A + A^T|) "
-           f"with at most {smoothed.POSITIVE:g} of its off-diagonal weight in positive couplings, else 0)",
+           "prolongation (0: unsmoothed aggregation; default: 1 on the host for a real scalar matrix, "
+           f"aggregation mis or auto without coordinates, that is symmetric to within {smoothed.ASYMMETRY:g} "
+           f"(|A - A^T| / |A + A^T|) with at most {smoothed.POSITIVE:g} of its off-diagonal weight in positive "
+           "couplings, else 0)",
            lo=0),
     options.Option("pc_amg_threshold", "real", 0.0, "mis aggregation: drop couplings weaker than this "
            "(symmetrized |a_ij| / sqrt(|a_ii a_jj|)) from the strength graph", lo=0, hi=1, open="hi"),

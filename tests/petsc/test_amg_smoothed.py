@@ -82,6 +82,22 @@ def test_auto_keeps_positive_couplings_and_systems_unsmoothed():
     assert res < 1e-8 and mg.opts.nsmooths == 0 and "unsmoothed: a system" in "\n".join(mg.describe())
 
 
+@pytest.mark.parametrize("aggregation,smoothed,why", [
+    ("auto", 0, "unsmoothed: vertex coordinates"), ("mis", 1, "smoothed: host"),
+    ("pairwise", 0, "unsmoothed: -pc_amg_aggregation pairwise")])
+def test_auto_with_coordinates(aggregation, smoothed, why):
+    """With vertex coordinates (a DMDA's, or set on the PC) the default aggregation takes the
+    auxiliary grid, unsmoothed; -pc_amg_aggregation mis smooths as it does without them."""
+    from test_amg import grid_coords
+    n = 40
+    _, res, ksp = amg_solve(lap2d(n), grid_coords(n), {"pc_amg_aggregation": aggregation}, ksp_type="cg",
+                            cycle="w", rtol=1e-8)
+    mg = ksp.getPC().getPythonContext().mg
+    text = "\n".join(mg.describe())
+    assert res < 1e-8 and mg.opts.nsmooths == smoothed and why in text, text
+    assert mg.method == {"auto": "auxgrid"}.get(aggregation, aggregation)
+
+
 def test_view_says_smoothed_aggregation():
     """-ksp_view names the method, the aggregation and its options, and each level's P."""
     from conftest import petsc_options
