@@ -45,7 +45,7 @@ KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
 # the K-cycle's size would (H200, cg to 1e-6, W-cycle / V from below 10000 / below 40000: 2D
 # 2048^2 aux grid 21 / 23 / 29 iterations, 135 / 121 / 105 ms; 3D 257^3 19 / 20 / 20, 233 / 200 /
 # 208 ms; a 1M-vertex P1 mesh 21 / 24 / 30, 69 / 62 / 57 ms)
-WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
+WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}      # real matrices (complex ones: 0)
 # ... but a V-cycle from a level of more than this many times the coarsest level's unknowns loses
 # the K-cycle's iteration counts (2D Poisson 127^2, aux grid: 11 iterations with V-cycles from 16
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
@@ -193,7 +193,10 @@ class AggregationMG:
         # each level's smoother: the K-cycle's V-cycle levels may take another
         device = "gpu" if backend.is_gpu(xp) else "cpu"
         if o.kcycle_size is None:
-            o.kcycle_size = (WCYCLE_SIZE if o.cycle == "w" else KCYCLE_SIZE)[device]
+            # a complex matrix (indefinite Helmholtz-type ones: ksp ex11) keeps the whole W-cycle,
+            # whose coarse levels' second visits it was measured with
+            complex_ = (A.own if parallel else A).dtype.kind == "c"
+            o.kcycle_size = (KCYCLE_SIZE[device] if o.cycle != "w" else 0 if complex_ else WCYCLE_SIZE[device])
         self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle in ("k", "w") else None
         vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
                      else o.vcycle_smoother)

@@ -50,7 +50,8 @@ OPTIONS = [
     options.Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
     options.Option("pc_amg_kcycle_size", "int", None,
            "K- and W-cycle: V-cycles on the levels with fewer unknowns (default on the GPU "
-           f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle; "
+           f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle of a real "
+           "matrix; "
            f"{kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
     options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),

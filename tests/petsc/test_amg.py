@@ -385,6 +385,18 @@ def test_truncated_kcycle(method):
     assert its["w", 10 ** 9] <= its["w", 0] + 4 and not numpy.array_equal(out["w", 0], out["w", 10 ** 9]), its
 
 
+def test_wcycle_truncation_default(monkeypatch):
+    """The W-cycle's default truncation (WCYCLE_SIZE, the GPU's; the host's is 0, patched here to
+    the GPU's) is for real matrices: a complex one keeps the whole W-cycle, the K-cycle its own."""
+    monkeypatch.setitem(kcycle.WCYCLE_SIZE, "cpu", kcycle.WCYCLE_SIZE["gpu"])
+    monkeypatch.setitem(kcycle.KCYCLE_SIZE, "cpu", kcycle.KCYCLE_SIZE["gpu"])
+    A, xy = lap2d(255), grid_coords(255)
+    for M, cyc, size in ((A, "w", kcycle.WCYCLE_SIZE["gpu"]), ((A * (1 + 0.5j)).tocsr(), "w", 0),
+                         ((A * (1 + 0.5j)).tocsr(), "k", kcycle.KCYCLE_SIZE["gpu"])):
+        mg = kcycle.AggregationMG(M, numpy, kcycle.Options(aggregation="auxgrid", cycle=cyc), xy)
+        assert mg.opts.kcycle_size == size and (mg.v_from is None) == (size == 0), (cyc, M.dtype, mg.v_from)
+
+
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 @pytest.mark.parametrize("n", [127, 128])
 def test_vcycle_smoother(method, n):
