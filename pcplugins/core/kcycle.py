@@ -42,10 +42,10 @@ STALLED_LIMIT = 50000
 KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
 # The W-cycle likewise visits level k 2^k times, and has no flexible CG above to make up for
 # V-cycles: from the first level below this size on the GPU it costs a few iterations, fewer than
-# the K-cycle's size would (H200, cg to 1e-6, W-cycle / V from below 10000 / below 40000: 2D
-# 2048^2 aux grid 21 / 23 / 29 iterations, 135 / 121 / 105 ms; 3D 257^3 19 / 20 / 20, 233 / 200 /
-# 208 ms; a 1M-vertex P1 mesh 21 / 24 / 30, 69 / 62 / 57 ms)
-WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}      # real matrices (complex ones: 0)
+# from the K-cycle's size (cg to 1e-6, whole / from below 10000 / from below 40000: 2D 2048^2 aux
+# grid 21 / 23 / 29 iterations, 3D 257^3 19 / 20 / 20, a 1M-vertex P1 mesh 21 / 24 / 30), for
+# less time (docs/amg.md). Real matrices only: it was measured on them.
+WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
 # ... but a V-cycle from a level of more than this many times the coarsest level's unknowns loses
 # the K-cycle's iteration counts (2D Poisson 127^2, aux grid: 11 iterations with V-cycles from 16
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
@@ -70,7 +70,8 @@ class Options:
     kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
                                    # WCYCLE_SIZE)
     smoother: str = "gs"           # gs | l1jacobi | chebyshev
-    vcycle_smoother: str = "auto"  # the K-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
+    vcycle_smoother: str = "auto"  # the K- and W-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi |
+                                   # chebyshev
     pre: int = 1
     post: int = 1
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
@@ -190,13 +191,13 @@ class AggregationMG:
             self.stalled = f"coarsening stopped at {n} unknowns, above the coarse size {o.coarse_size} ({why})"
         transfers += [None] * (len(mats) - len(transfers))
         members += [None] * (len(mats) - len(members))
-        # each level's smoother: the K-cycle's V-cycle levels may take another
+        # each level's smoother: the K- or W-cycle's V-cycle levels may take another
         device = "gpu" if backend.is_gpu(xp) else "cpu"
         if o.kcycle_size is None:
-            # a complex matrix (indefinite Helmholtz-type ones: ksp ex11) keeps the whole W-cycle,
-            # whose coarse levels' second visits it was measured with
-            complex_ = (A.own if parallel else A).dtype.kind == "c"
-            o.kcycle_size = (KCYCLE_SIZE[device] if o.cycle != "w" else 0 if complex_ else WCYCLE_SIZE[device])
+            if o.cycle != "w":
+                o.kcycle_size = KCYCLE_SIZE[device]
+            else:   # a complex matrix (indefinite Helmholtz-type ones: ksp ex11) keeps the whole W-cycle
+                o.kcycle_size = 0 if (A.own if parallel else A).dtype.kind == "c" else WCYCLE_SIZE[device]
         self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle in ("k", "w") else None
         vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
                      else o.vcycle_smoother)

@@ -51,8 +51,7 @@ OPTIONS = [
     options.Option("pc_amg_kcycle_size", "int", None,
            "K- and W-cycle: V-cycles on the levels with fewer unknowns (default on the GPU "
            f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle of a real "
-           "matrix; "
-           f"{kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
+           f"matrix; {kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
     options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
            ("gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_vcycle_smoother", "str", "auto",
