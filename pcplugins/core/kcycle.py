@@ -129,6 +129,7 @@ class AggregationMG:
         self.comm = comm = comm or Comm()
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
+        mine = A.own if parallel else A           # this rank's own rows and columns
         if o.coarse_size is None:
             # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
             # than the cycle gains
@@ -140,7 +141,7 @@ class AggregationMG:
         self.smoothing = None             # why auto chose (un)smoothed aggregation, for describe()
         if o.nsmooths is None:
             system = block_size > 1 or near_null is not None
-            o.nsmooths, self.smoothing = smoothed.auto(A.own if parallel else A, xp, o.aggregation, coords is not None,
+            o.nsmooths, self.smoothing = smoothed.auto(mine, xp, o.aggregation, coords is not None,
                                                        system, A.ghost if parallel else None,
                                                        comm.allsum if parallel else None)
         self.method = o.aggregation
@@ -169,7 +170,7 @@ class AggregationMG:
             for agg, nc, R in zip(aggs, sizes[1:], members):
                 mats.append(mats[-1].galerkin(agg, nc) if parallel else sparse.galerkin(mats[-1], agg, nc, xp, R=R))
         else:
-            aggs, sizes, Acs, signs, lists = aggregation.pairwise(A.own if parallel else A, xp, stop, o.max_levels,
+            aggs, sizes, Acs, signs, lists = aggregation.pairwise(mine, xp, stop, o.max_levels,
                                                                   o.theta, comm=comm if parallel else None)
             members = [sparse.signed(R, s) for R, s in zip(lists, signs)]
             mats, colours = [A], [None] * len(sizes)
@@ -197,7 +198,7 @@ class AggregationMG:
             if o.cycle != "w":
                 o.kcycle_size = KCYCLE_SIZE[device]
             else:   # a complex matrix (indefinite Helmholtz-type ones: ksp ex11) keeps the whole W-cycle
-                o.kcycle_size = 0 if (A.own if parallel else A).dtype.kind == "c" else WCYCLE_SIZE[device]
+                o.kcycle_size = 0 if mine.dtype.kind == "c" else WCYCLE_SIZE[device]
         self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle in ("k", "w") else None
         vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
                      else o.vcycle_smoother)

@@ -220,4 +220,5 @@ def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
     if positive > POSITIVE:
         return 0, (f"unsmoothed: positive couplings carry {positive:.2g} of the off-diagonal weight "
                    f"(> {POSITIVE:g}; the pairwise prolongation follows their signs)")
-    return 1, f"smoothed: host, no coordinates, |A - A^T| / |A + A^T| = {asym:.2g}"
+    how = "-pc_amg_aggregation mis" if coords else "no coordinates"
+    return 1, f"smoothed: host, {how}, |A - A^T| / |A + A^T| = {asym:.2g}"

@@ -83,7 +83,7 @@ def test_auto_keeps_positive_couplings_and_systems_unsmoothed():
 
 
 @pytest.mark.parametrize("aggregation,smoothed,why", [
-    ("auto", 0, "unsmoothed: vertex coordinates"), ("mis", 1, "smoothed: host"),
+    ("auto", 0, "unsmoothed: vertex coordinates"), ("mis", 1, "smoothed: host, -pc_amg_aggregation mis"),
     ("pairwise", 0, "unsmoothed: -pc_amg_aggregation pairwise")])
 def test_auto_with_coordinates(aggregation, smoothed, why):
     """With vertex coordinates (a DMDA's, or set on the PC) the default aggregation takes the
