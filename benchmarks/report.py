@@ -37,6 +37,7 @@ BENCHMARKS = {
                        "gmg_kernels_float32_h100.json"],
     "anisotropic.py": ["anisotropic_l10_h200.json", "anisotropic_l9_h200.json", "anisotropic_mixed_l10_h200.json"],
     "tridiag.py": ["tridiag_h200.json", "tridiag_h100.json"],
+    "fft_dst.py": ["fft_dst_h200.json"],
     "amg_poisson.py": ["amg_poisson_2d_h200.json", "amg_wcycle_2d_h200.json", "amg_poisson_3d_h200.json",
                        "amg_poisson_2d_h100.json",
                        "amg_poisson_3d_mesh_h100.json", "amg_poisson_cpu_local.json",
@@ -188,6 +189,20 @@ def tridiag_section(name):
     return out
 
 
+def dst_section(name):
+    """FFTPoisson's solve with cuFFT or cuBLAS sine transforms, by grid and precision (fft_dst.py)."""
+    rows = load(name)["results"]
+    out = head(name) + ["One exact solve (device time, replayed CUDA graph) with the sine transforms as FFTs "
+                        "(cuFFT) or as matrix products (cuBLAS); fft.DENSE_DST chooses by axis length:", "",
+                        "| grid | dtype | cuFFT ms | cuBLAS ms | cuBLAS flop floor ms | error cuFFT / cuBLAS |",
+                        "|---|---|---|---|---|---|"]
+    for a, b in zip(rows[::2], rows[1::2]):
+        out.append(f"| {'x'.join(map(str, a['shape']))} | {a['dtype']} | {a['seconds'] * 1e3:.3f} | "
+                   f"{b['seconds'] * 1e3:.3f} | {b['floor_flops_s'] * 1e3:.3f} | "
+                   f"{a['rel_error_to_double_fft']:.0e} / {b['rel_error_to_double_fft']:.0e} |")
+    return out
+
+
 def fmg_section(name):
     out = head(name) + ["| problem | solver | ms | algebraic error | discretization error |", "|---|---|---|---|---|"]
     for r in load(name)["results"]:
@@ -198,7 +213,7 @@ def fmg_section(name):
 
 
 SECTIONS = {"gmg_sizes.py": sizes_section, "gmg_mpi.py": mpi_section, "gmg_kernels.py": kernels_section,
-            "tridiag.py": tridiag_section, "gmg_fmg_fft.py": fmg_section}
+            "tridiag.py": tridiag_section, "fft_dst.py": dst_section, "gmg_fmg_fft.py": fmg_section}
 
 
 def how_to_run(script):

@@ -1163,3 +1163,66 @@ def test_system_setup_on_cupy_matches_numpy(dim):
             [cupy.asnumpy(v) if xp is cupy else v for v in (colours, Bc, empty, joined, dropped)] + [nj, nd]
     for host, dev in zip(out[numpy], out[cupy]):
         assert numpy.shape(host) == numpy.shape(dev) and numpy.allclose(host, dev, atol=1e-12), (host, dev)
+
+
+@pytest.mark.parametrize("shapes", [((7, 5), (5, 9)), ((3, 7, 5), (5, 9)), ((7, 5), (3, 5, 9)), ((4, 6, 5), (4, 5, 2)),
+                                    ((1, 1), (1, 1)), ((0, 5), (5, 3))])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-14), (np.float32, 1e-6)])
+def test_matmul_matches_numpy_eager_and_captured(shapes, dtype, tol):
+    """backend.matmul (cuBLAS through ctypes) against numpy.matmul: unbatched, either operand
+    batched, both; eager and recorded in a CUDA graph capture (what CuPy's matmul refuses)."""
+    cp = backend.cupy
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    ref = np.matmul(a, b)
+    da, db = cp.asarray(a), cp.asarray(b)
+    out = cp.full(ref.shape, cp.nan, dtype)
+    backend.matmul(da, db, out)
+    assert np.allclose(out.get(), ref, rtol=tol, atol=tol)
+    out[...] = cp.nan
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        backend.matmul(da, db, out)
+        graph = stream.end_capture()
+        assert np.isnan(out.get()).all() or out.size == 0      # captured, not run
+        graph.launch(stream)
+        stream.synchronize()
+    assert np.allclose(out.get(), ref, rtol=tol, atol=tol)
+
+
+def test_matmul_refuses_what_it_cannot_do():
+    cp = backend.cupy
+    a = cp.ones((3, 4))
+    with pytest.raises(ValueError, match="one real dtype"):
+        backend.matmul(a.astype(cp.complex128), a.T.copy().astype(cp.complex128), cp.empty((3, 3), cp.complex128))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        backend.matmul(a, a.T, cp.empty((3, 3)))
+    with pytest.raises(ValueError, match="shapes"):
+        backend.matmul(a, a, cp.empty((3, 4)))
+
+
+@pytest.mark.parametrize("shape,periodic", [((40, 33, 17), (False,) * 3), ((16, 30), (False, False)),
+                                            ((12, 9, 20), (True, False, False))])
+@pytest.mark.parametrize("dense", [0, 30, None])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_laplacian_fft_cupy_matches_numpy(shape, periodic, dense, dtype, tol):
+    """fft.LaplacianFFT on the GPU (cuFFT, cuBLAS or both, by axis length) against the host's
+    double solve, eager and captured in a CUDA graph."""
+    from pcplugins.core import fft
+    cp = backend.cupy
+    box = grid.Box(shape, periodic=list(periodic))
+    w = [-1.0, -2.0, -0.5][:len(shape)]
+    f = np.random.default_rng(5).standard_normal(shape)
+    ref = grid.interior(fft.LaplacianFFT(stencil.laplacian(box, w, np), w).cycle(f)).copy()
+    solver = fft.LaplacianFFT(stencil.laplacian(box, w, cp, dtype), w, dense=dense)
+    fd = cp.asarray(f, dtype)
+    eager = grid.interior(solver.cycle(fd)).get()
+    assert np.linalg.norm(eager - ref) <= tol * np.linalg.norm(ref)
+    out = cp.full(box.padded_shape, cp.nan, dtype)
+    graphs = backend.CycleGraphs(lambda x, y: y.__setitem__(Ellipsis, solver.cycle(x)))
+    for _ in range(2):                                      # the capture, then its replay
+        out[...] = cp.nan
+        graphs(fd, out)
+    assert graphs.note.startswith("on") and graphs.graphs
+    assert np.linalg.norm(grid.interior(out).get() - ref) <= tol * np.linalg.norm(ref)

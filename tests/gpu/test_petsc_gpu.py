@@ -97,8 +97,13 @@ def test_mixed_defect_correction_cuda_matches_host(mixed):
 
 @real_scalars
 @pytest.mark.parametrize("precision,tol", [("double", 1e-12), ("single", 1e-5)])
-def test_fft_poisson_cuda_matches_host(precision, tol):
+@pytest.mark.parametrize("dense", [0, 512])
+def test_fft_poisson_cuda_matches_host(precision, tol, dense, monkeypatch):
+    """The sine transforms by cuFFT (DENSE_DST 0) or cuBLAS, the cycle one CUDA graph either way."""
+    from pcplugins.core import fft
+
     from problems import poisson_system
+    monkeypatch.setattr(fft, "DENSE_DST", dense)
     out = []
     for extra in ({}, {"mat_type": "aijcusparse"}):
         with petsc_options(dict(extra, pc_fft_precision=precision)):
@@ -108,6 +113,8 @@ def test_fft_poisson_cuda_matches_host(precision, tol):
         out.append((x.getArray().copy(), ksp.getPC().getPythonContext()))
     (host, hctx), (dev, dctx) = out
     assert hctx.device == "cpu" and dctx.device == "gpu"
+    assert dctx.graph_note.startswith("on"), dctx.graph_note
+    assert ("cuBLAS" in dctx.mg.describe()[0]) == bool(dense)
     assert np.linalg.norm(host - dev) <= tol * np.linalg.norm(host)
 
 

@@ -15,9 +15,11 @@ from problems import poisson_system
                                      ((2, 97), [-1.0, -2.0]), ((7, 9, 11), [-2.0, -1.0, -0.5]),
                                      ((8, 6, 10), [-1.0, -1.0, -1.0]), ((5, 13, 4), [-1.0, -3.0, -1.0])])
 @pytest.mark.parametrize("periodic", ["none", "first", "all"])
-def test_laplacian_fft_is_the_exact_inverse(shape, w, periodic):
+@pytest.mark.parametrize("dense", [0, 12, None])
+def test_laplacian_fft_is_the_exact_inverse(shape, w, periodic, dense):
     """Dirichlet axes, the first axis periodic, or every axis (singular: the pseudo-inverse's
-    mean-free answer, from the system bordered by the constants)."""
+    mean-free answer, from the system bordered by the constants); the sine transforms by FFTs,
+    as matrix products, or some axes each way (dense=12)."""
     per = [periodic == "all" or (periodic == "first" and a == 0) for a in range(len(shape))]
     if any(p and m < 3 for p, m in zip(per, shape)):
         pytest.skip("a periodic axis needs 3 points")
@@ -29,9 +31,26 @@ def test_laplacian_fft_is_the_exact_inverse(shape, w, periodic):
         f -= f.mean()
         e = scipy.sparse.csr_matrix(np.ones((A.shape[0], 1)))
         A = scipy.sparse.bmat([[A, e], [e.T, None]])
-    u = grid.interior(fft.LaplacianFFT(op, w).cycle(f))
+    solver = fft.LaplacianFFT(op, w, dense=dense)
+    limit = fft.DENSE_DST if dense is None else dense
+    assert sorted(solver.dense) == [a for a in range(len(shape)) if not per[a] and shape[a] <= limit]
+    u = grid.interior(solver.cycle(f))
     ref = scipy.sparse.linalg.spsolve(A.tocsc(), np.append(f.ravel(), [0.0] * (A.shape[0] - f.size)))
     assert np.linalg.norm(u.ravel() - ref[:f.size]) <= 1e-12 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("shape", [(20, 33), (9, 16, 11)])
+@pytest.mark.parametrize("dense", [0, None])
+def test_single_precision_sine_transforms(shape, dense):
+    """-pc_fft_precision single: both ways of the sine transforms in float32, to float32's accuracy
+    of the double solve."""
+    box = grid.Box(shape)
+    w = [-1.0] * len(shape)
+    f = np.random.default_rng(3).standard_normal(shape)
+    ref = grid.interior(fft.LaplacianFFT(stencil.laplacian(box, w, np), w).cycle(f))
+    u = grid.interior(fft.LaplacianFFT(stencil.laplacian(box, w, np, np.float32), w, dense=dense).cycle(f))
+    assert u.dtype == np.float32
+    assert np.linalg.norm(u - ref) <= 1e-6 * np.linalg.norm(ref)
 
 
 def fft_solve(da, A, b, options, ksp_type="preonly"):
