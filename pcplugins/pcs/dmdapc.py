@@ -23,6 +23,7 @@ from ..petsc.pcbase import PythonPC
 class DMDAPC(PythonPC):
     WHAT = ""
     PERIODIC = False                  # whether periodic (and mirror) DMDA boundaries are taken
+    PERIODIC_ON_GPU = False           # and on the GPU, where the PC needs only a constant stencil
     GATHER_SIZE = {"gpu": 0, "cpu": 0}  # MPI: the default of a gather_size option left unset
 
     def _release(self):
@@ -92,7 +93,8 @@ class DMDAPC(PythonPC):
     def _fine_operator(self, v, box, dm, M, xp):
         dt, collective = self.dtype, self.mpi
         if any(box.periodic):
-            op, kind = dmda.periodic_operator(v["operator"], M, box, dm, xp, dt, collective, self.TITLE, self.PREFIX)
+            op, kind = dmda.periodic_operator(v["operator"], M, box, dm, xp, dt, collective, self.TITLE, self.PREFIX,
+                                              self.PERIODIC_ON_GPU)
             return op, False, kind
         if v["operator"] == "laplacian":
             w, layer, bdiag = dmda.sample_laplacian(M if mat.is_aij(M) else None, box, dm, collective)

@@ -25,7 +25,7 @@ OPTIONS = [
 class FFTPoisson(DMDAPC):
     TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.FFTPoisson", "pc_fft_", "FFTPoisson", OPTIONS
     WHAT = "fast Poisson solver"
-    PERIODIC = True
+    PERIODIC = PERIODIC_ON_GPU = True
 
     def _build(self, op, v):
         if self.mpi.size > 1:

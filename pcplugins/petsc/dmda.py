@@ -218,17 +218,24 @@ def periodic_boundary(box):
     return f"periodic along {periodic_names(box)} (the halo wraps){other}"
 
 
-def periodic_operator(operator, M, box, dm, xp, dtype, mpi, who="pcplugins.GMG", prefix="pc_gmg_"):
+def periodic_operator(operator, M, box, dm, xp, dtype, mpi, who="pcplugins.GMG", prefix="pc_gmg_",
+                      constant_on_gpu=False):
     """(the fine StencilOperator, its description) of a grid with periodic axes (at least 3 points
     along each), by the PC's ``-{prefix}operator``: declared (the Laplacian's weights from the
     matrix's central row) or read from the matrix, its couplings across the wrap as neighbours
     (matrix-free where its coefficients are constant, else stored). Across any other axis the rows
-    are taken as they are: Dirichlet values eliminated, or kept as rows of the grid. On the host,
-    for now."""
+    are taken as they are: Dirichlet values eliminated, or kept as rows of the grid. On the host;
+    with ``constant_on_gpu`` (a PC that needs only a constant stencil's weights: FFTPoisson) also
+    on the GPU, the matrix read on the host and the constant stencil made on the device."""
     where = periodic_names(box)
     if backend.is_gpu(xp):
-        raise error(f"{who}: a DMDA periodic along {where} runs on the host for now: use -{prefix}device cpu, "
-                    "or pcplugins.AMG on the GPU")
+        if not constant_on_gpu:
+            raise error(f"{who}: a DMDA periodic along {where} runs on the host for now: use -{prefix}device cpu, "
+                        "or pcplugins.AMG on the GPU")
+        op, kind = periodic_operator(operator, M, box, dm, numpy, dtype, mpi, who, prefix)
+        if op.constant:
+            op = stencil.StencilOperator(op.box, op.offsets, op.coefs, xp, dtype)
+        return op, kind
     short = [f"{'xyz'[box.dim - 1 - a]} has {m}" for a, (m, p) in enumerate(zip(box.global_shape, box.periodic))
              if p and m < 3]
     if short:
