@@ -12,16 +12,13 @@ floors beside: the bytes of reading the right-hand side and writing the solution
 device's copy rate, and for the dense products 4 m operations a point per Dirichlet axis at the
 rate of one large matrix product of the same precision.
 """
-import json
-import platform
-import shlex
 import sys
 
 import cupy as cp
 import numpy
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
-from tridiag import device_time  # noqa: E402
+from tridiag import device_time, write  # noqa: E402
 
 from pcplugins.core import fft, grid, stencil  # noqa: E402
 
@@ -75,11 +72,8 @@ def main():
                   f"bytes floor {floor_bytes * 1e3:.3f} ms", flush=True)
             del f, op, ref
             cp.get_default_memory_pool().free_all_blocks()
-    meta = {"command": shlex.join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-            "cupy": cp.__version__, "python": platform.python_version()}
     if "-out" in args:
-        with open(args["-out"], "w") as fh:
-            json.dump({"meta": meta, "results": results}, fh, indent=1)
+        write(args["-out"], results)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,15 @@ def device_time(f, calls=10, reps=15, graph=True):
     return float(numpy.median(times))
 
 
+def write(path, results):
+    """The results as JSON with the command, the device and the versions (the device benchmarks
+    without PETSc: tridiag.py, fft_dst.py)."""
+    meta = {"command": shlex.join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+            "cupy": cp.__version__, "python": platform.python_version()}
+    with open(path, "w") as fh:
+        json.dump({"meta": meta, "results": results}, fh, indent=1)
+
+
 def systems(batch, n, dtype, seed=0):
     rng = cp.random.default_rng(seed)
     lo = -rng.random((batch, n), dtype=numpy.float64)
@@ -129,11 +138,8 @@ def main():
                       flush=True)
             if gtsv is None:
                 print("cuSPARSE gtsv2StridedBatch: not exposed by this CuPy", flush=True)
-    meta = {"command": shlex.join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-            "cupy": cp.__version__, "python": platform.python_version()}
     if "-out" in args:
-        with open(args["-out"], "w") as fh:
-            json.dump({"meta": meta, "results": results}, fh, indent=1)
+        write(args["-out"], results)
 
 
 if __name__ == "__main__":
