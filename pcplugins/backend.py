@@ -1,8 +1,8 @@
 """Array backend: NumPy on the host, CuPy on the GPU, and CUDA graphs of whole cycles.
 
 The numerical core is written once against an array namespace ``xp`` (``numpy`` or ``cupy``).
-This module picks the namespace, moves arrays between host and device, and replays a cycle as a
-CUDA graph. It depends on nothing else in pcplugins and never touches PETSc (views of PETSc's Vecs
+This module picks the namespace, moves arrays between host and device, replays a cycle as a CUDA
+graph, and multiplies matrices in a way a graph may capture (``matmul``). It depends on nothing else in pcplugins and never touches PETSc (views of PETSc's Vecs
 are petsc/vec.py's).
 """
 import concurrent.futures
