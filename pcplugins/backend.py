@@ -2,8 +2,8 @@
 
 The numerical core is written once against an array namespace ``xp`` (``numpy`` or ``cupy``).
 This module picks the namespace, moves arrays between host and device, replays a cycle as a CUDA
-graph, and multiplies matrices in a way a graph may capture (``matmul``). It depends on nothing else in pcplugins and never touches PETSc (views of PETSc's Vecs
-are petsc/vec.py's).
+graph, and multiplies matrices in a way a graph may capture (``matmul``). It depends on nothing
+else in pcplugins and never touches PETSc (views of PETSc's Vecs are petsc/vec.py's).
 """
 import concurrent.futures
 import contextlib
