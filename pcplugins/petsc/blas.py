@@ -10,11 +10,21 @@ reason (OMP_NUM_THREADS=1 is the usual advice); a PETSc user may not know that N
 the ranks on its node, never raising it; the libraries are found among the process's mapped
 files (Linux) and set through OpenBLAS's own ``openblas_set_num_threads`` (with the symbol
 prefixes and suffixes the scipy-openblas wheels add). Elsewhere it does nothing.
+
+On one rank the same spinning costs PETSc's own vector operations. A process holds several
+OpenBLAS copies (NumPy's, SciPy's, the one PETSc links), each with its threads. After a threaded
+NumPy call in a PC's setup (a coarsest level's inverse), NumPy's threads spin for a while, and
+PETSc's threaded VecTDot and VecAXPY wait for time slices: on a 2-core machine the first CG solve
+after an AMG setup took 200 ms instead of 140, its vector operations 25 times as long (-log_view).
+``one_thread`` runs the PCs' own setup and applications with one thread in every copy and gives
+the counts back after: the dense work there is small, and no thread is left spinning.
 """
+import contextlib
 import ctypes
 import os
 
 _DONE = []                        # [True] once this process's libraries were looked at
+_FOUND = [None]                   # the libraries one_thread sets, as last looked up
 # the names of openblas_{get,set}_num_threads in the reference build and in the scipy-openblas wheels
 _AFFIXES = [("", ""), ("scipy_", "64_"), ("scipy_", ""), ("", "64_")]
 
@@ -57,6 +67,25 @@ def share_cores(ranks_on_node):
             put(ctypes.c_int(want))
             changed[path] = (before, int(get()))
     return changed
+
+
+@contextlib.contextmanager
+def one_thread(look=False):
+    """Every loaded OpenBLAS on one thread inside the block, its own count again after.
+    ``look``: find the loaded libraries anew (a setup; an application uses the last setup's)."""
+    if look or _FOUND[0] is None:
+        _FOUND[0] = _openblas_libraries()
+    changed = []
+    for _, get, put in _FOUND[0]:
+        n = int(get())
+        if n > 1:
+            put(ctypes.c_int(1))
+            changed.append((put, n))
+    try:
+        yield
+    finally:
+        for put, n in changed:
+            put(ctypes.c_int(n))
 
 
 # the ranks on this process's node, as the usual launchers tell them (MPICH's Hydra, Open MPI)

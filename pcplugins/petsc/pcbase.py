@@ -38,7 +38,8 @@ class PythonPC:
             self.reset(pc)                    # the previous operator's hierarchy goes first
             if self._blas is None:
                 self._blas = blas.share_cores(blas.ranks_on_node(pc.getComm()))
-            self._setup(pc)
+            with blas.one_thread(look=True):
+                self._setup(pc)
 
     def reset(self, pc):
         # the graphs call back into this object, and a hierarchy's closures into the hierarchy:
@@ -57,7 +58,7 @@ class PythonPC:
     @errors.user_errors
     def apply(self, pc, x, y):
         # NaN/Inf are detected and reported as a PC failure, not as NumPy warnings
-        with self.event("Apply"), numpy.errstate(all="ignore"):
+        with self.event("Apply"), numpy.errstate(all="ignore"), blas.one_thread():
             self._apply(pc, x, y)
 
     @errors.user_errors

@@ -464,6 +464,54 @@ def test_blas_threads_shared_among_ranks():
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr
 
 
+ONE_THREAD_PROBE = """
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["PCPLUGINS_ROOT"], "examples"))
+import numpy
+import petsc4py
+petsc4py.init([])
+from petsc4py import PETSc
+import meshes
+from pcplugins.petsc import blas
+libs = blas._openblas_libraries()
+before = [int(get()) for _, get, _ in libs]
+assert max(before) > 1, before
+A, xy = meshes.p1_poisson(*meshes.mesh("quasi", 40))
+M = meshes.petsc_matrix(A, None)
+b, x = M.createVecs()
+b.set(1.0)
+ksp = PETSc.KSP().create()
+ksp.setOperators(M)
+ksp.setType("cg")
+ksp.getPC().setType("python")
+ksp.getPC().setPythonType("pcplugins.AMG")
+ksp.setUp()
+ctx = ksp.getPC().getPythonContext()
+seen, cycle = [], ctx.mg.cycle
+def counted(*args, **kw):
+    seen.append([int(get()) for _, get, _ in blas._openblas_libraries()])
+    return cycle(*args, **kw)
+ctx.mg.cycle = counted
+ksp.solve(b, x)
+assert seen and all(n == 1 for counts in seen for n in counts), seen
+assert [int(get()) for _, get, _ in libs] == before
+print("ok", before, len(seen))
+"""
+
+
+def test_blas_one_thread_inside_the_pcs():
+    """A PC's setup and applications run every loaded OpenBLAS on one thread (blas.one_thread: no
+    NumPy thread left spinning while PETSc's vector operations run) and give the thread counts
+    back after: here inside each application of a CG solve, in a fresh process with a thread per
+    core."""
+    if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: one thread already")
+    env = pcplugins_env(OPENBLAS_NUM_THREADS=str(len(os.sched_getaffinity(0))), PCPLUGINS_ROOT=ROOT)
+    res = subprocess.run([sys.executable, "-c", ONE_THREAD_PROBE], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("gpus,mps,measure,own,together,probed", [
     # rank 0 alone on its GPU, ranks 1 and 2 share one: every rank probes, not only those sharing
     ("a,b,b", "1,1,1", "0", "1,1,1", True, True),
