@@ -14,9 +14,8 @@ prefixes and suffixes the scipy-openblas wheels add). Elsewhere it does nothing.
 On one rank the same spinning costs PETSc's own vector operations. A process holds several
 OpenBLAS copies (NumPy's, SciPy's, the one PETSc links), each with its threads. After a threaded
 NumPy call in a PC's setup (a coarsest level's inverse), NumPy's threads spin for a while, and
-PETSc's threaded VecTDot and VecAXPY wait for time slices: on a 2-core machine the first CG solve
-after an AMG setup took 200 ms instead of 140, its vector operations 25 times as long (-log_view).
-``one_thread`` runs the PCs' own setup and applications with one thread in every copy and gives
+PETSc's threaded VecTDot and VecAXPY wait for time slices through the next solve (docs/amg.md has
+the figures). ``one_thread`` runs the PCs' own setup and applications with one thread in every copy and gives
 the counts back after: the dense work there is small, and no thread is left spinning.
 """
 import contextlib
