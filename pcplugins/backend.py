@@ -228,7 +228,7 @@ _CUBLAS = {}
 
 
 def _cublas():
-    dev = cupy.cuda.Device().id
+    dev = device_id(cupy)
     if dev not in _CUBLAS:
         _CUBLAS[dev] = _Cublas()
     return _CUBLAS[dev]
