@@ -1,12 +1,14 @@
 """Per-kernel GPU times of one GMG level (CuPy events, median of 20), fused against generic.
 
     python benchmarks/gmg_kernels.py [-n 255] [-dim 3] [-dtype float64|float32] [-rows 1,2,4]
-                                     [-generic 0] [-out benchmarks/results/x.json]
+                                     [-pair_minb 1,4,6] [-generic 0] [-out benchmarks/results/x.json]
 
 Each figure comes with the bytes the kernel must move at least (each value read or written once,
 at the -dtype's size) and the bandwidth that implies, so the gap to the memory-bandwidth floor is
 visible. -rows lists the rows per thread to try in the fused colour sweep and residual
-(fused.ROWS; default: the current choice for -dtype); -generic 0 leaves out the generic kernels.
+(fused.ROWS; default: the current choice for -dtype); -pair_minb the blocks an SM relax_pair is
+compiled to leave registers for (fused.PAIR_MINB; each row gives the registers it took, whether it
+spilled, and the blocks the SMs hold); -generic 0 leaves out the generic kernels.
 """
 import json
 import platform
@@ -28,13 +30,18 @@ def main():
     n, dim, out = arg("n", 255), arg("dim", 3), arg("out", "")
     dtype = np.dtype(arg("dtype", "float64"))
     per_thread = [int(r) for r in arg("rows", str(fused.ROWS[dtype.name])).split(",")]
+    minbs = [int(m) for m in arg("pair_minb", str(fused.PAIR_MINB[dtype.name])).split(",")]
     box = grid.Box((n,) * dim)
     N = box.size
     rows = []
-    runs = [(True, r) for r in per_thread] + ([(False, None)] if arg("generic", 1) else [])
-    for fast, per in runs:
+    runs = [(True, r, m) for r in per_thread for m in minbs] + ([(False, None, None)] if arg("generic", 1) else [])
+    for fast, per, minb in runs:
+        pair = {}
         if fast:
-            fused.set_rows(dtype, per)
+            fused.set_rows(dtype, per, pair_minb=minb)
+            k = fused._kernel(dim, dtype.name, "relax_pair") if dim == 3 else None
+            pair = {"pair_minb": minb, "relax_pair_registers": k.num_regs, "relax_pair_local_bytes": k.local_size_bytes,
+                    "relax_pair_wave": fused.pair_wave(dtype)} if k else {}
         op = stencil.laplacian(box, [-1.0] * dim, cp, dtype)
         mg = multigrid.Multigrid(op, multigrid.Options(fused=fast))
         L0, L1 = mg.levels[0], mg.levels[1]
@@ -50,11 +57,11 @@ def main():
                  ("V(1,1) cycle, all levels", lambda: mg.cycle(L0.f), 1, None)]
         for name, fn, calls, values in cases:
             t = float(np.median(benchmark(fn, n_repeat=20, n_warmup=3).gpu_times)) / calls
-            row = {"kernel": name, "fused": fast, "rows_per_thread": per, "ms": t * 1e3}
+            row = {"kernel": name, "fused": fast, "rows_per_thread": per, **pair, "ms": t * 1e3}
             if values:
                 row["GB/s"] = values * N * dtype.itemsize / t / 1e9
             rows.append(row)
-            print(f"{'fused %d' % per if fast else 'generic':8s} {name:30s} {t * 1e3:8.3f} ms"
+            print(f"{'fused %d/%d' % (per, minb) if fast else 'generic':10s} {name:30s} {t * 1e3:8.3f} ms"
                   + (f"  {row['GB/s']:7.0f} GB/s" if values else ""), flush=True)
     if out:
         meta = {"command": shlex.join(sys.argv), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),

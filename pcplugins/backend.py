@@ -112,6 +112,13 @@ def device_id(xp):
     return cupy.cuda.Device().id if is_gpu(xp) else None
 
 
+def resident_blocks(kernel, threads):
+    """Blocks of ``threads`` threads of a compiled CuPy kernel that the current device's SMs hold at
+    once (its registers and static shared memory decide)."""
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
+    return per_sm * cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
 def synchronize(xp):
     """Wait for queued device work (a no-op on the host)."""
     if is_gpu(xp):

@@ -23,7 +23,6 @@ points. Colours and transfer phases come from global indices, exactly as in grid
 transfer/linear.py, so the kernels work on any rank's box. Nothing here allocates: a cycle made of
 these kernels can be captured in a CUDA graph.
 """
-import functools
 
 import numpy
 
@@ -62,21 +61,27 @@ _ROW_KERNELS = ("relax_colour", "residual", "copy_inside", "eliminate")
 
 
 # relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block, marching along i0 through
-# enough planes for about PAIR_BLOCKS blocks, at least PAIR_MIN_PLANES (a block reads 4 planes
-# more than it writes); benchmarks/gmg_kernels.py measures the choices. The kernel source takes
-# PAIR_X and PAIR_ROWS from here (_module).
+# enough planes that the launch is one wave of the blocks the SMs hold at once, at least
+# PAIR_MIN_PLANES (a block reads 4 planes more than it writes). A block waits on the latency of
+# each plane's loads and barriers, so the more blocks an SM holds the faster a sweep goes: the
+# kernel is compiled to leave room for PAIR_MINB blocks an SM (__launch_bounds__), as many as its
+# registers allow without spilling. benchmarks/gmg_kernels.py measures the choices. The kernel
+# source takes PAIR_X, PAIR_ROWS and PAIR_MINB from here (_module).
 PAIR_X = 64
 PAIR_ROWS = {"float64": 8, "float32": 8}
-PAIR_BLOCKS = 512
+PAIR_MINB = {"float64": 4, "float32": 6}
 PAIR_MIN_PLANES = 8
 # Levels of fewer points sweep a colour a kernel: a block of relax_pair reads 4 planes more than
 # it writes and works on whole tiles, so on small levels the two colour kernels are faster.
 PAIR_MIN_SIZE = 1 << 20
 
 
-def set_rows(dtype, rows=None, pair_rows=None):
-    """Rows a thread of the row kernels takes, and relax_pair's tile height (benchmarks, tests)."""
+def set_rows(dtype, rows=None, pair_rows=None, pair_minb=None):
+    """Rows a thread of the row kernels takes, relax_pair's tile height and the blocks an SM it is
+    compiled for (benchmarks, tests)."""
     dtype = numpy.dtype(dtype).name
+    if pair_minb is not None:
+        PAIR_MINB[dtype] = int(pair_minb)
     if rows is not None:
         ROWS[dtype] = int(rows)
     if pair_rows is not None:
@@ -84,18 +89,18 @@ def set_rows(dtype, rows=None, pair_rows=None):
             raise ValueError(f"relax_pair with {pair_rows} rows in {dtype} needs more than 48 KiB of shared memory")
         PAIR_ROWS[dtype] = int(pair_rows)
     _CONFIGS.clear()
+    _WAVES.clear()
 
 
-@functools.lru_cache(maxsize=None)
-def _module(dim, dtype, rows, pair_rows, tail):
+def _module(dim, dtype, tail):
+    """fused.cu for (dim, dtype, tail) with the current ROWS, PAIR_ROWS and PAIR_MINB."""
     ctype = {"float64": "double", "float32": "float"}[dtype]
-    return kernels.module("fused", T=ctype, DIM=dim, HOMG_ROWS=HOMG_ROWS, ROWS=rows, PAIR_X=PAIR_X,
-                          PAIR_ROWS=pair_rows, TAIL=int(tail))
+    return kernels.module("fused", T=ctype, DIM=dim, HOMG_ROWS=HOMG_ROWS, ROWS=ROWS[dtype], PAIR_X=PAIR_X,
+                          PAIR_ROWS=PAIR_ROWS[dtype], PAIR_MINB=PAIR_MINB[dtype], TAIL=int(tail))
 
 
-@functools.lru_cache(maxsize=None)
-def _kernel(dim, dtype, name, rows, pair_rows, tail):
-    return _module(dim, dtype, rows, pair_rows, tail).get_function(name)
+def _kernel(dim, dtype, name, tail=False):
+    return _module(dim, dtype, tail).get_function(name)
 
 
 def _launch(dim, dtype, name, shape3, args, tail=False):
@@ -120,7 +125,7 @@ def _configure(dim, dtype, name, shape3, tail=False):
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return ()
     dtype = numpy.dtype(dtype).name
-    kernel = _kernel(dim, dtype, name, ROWS[dtype], PAIR_ROWS[dtype], bool(tail))
+    kernel = _kernel(dim, dtype, name, bool(tail))
     if name.startswith("relax_pair"):   # shape3 is the grid: (chunks of planes, tiles along i1, i2)
         return kernel, (nx, n1, n0), (32, PAIR_ROWS[dtype])
     # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
@@ -135,9 +140,22 @@ def _configure(dim, dtype, name, shape3, tail=False):
 def pair_planes(shape3, dtype):
     """(planes a block of relax_pair marches through, its launch grid as _launch's shape3)."""
     n0, n1, n2 = shape3
-    t1, t2 = -(-n1 // PAIR_ROWS[numpy.dtype(dtype).name]), -(-n2 // PAIR_X)
-    planes = max(PAIR_MIN_PLANES, -(-n0 // max(1, PAIR_BLOCKS // (t1 * t2))))
+    dtype = numpy.dtype(dtype).name
+    t1, t2 = -(-n1 // PAIR_ROWS[dtype]), -(-n2 // PAIR_X)
+    planes = max(PAIR_MIN_PLANES, -(-n0 // max(1, pair_wave(dtype) // (t1 * t2))))
     return planes, (-(-n0 // planes), t1, t2)
+
+
+def pair_wave(dtype):
+    """Blocks of relax_pair that the current device's SMs hold at once."""
+    dtype = numpy.dtype(dtype).name
+    key = (dtype, backend.device_id(backend.cupy))
+    if key not in _WAVES:
+        _WAVES[key] = backend.resident_blocks(_kernel(3, dtype, "relax_pair"), 32 * PAIR_ROWS[dtype])
+    return _WAVES[key]
+
+
+_WAVES = {}
 
 
 def _i32(*v):

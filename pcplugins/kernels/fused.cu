@@ -1,7 +1,7 @@
 // Fused kernels of the constant-coefficient 5/7-point Laplacian on padded grids: red-black
 // Gauss-Seidel (by colour, and relax_pair's two colours in one sweep), residual, full-weighting
 // restriction, linear prolongation, the Dirichlet elimination of PETSc's boundary rows, the HOMG
-// iteration and cubic upsampling. Defines: T, DIM, ROWS, PAIR_X, PAIR_ROWS, HOMG_ROWS, TAIL.
+// iteration and cubic upsampling. Defines: T, DIM, ROWS, PAIR_X, PAIR_ROWS, PAIR_MINB, HOMG_ROWS, TAIL.
 // Wrapper: pcplugins/core/fused.py; NumPy twins: core/stencil.py, core/smoothers/,
 // core/transfer/linear.py, core/homg.py (tests/gpu/test_kernels.py compares them).
 
@@ -269,12 +269,12 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
 #define RELAX_PAIR_ARGS T* __restrict__ dst, const T* __restrict__ src, const T* __restrict__ f, \
     int n0, int n1, int n2, int parity, int planes, T w0, T w1, T w2, T diag, T scale
 #define RELAX_PAIR_PASS dst, src, f, n0, n1, n2, parity, planes, w0, w1, w2, diag, scale
-extern "C" __global__ void __launch_bounds__(PNT) relax_pair(RELAX_PAIR_ARGS)
+extern "C" __global__ void __launch_bounds__(PNT, PAIR_MINB) relax_pair(RELAX_PAIR_ARGS)
 {
     relax_pair_body<false>(RELAX_PAIR_PASS);
 }
 
-extern "C" __global__ void __launch_bounds__(PNT) relax_pair_zero(RELAX_PAIR_ARGS)
+extern "C" __global__ void __launch_bounds__(PNT, PAIR_MINB) relax_pair_zero(RELAX_PAIR_ARGS)
 {
     relax_pair_body<true>(RELAX_PAIR_PASS);
 }

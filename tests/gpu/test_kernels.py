@@ -444,18 +444,35 @@ def test_fused_transfers_with_omegas_match_twin(box, coarsened, dtype):
     assert np.allclose(backend.to_host(got_p), ref_p, rtol=tol, atol=tol)
 
 
-@pytest.fixture(params=[4, 8], ids=lambda r: f"pair_rows{r}")
+@pytest.fixture(params=[(4, None), (8, None), (8, 1)], ids=lambda p: f"pair_rows{p[0]}-minb{p[1] or 'default'}")
 def pair_rows(request):
-    """relax_pair's tile height (fused.PAIR_ROWS), in both precisions, and relax_pair on levels of
-    every size (fused.PAIR_MIN_SIZE), restored after."""
-    saved, min_size = dict(fused.PAIR_ROWS), fused.PAIR_MIN_SIZE
+    """relax_pair's tile height (fused.PAIR_ROWS) and the blocks an SM it is compiled for
+    (fused.PAIR_MINB: the default's register budget, and the compiler's own), in both precisions,
+    and relax_pair on levels of every size (fused.PAIR_MIN_SIZE), restored after."""
+    rows, minb = request.param
+    saved, saved_minb, min_size = dict(fused.PAIR_ROWS), dict(fused.PAIR_MINB), fused.PAIR_MIN_SIZE
     for dtype in saved:
-        fused.set_rows(dtype, pair_rows=request.param)
+        fused.set_rows(dtype, pair_rows=rows, pair_minb=minb)
     fused.PAIR_MIN_SIZE = 0
-    yield request.param
+    yield rows
     fused.PAIR_MIN_SIZE = min_size
     for dtype, r in saved.items():
-        fused.set_rows(dtype, pair_rows=r)
+        fused.set_rows(dtype, pair_rows=r, pair_minb=saved_minb[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_pair_launch_is_one_wave_without_spills(dtype):
+    """relax_pair is compiled for PAIR_MINB blocks an SM without spilling registers to local
+    memory, and pair_planes covers a grid with at most one wave of the blocks the SMs hold."""
+    cp = backend.cupy
+    assert fused._kernel(3, dtype, "relax_pair").local_size_bytes == 0
+    wave = fused.pair_wave(dtype)
+    assert wave >= fused.PAIR_MINB[dtype] * cp.cuda.Device().attributes["MultiProcessorCount"]
+    for shape in [(255, 255, 255), (200, 200, 200), (300, 300, 300), (512, 256, 128), (9, 70, 130)]:
+        planes, (chunks, t1, t2) = fused.pair_planes(shape, dtype)
+        assert (chunks - 1) * planes < shape[0] <= chunks * planes
+        assert t1 == -(-shape[1] // fused.PAIR_ROWS[dtype]) and t2 == -(-shape[2] // fused.PAIR_X)
+        assert chunks * t1 * t2 <= wave or planes == fused.PAIR_MIN_PLANES
 
 
 # tiles cut short along x and y, plane chunks of 8 with a short last one, a grid smaller than a tile
