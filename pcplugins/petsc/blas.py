@@ -21,9 +21,11 @@ the counts back after: the dense work there is small, and no thread is left spin
 import contextlib
 import ctypes
 import os
+import sys
 
 _DONE = []                        # [True] once this process's libraries were looked at
-_FOUND = [None]                   # the libraries one_thread sets, as last looked up
+_FOUND = [None, -1]               # the libraries one_thread sets, and len(sys.modules) when looked up
+_LOADED = {}                      # path: (get, put) or None, for the libraries seen so far
 # the names of openblas_{get,set}_num_threads in the reference build and in the scipy-openblas wheels
 _AFFIXES = [("", ""), ("scipy_", "64_"), ("scipy_", ""), ("", "64_")]
 
@@ -34,19 +36,23 @@ def _openblas_libraries():
             paths = {line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line}
     except OSError:
         return []
-    found = []
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for pre, post in _AFFIXES:
-            get = getattr(lib, f"{pre}openblas_get_num_threads{post}", None)
-            put = getattr(lib, f"{pre}openblas_set_num_threads{post}", None)
-            if get is not None and put is not None:
-                found.append((path, get, put))
-                break
-    return found
+    for path in sorted(paths - _LOADED.keys()):
+        _LOADED[path] = _thread_calls(path)
+    return [(path, *_LOADED[path]) for path in sorted(paths) if _LOADED[path]]
+
+
+def _thread_calls(path):
+    """(openblas_get_num_threads, openblas_set_num_threads) of the library at ``path``, or None."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    for pre, post in _AFFIXES:
+        get = getattr(lib, f"{pre}openblas_get_num_threads{post}", None)
+        put = getattr(lib, f"{pre}openblas_set_num_threads{post}", None)
+        if get is not None and put is not None:
+            return get, put
+    return None
 
 
 def share_cores(ranks_on_node):
@@ -71,9 +77,11 @@ def share_cores(ranks_on_node):
 @contextlib.contextmanager
 def one_thread(look=False):
     """Every loaded OpenBLAS on one thread inside the block, its own count again after.
-    ``look``: find the loaded libraries anew (a setup; an application uses the last setup's)."""
-    if look or _FOUND[0] is None:
-        _FOUND[0] = _openblas_libraries()
+    ``look``: find the loaded libraries anew (a setup; an application uses the last setup's) if
+    a module was imported since the last look: an OpenBLAS comes with an extension module (NumPy,
+    SciPy) or with PETSc, and reading the process's map of files takes a millisecond."""
+    if _FOUND[0] is None or (look and _FOUND[1] != len(sys.modules)):
+        _FOUND[:] = [_openblas_libraries(), len(sys.modules)]
     changed = []
     for _, get, put in _FOUND[0]:
         n = int(get())
