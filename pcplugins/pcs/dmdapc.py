@@ -117,15 +117,14 @@ class DMDAPC(PythonPC):
             mgbox = dmda.interior_box(box)
             self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
-            on_layer = dmda.layer_mask(box, xp)
             dfull = coefs[offsets.index((0,) * box.dim)]
-            db = dfull[on_layer]
-            lo = collective.allmin(float(db.min()) if db.size else numpy.inf)
-            hi = -collective.allmin(-float(db.max()) if db.size else numpy.inf)
+            faces = [dfull[f] for f in dmda.global_faces(box) if dfull[f].size]
+            lo = collective.allmin(min((float(f.min()) for f in faces), default=numpy.inf))
+            hi = -collective.allmin(-max((float(f.max()) for f in faces), default=-numpy.inf))
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:
-                self._invdb = xp.where(on_layer, 1.0 / dfull, 0.0).astype(dt)
+                self._invdb = xp.where(dmda.layer_mask(box, xp), 1.0 / dfull, 0.0).astype(dt)
             coefs = [c[inner] for c in coefs]
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)

@@ -301,6 +301,14 @@ def layer_mask(box, xp=numpy):
     return on_layer
 
 
+def global_faces(box):
+    """Index tuples of the faces of the global grid that this rank's box holds (each a view of an
+    array over the box)."""
+    return [tuple(end if b == a else slice(None) for b in range(box.dim))
+            for a in range(box.dim) if box.shape[a] > 0
+            for end, on in ((0, box.start[a] == 0), (-1, box.start[a] + box.shape[a] == box.global_shape[a])) if on]
+
+
 def dirichlet_layer(box, offsets, coefs, mpi):
     """True when every row on the outer layer of the global grid is an identity-like row (only a
     diagonal entry): PETSc's DMDA tutorial convention (ex45), where the boundary values are kept
@@ -310,9 +318,7 @@ def dirichlet_layer(box, offsets, coefs, mpi):
     if any(m < 3 for m in box.global_shape):
         return False
     xp = backend.array_module(coefs[0])
-    faces = [tuple(end if b == a else slice(None) for b in range(box.dim))
-             for a in range(box.dim) if box.shape[a] > 0
-             for end, on in ((0, box.start[a] == 0), (-1, box.start[a] + box.shape[a] == box.global_shape[a])) if on]
+    faces = global_faces(box)
     bad = xp.zeros((), numpy.int64)
     for o, c in zip(offsets, coefs):
         for face in faces:
