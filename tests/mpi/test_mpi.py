@@ -512,6 +512,39 @@ def test_blas_one_thread_inside_the_pcs():
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr
 
 
+LOOK_PROBE = """
+import sys
+import numpy
+from pcplugins.petsc import blas
+calls, real = [], blas._openblas_libraries
+def counted():
+    calls.append(1)
+    return real()
+blas._openblas_libraries = counted
+fresh = "scipy.linalg" not in sys.modules
+for look in (True, True, False):
+    with blas.one_thread(look=look):
+        pass
+assert len(calls) == 1, calls
+before = len(blas._FOUND[0])
+import scipy.linalg
+with blas.one_thread(look=True):
+    pass
+assert len(calls) == 2, calls
+assert not fresh or len(blas._FOUND[0]) > before, (before, blas._FOUND[0])
+print("ok", before, len(blas._FOUND[0]))
+"""
+
+
+def test_blas_one_thread_looks_again_after_an_import():
+    """A setup's look for loaded OpenBLAS copies reads the process's map of files only when a
+    module was imported since the last look (it costs a millisecond a setup otherwise), and
+    finds the copy an import brings (SciPy's): in a fresh process."""
+    res = subprocess.run([sys.executable, "-c", LOOK_PROBE], env=pcplugins_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("gpus,mps,measure,own,together,probed", [
     # rank 0 alone on its GPU, ranks 1 and 2 share one: every rank probes, not only those sharing
     ("a,b,b", "1,1,1", "0", "1,1,1", True, True),
