@@ -127,7 +127,7 @@ def _configure(dim, dtype, name, shape3, tail=False):
     dtype = numpy.dtype(dtype).name
     kernel = _kernel(dim, dtype, name, bool(tail))
     if name.startswith("relax_pair"):   # shape3 is the grid: (chunks of planes, tiles along i1, i2)
-        return kernel, (nx, n1, n0), (32, PAIR_ROWS[dtype])
+        return kernel, (nx, n1, n0), _pair_block(dtype)
     # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
     # them (257 points: 3 blocks of 96, not 2 of 128 and one with a single thread)
     blocks = -(-nx // 128)
@@ -146,12 +146,18 @@ def pair_planes(shape3, dtype):
     return planes, (-(-n0 // planes), t1, t2)
 
 
+def _pair_block(dtype):
+    """relax_pair's thread block: an x-pair of the tile a thread, PAIR_X / 2 by PAIR_ROWS."""
+    return PAIR_X // 2, PAIR_ROWS[dtype]
+
+
 def pair_wave(dtype):
     """Blocks of relax_pair that the current device's SMs hold at once."""
     dtype = numpy.dtype(dtype).name
     key = (dtype, backend.device_id(backend.cupy))
     if key not in _WAVES:
-        _WAVES[key] = backend.resident_blocks(_kernel(3, dtype, "relax_pair"), 32 * PAIR_ROWS[dtype])
+        tx, ty = _pair_block(dtype)
+        _WAVES[key] = backend.resident_blocks(_kernel(3, dtype, "relax_pair"), tx * ty)
     return _WAVES[key]
 
 

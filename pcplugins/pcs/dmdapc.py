@@ -118,7 +118,7 @@ class DMDAPC(PythonPC):
             self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
             dfull = coefs[offsets.index((0,) * box.dim)]
-            faces = [dfull[f] for f in dmda.global_faces(box) if dfull[f].size]
+            faces = [dfull[f] for f in dmda.global_faces(box)]
             lo = collective.allmin(min((float(f.min()) for f in faces), default=numpy.inf))
             hi = -collective.allmin(-max((float(f.max()) for f in faces), default=-numpy.inf))
             if lo == hi:

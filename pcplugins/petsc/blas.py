@@ -15,8 +15,9 @@ On one rank the same spinning costs PETSc's own vector operations. A process hol
 OpenBLAS copies (NumPy's, SciPy's, the one PETSc links), each with its threads. After a threaded
 NumPy call in a PC's setup (a coarsest level's inverse), NumPy's threads spin for a while, and
 PETSc's threaded VecTDot and VecAXPY wait for time slices through the next solve (docs/amg.md has
-the figures). ``one_thread`` runs the PCs' own setup and applications with one thread in every copy and gives
-the counts back after: the dense work there is small, and no thread is left spinning.
+the figures). ``one_thread`` runs the PCs' own setup and applications with one thread in every
+copy and gives the counts back after: the dense work there is small, and no thread is left
+spinning.
 """
 import contextlib
 import ctypes

@@ -303,9 +303,11 @@ def layer_mask(box, xp=numpy):
 
 def global_faces(box):
     """Index tuples of the faces of the global grid that this rank's box holds (each a view of an
-    array over the box)."""
+    array over the box); none where the box is empty."""
+    if box.size == 0:
+        return []
     return [tuple(end if b == a else slice(None) for b in range(box.dim))
-            for a in range(box.dim) if box.shape[a] > 0
+            for a in range(box.dim)
             for end, on in ((0, box.start[a] == 0), (-1, box.start[a] + box.shape[a] == box.global_shape[a])) if on]
 
 
@@ -318,12 +320,11 @@ def dirichlet_layer(box, offsets, coefs, mpi):
     if any(m < 3 for m in box.global_shape):
         return False
     xp = backend.array_module(coefs[0])
-    faces = global_faces(box)
     bad = xp.zeros((), numpy.int64)
     for o, c in zip(offsets, coefs):
-        for face in faces:
+        for face in global_faces(box):
             bad += xp.count_nonzero(c[face] != 0 if any(o) else c[face] <= 0)
-    return mpi.allmin(int(not faces or int(bad) == 0)) == 1
+    return mpi.allmin(int(int(bad) == 0)) == 1
 
 
 def sample_laplacian(M, box, dm, mpi):
