@@ -22,7 +22,7 @@ import numpy
 
 from .. import backend
 from ..core import kcycle, nullspace, smoothed
-from ..petsc import compose, errors, log, mat, mpi, options, pcbase, vec
+from ..petsc import compose, csrcomm, errors, log, mat, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
 # the first coarse level gathered onto every rank under MPI: on the GPU every visit of a
@@ -151,7 +151,7 @@ class AMG(PythonPC):
             return
         t0 = log.clock()
         xp = self.select_device(M)
-        self.comm = mpi.CSRComm(pc, v["ghost_transport"], self.TITLE)
+        self.comm = csrcomm.CSRComm(pc, v["ghost_transport"], self.TITLE)
         A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
         self._check(A)
         backend.synchronize(xp)

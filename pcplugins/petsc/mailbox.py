@@ -39,7 +39,9 @@ class Mailboxes:
     """The mailboxes of one communicator, carved out of arenas: one device allocation per rank
     that every other rank maps once (an IPC mapping per arena and peer, not per mailbox), and the
     status word the waits share. ``collective``: petsc.mpi.Collective; every ``open`` is
-    collective over all ranks, in the same order on each (a rank's mailboxes may differ in size)."""
+    collective over all ranks, in the same order on each (a rank's mailboxes may differ in size).
+    ``free`` gives the arenas to the communicator (``_Arenas``), where the next Mailboxes on it
+    finds them mapped already."""
 
     ARENA = 16 << 20                     # bytes per arena, or one mailbox's if larger
 
@@ -73,7 +75,16 @@ class Mailboxes:
         return box
 
     def _new_arena(self, nbytes):
+        """An arena of at least ``nbytes`` for every rank (collective): one the communicator's
+        earlier mailboxes left (``_Arenas``: zeroed, every rank's mapped already) where every
+        rank has the same one, else a new allocation that every other rank maps."""
         cp = backend.cupy
+        pool = _pool(self.collective)
+        found = pool.find(nbytes)
+        if found is not None and len(set(self.collective.allgather(found))) == 1:
+            self._arenas.append(pool.take(found))
+            self._used = 0
+            return
         memory = cp.cuda.MemoryPointer(cp.cuda.Memory(nbytes), 0)   # its own cudaMalloc: IPC maps whole ones
         memory.memset(0, nbytes)
         backend.synchronize(cp)                    # zeroed before any peer can read it
@@ -90,16 +101,51 @@ class Mailboxes:
         return int(self.status.get()[0]) == 0
 
     def free(self):
-        """Unmap the other ranks' arenas (once every rank's device work is done) and free this
-        rank's."""
-        cp = backend.cupy
+        """Give the arenas back to the communicator's pool, zeroed, still mapped by every rank
+        (collective, once every rank's device work is done): the next PC on the communicator
+        opens its mailboxes there, without mapping new memory (an IPC mapping of a peer GPU's
+        memory takes milliseconds)."""
         for box in self.boxes:
             box.free()
-        for _, bases in self._arenas:
-            for r, ptr in enumerate(bases):
-                if r != self.rank:
-                    cp.cuda.runtime.ipcCloseMemHandle(ptr)
+        pool = _pool(self.collective)
+        for memory, bases in self._arenas:
+            memory.memset_async(0, memory.mem.size)
+            pool.give(memory, bases)
+        backend.synchronize(backend.cupy)          # zeroed before any peer can read them again
         self.boxes, self._arenas = [], []
+
+
+def _pool(collective):
+    """The communicator's free arenas on the current GPU."""
+    return collective.shared().setdefault(("mailbox arenas", backend.cupy.cuda.Device().id), _Arenas())
+
+
+class _Arenas:
+    """The mailbox arenas of a communicator that no Mailboxes holds now, each (memory, every
+    rank's base pointer here), in the order every rank gave them back; ``close`` unmaps the
+    peers' (when the communicator is freed)."""
+
+    def __init__(self):
+        self.free = []
+
+    def find(self, nbytes):
+        """The index of the first arena of at least ``nbytes``, or None."""
+        return next((i for i, (m, _) in enumerate(self.free) if m.mem.size >= nbytes), None)
+
+    def take(self, i):
+        return self.free.pop(i)
+
+    def give(self, memory, bases):
+        self.free.append((memory, bases))
+
+    def close(self):
+        cp = backend.cupy
+        backend.synchronize(cp)
+        for memory, bases in self.free:
+            for ptr in bases:
+                if ptr != memory.ptr:
+                    cp.cuda.runtime.ipcCloseMemHandle(ptr)
+        self.free = []
 
 
 class Mailbox:
@@ -267,7 +313,7 @@ class DeviceGather:
 
 
 class DeviceHalo:
-    """The ghost values of a distributed CSR level (petsc.mpi._Halo, whose index lists it takes)
+    """The ghost values of a distributed CSR level (petsc.csrcomm._Halo, whose index lists it takes)
     through one mailbox: each rank copies the values its neighbours want into its payload,
     grouped by neighbour in rank order as the MPI exchange sends them, and its ghosts out of its
     neighbours' payloads. ``offsets[q]``: where in neighbour q's payload this rank's values begin

@@ -1,5 +1,5 @@
 """Run under mpiexec by test_mpi.py on a GPU (ranks whose kernels run at the same time: a GPU
-each, or MPS): petsc.mpi.CSRComm's device collectives against their host twins. Prints "ok" on
+each, or MPS): petsc.csrcomm.CSRComm's device collectives against their host twins. Prints "ok" on
 every rank that found no difference, a description of the first difference otherwise.
 
     mpiexec -n P python tests/mpi/mpi_device_reduce.py
@@ -18,13 +18,13 @@ import numpy  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 from pcplugins import backend  # noqa: E402
-from pcplugins.petsc import mpi  # noqa: E402
+from pcplugins.petsc import csrcomm  # noqa: E402
 
 cp = backend.cupy
 comm = PETSc.COMM_WORLD
 rank, size = comm.getRank(), comm.getSize()
 pc = PETSc.PC().create(comm=comm)
-c = mpi.CSRComm(pc, "device")
+c = csrcomm.CSRComm(pc, "device")
 starts = numpy.concatenate([[0], numpy.cumsum([0 if r == 1 else 2 * r + 3 for r in range(size)])]).astype(numpy.int64)
 c.halo(numpy.zeros(0, numpy.int64), starts, cp)      # a halo of no ghosts decides the transport
 c.prepare()

@@ -254,6 +254,16 @@ def test_gpu_amg_device_halo_equals_host(tmp_path, problem, options):
 
 
 @gpu
+@pytest.mark.parametrize("which", ["gmg", "amg"])
+def test_gpu_later_setups_reuse_the_mailbox_arenas(which):
+    """Three KSPs set up one after another on 2 ranks sharing the GPU, device transport
+    (tests/mpi/mpi_repeat_setup.py): the later ones map no new memory (the arenas the earlier
+    ones gave back to the communicator) and give the first one's solution to 1e-12."""
+    res = mpiexec(2, "mpi_repeat_setup.py", [which], timeout=300)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stdout + res.stderr
+
+
+@gpu
 def test_gpu_device_allsum_and_gather_rows_match_the_host():
     """CSRComm's device collectives (tests/mpi/mpi_device_reduce.py) on 2 and 3 ranks sharing the
     GPU: mailbox_allsum's sums of 1 to 8 float64, float32 and complex128 values, the bits of the
@@ -543,6 +553,15 @@ def test_blas_one_thread_looks_again_after_an_import():
     res = subprocess.run([sys.executable, "-c", LOOK_PROBE], env=pcplugins_env(), capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("P", [2, 3])
+def test_pcs_on_one_communicator_share_what_they_keep(P):
+    """petsc.mpi.Collective.shared and remembered (tests/mpi/mpi_shared.py): two PCs on one
+    communicator share a dict that outlives them; a probe's answer is computed once; a key that
+    some ranks lack makes every rank compute; a freed communicator closes what it kept."""
+    res = mpiexec(P, "mpi_shared.py", [], timeout=60)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("gpus,mps,measure,own,together,probed", [
