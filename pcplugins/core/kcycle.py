@@ -56,6 +56,8 @@ KCYCLE_V_RATIO = 40
 # keeps the iteration counts (2D and 3D Poisson, both aggregations), and pairwise levels, with 6
 # to 8 colours, gain most (docs/amg.md, GPU).
 VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
+# -pc_amg_smoother auto: smoothed aggregation on the host by Chebyshev (2, 2) in D^-1 A (GAMG's way;
+# no colouring in setup, and fewer iterations than Gauss-Seidel (1, 1): docs/amg.md), else gs
 
 
 @dataclasses.dataclass
@@ -69,11 +71,11 @@ class Options:
     kcycle_its: int = 2
     kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
                                    # WCYCLE_SIZE)
-    smoother: str = "gs"           # gs | l1jacobi | chebyshev
+    smoother: str = "auto"         # auto (the note above VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
     vcycle_smoother: str = "auto"  # the K- and W-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi |
                                    # chebyshev
-    pre: int = 1
-    post: int = 1
+    pre: int = None                # sweeps; None: 2 for Chebyshev (a degree-2 polynomial, as PETSc's PCMG
+    post: int = None               # smooths), else 1
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
@@ -144,6 +146,9 @@ class AggregationMG:
             o.nsmooths, self.smoothing = smoothed.auto(mine, xp, o.aggregation, coords is not None,
                                                        system, A.ghost if parallel else None,
                                                        comm.allsum if parallel else None)
+        if o.smoother == "auto":
+            o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
+        o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))
         self.method = o.aggregation
         if self.method == "auto":
             self.method = "mis" if o.nsmooths else "auxgrid" if coords is not None else "pairwise"

@@ -52,14 +52,16 @@ OPTIONS = [
            "K- and W-cycle: V-cycles on the levels with fewer unknowns (default on the GPU "
            f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle of a real "
            f"matrix; {kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
-    options.Option("pc_amg_smoother", "str", "gs", "Smoother (gs: colour Gauss-Seidel)",
-           ("gs", "l1jacobi", "chebyshev")),
+    options.Option("pc_amg_smoother", "str", "auto", "Smoother (gs: colour Gauss-Seidel; chebyshev: Chebyshev "
+           "in D^-1 A on [b/10, b], b 1.1 times the least of a Lanczos estimate of its largest eigenvalue and "
+           "Gershgorin's bound; auto: chebyshev for smoothed aggregation on the host, else gs)",
+           ("auto", "gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_vcycle_smoother", "str", "auto",
            "K- and W-cycle: smoother of the levels they run V-cycles on (-pc_amg_kcycle_size; auto: l1jacobi on "
            "the GPU where the smoother is gs, one kernel a sweep instead of one a colour; else -pc_amg_smoother)",
            ("auto", "gs", "l1jacobi", "chebyshev")),
-    options.Option("pc_amg_pre", "int", 1, "Pre-smoothing sweeps", lo=0),
-    options.Option("pc_amg_post", "int", 1, "Post-smoothing sweeps", lo=0),
+    options.Option("pc_amg_pre", "int", None, "Pre-smoothing sweeps (default: 2 with Chebyshev, else 1)", lo=0),
+    options.Option("pc_amg_post", "int", None, "Post-smoothing sweeps (default: 2 with Chebyshev, else 1)", lo=0),
     options.Option("pc_amg_coarse_size", "int", None,
            "Stop coarsening at this many unknowns (default: 2048 on the GPU, 400 on the CPU)", lo=1),
     options.Option("pc_amg_max_levels", "int", 25, "Most levels", lo=2),
@@ -110,8 +112,10 @@ class AMG(PythonPC):
         v = self.values
         if v["cycle"] == "k":
             return "the K-cycle is nonlinear (-pc_amg_cycle k); use -pc_amg_cycle w or v"
-        if v["pre"] != v["post"]:
-            return f"-pc_amg_pre {v['pre']} and -pc_amg_post {v['post']} differ"
+        mg = getattr(self, "mg", None)            # the sweeps as set up (unset: by the smoother)
+        pre, post = (mg.opts.pre, mg.opts.post) if mg is not None else (v["pre"], v["post"])
+        if pre != post:
+            return f"-pc_amg_pre {pre} and -pc_amg_post {post} differ"
         if self._symmetric is None:
             self._symmetric = mat.operator_is_symmetric(pc, False)
         return "" if self._symmetric else "the matrix is not symmetric"

@@ -94,7 +94,7 @@ def test_smoothed_prolongation_is_the_damped_jacobi_step():
     S = smoothed.strong_graph(A, 0.0, np)
     agg, nc = smoothed.aggregates(S, np, 2)
     Pt, _, _ = nullspace.tentative(agg, nc, np.ones((A.shape[0], 1)), 1, np)
-    rho = smoothed.spectral_bound(A, np)
+    rho = smoothed.gershgorin(A, np)
     assert rho == pytest.approx(2.0)
     D = np.diag(A.diagonal())
     want = (np.eye(A.shape[0]) - 4 / 3 / rho * np.linalg.solve(D, A.toarray())) @ Pt.toarray()
@@ -140,3 +140,60 @@ def test_asymmetry_and_positive_couplings():
     a, b = np.divmod(np.arange(72), 8)
     d = np.where((a + b) % 2 == 0, -1.0, 1.0)          # red-black signs: every coupling positive
     assert smoothed.measures((sp.diags(d) @ L @ sp.diags(d)).tocsr(), np)[1] == pytest.approx(1.0)
+
+
+def upwind(n, peclet):
+    """2D first-order upwind convection-diffusion on n^2 points, the wind (1, 1/2) at cell Peclet
+    number ``peclet`` (examples/problems.py's form): nonsymmetric, an M-matrix."""
+    T = lambda w: sp.diags([-1.0 - 2 * w, 2.0 + 2 * w, -1.0], [-1, 0, 1], (n, n))   # noqa: E731
+    one = sp.identity(n)
+    return (sp.kron(one, T(peclet)) + sp.kron(T(peclet / 2), one)).tocsr()
+
+
+@pytest.mark.parametrize("A,symmetric", [(laplacian((12, 11)), True), (laplacian((6, 7, 5)), True),
+                                         (upwind(15, 1.0), False), (upwind(14, 10.0), False)],
+                         ids=["2d", "3d", "peclet1", "peclet10"])
+def test_chebyshev_bound_covers_the_spectrum_within_gershgorin(A, symmetric):
+    """CSRChebyshev's upper end b lies between the spectral radius of D^-1 A and 1.1 times
+    Gershgorin's bound. On a nonsymmetric matrix CG's Lanczos estimate alone overshoots (35x the
+    radius on the Peclet 1 case): Gershgorin's bound caps it. On a symmetric one it is Lanczos's."""
+    from pcplugins.core.smoothers import CSRChebyshev, lanczos_lambda_max
+    from pcplugins.core.smoothers.stencil import probe_vector
+    d = A.diagonal()
+    radius = np.abs(np.linalg.eigvals(A.toarray() / d[:, None])).max()
+    S = CSRChebyshev(A, np)
+    assert 1.1 * 0.9 * radius <= S.b <= 1.1 * smoothed.gershgorin(A, np) + 1e-12
+    assert S.a == pytest.approx(0.1 * S.b)
+    lam = lanczos_lambda_max(lambda p: A @ p, 1.0 / d, np.array(probe_vector((0,), (A.shape[0],))),
+                             lambda x, y: float(x @ y), 12)
+    if symmetric:
+        assert S.b == pytest.approx(1.1 * lam)
+    else:
+        assert lam > 2 * smoothed.gershgorin(A, np)          # the case the cap is for
+
+
+class _Counted:
+    """A matrix that counts its products (sparse.residual's A @ u on the host)."""
+
+    def __init__(self, A):
+        self.A, self.products = A, 0
+
+    def __matmul__(self, u):
+        self.products += 1
+        return self.A @ u
+
+
+@pytest.mark.parametrize("sweeps", [1, 2, 3])
+def test_chebyshev_from_zero_skips_the_first_product(sweeps):
+    """From a zero guess the first Chebyshev step's residual is f itself: the same iterate as the
+    steps from an explicit zero, one product of A fewer."""
+    from pcplugins.core.smoothers import CSRChebyshev
+    A = upwind(9, 0.5)
+    f = np.random.default_rng(3).standard_normal(A.shape[0])
+    S = CSRChebyshev(A, np)
+    S.A = counted = _Counted(A)
+    u0 = S.smooth(np.zeros_like(f), f, sweeps)
+    full = counted.products
+    u1 = S.smooth(np.full_like(f, np.nan), f, sweeps, zero_guess=True)
+    assert full == sweeps and counted.products - full == sweeps - 1
+    assert np.allclose(u1, u0, rtol=1e-14, atol=1e-14)

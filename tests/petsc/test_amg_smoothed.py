@@ -98,6 +98,24 @@ def test_auto_with_coordinates(aggregation, smoothed, why):
     assert mg.method == {"auto": "auxgrid"}.get(aggregation, aggregation)
 
 
+@pytest.mark.parametrize("options,smoother,sweeps", [
+    ({}, "Chebyshev on", (2, 2)),                                              # smoothed: Chebyshev (2, 2)
+    ({"pc_amg_agg_nsmooths": 0}, "Gauss-Seidel", (1, 1)),                      # unsmoothed: gs (1, 1)
+    ({"pc_amg_smoother": "gs"}, "Gauss-Seidel", (1, 1)),
+    ({"pc_amg_smoother": "chebyshev", "pc_amg_agg_nsmooths": 0}, "Chebyshev on", (2, 2)),
+    ({"pc_amg_pre": 1, "pc_amg_post": 3}, "Chebyshev on", (1, 3))])
+def test_auto_smoother_and_sweeps(options, smoother, sweeps):
+    """-pc_amg_smoother auto: Chebyshev in D^-1 A with 2 sweeps before and after for smoothed
+    aggregation on the host (GAMG's smoother), colour Gauss-Seidel (1, 1) otherwise; options set
+    by name win, and -ksp_view says what runs. The true residual decides."""
+    _, res, ksp = amg_solve(lap3d(12), None, options, ksp_type="cg", cycle="w", rtol=1e-8)
+    text = "\n".join(ksp.getPC().getPythonContext().describe())
+    assert res < 1e-8
+    assert f"smoothing ({sweeps[0]}, {sweeps[1]})" in text and "level 0: " in text, text
+    level0 = next(line for line in text.splitlines() if "level 0: " in line)
+    assert smoother in level0, text
+
+
 def test_view_says_smoothed_aggregation():
     """-ksp_view names the method, the aggregation and its options, and each level's P."""
     from conftest import petsc_options

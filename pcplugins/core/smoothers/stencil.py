@@ -234,7 +234,10 @@ class Chebyshev:
         op, r, d = self.op, self.r, self.d
         ui = grid.interior(u)
         for k, (c_d, c_r) in enumerate(chebyshev_steps(self.a, self.b, sweeps)):
-            op.residual(r, f, u)
+            if k == 0 and zero_guess:
+                r[...] = f                   # from zero the first residual is f: no product
+            else:
+                op.residual(r, f, u)
             if k == 0:
                 d[...] = 0
             else:
