@@ -790,10 +790,12 @@ def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
     assert np.allclose(out[np][2], out[cp][2], rtol=1e-10, atol=1e-12 * np.abs(out[np][2]).max())
 
 
+@pytest.mark.parametrize("smoother", ["gs", "chebyshev"])
 @pytest.mark.parametrize("dim,n,peclet", [(2, 47, 0.0), (3, 16, 0.1)])
-def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet):
+def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet, smoother):
     """Smoothed aggregation (core/smoothed.py) on CuPy: the same strength graph, independent sets,
-    aggregates and smoothed prolongation as NumPy's, and the same hierarchy and W-cycle."""
+    aggregates and smoothed prolongation as NumPy's, and the same hierarchy and W-cycle with either
+    smoother (the smoother is named: auto takes Chebyshev on the host, Gauss-Seidel on the GPU)."""
     from pcplugins.core import kcycle, nullspace, smoothed, sparse
 
     from problems import convection_diffusion
@@ -808,7 +810,8 @@ def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet):
         agg, nc = smoothed.aggregates(S, xp, 2)
         Pt, _, _ = nullspace.tentative(agg, nc, xp.ones((A.shape[0], 1)), 1, xp)
         P = smoothed.smooth(Ax, Pt, xp)
-        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(cycle="w", nsmooths=1, coarse_size=50, kcycle_size=0))
+        mg = kcycle.AggregationMG(Ax, xp, kcycle.Options(cycle="w", nsmooths=1, coarse_size=50, kcycle_size=0,
+                                                         smoother=smoother))
         out[xp] = ([sparse.to_host(S).toarray(), sparse.to_host(P).toarray()] + [backend.to_host(r) for r in roots]
                    + [backend.to_host(agg), [lev.n for lev in mg.levels], backend.to_host(mg.cycle(xp.asarray(f)))])
     for a, b in zip(out[np][:-1], out[cp][:-1]):
