@@ -308,7 +308,10 @@ def residual(A, f, u, xp):
     """f - A u (a new array)."""
     if backend.is_gpu(xp) and _kernel_types(A, u, f):
         return _csr_rows(A, u, f=f)
-    return f - A @ u
+    r = A @ u
+    if r.dtype == numpy.result_type(f, r) and not backend.is_gpu(xp):
+        return xp.subtract(f, r, out=r)          # in place: a new array costs its page faults
+    return f - r
 
 
 def relax_rows(u, f, Arows, rows, scale, xp, independent=False):

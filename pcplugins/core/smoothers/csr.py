@@ -149,6 +149,7 @@ class CSRChebyshev:
         bound = smoothed.gershgorin(A, xp, rows.ghost if rows else None)
         self.b = 1.1 * min(lam, -rows.comm.allmin(-bound) if rows else bound)
         self.a = 0.1 * self.b
+        self._steps = {}
 
     def _residual(self, f, u):
         return self.rows.residual(f, u) if self.rows else sparse.residual(self.A, f, u, self.xp)
@@ -157,12 +158,25 @@ class CSRChebyshev:
         if zero_guess:
             u[...] = 0
         d = None
-        for c_d, c_r in chebyshev_steps(self.a, self.b, sweeps):
-            # from zero the first residual is f itself: a product saved on every level's first visit
-            r = f if d is None and zero_guess else self._residual(f, u)
-            d = self.invd * r * c_r if d is None else c_d * d + c_r * self.invd * r
+        for c_d, scale in self._scaled(sweeps):
+            if d is None and zero_guess:
+                d = f * scale            # from zero the first residual is f: a product saved
+            else:
+                r = self._residual(f, u)
+                r *= scale               # in place: on the host a new array costs its page faults
+                if d is None:
+                    d = r
+                else:
+                    d *= c_d
+                    d += r
             u += d
         return u
+
+    def _scaled(self, sweeps):
+        """Each step's (c_d, c_r D^-1) for ``sweeps`` steps, the second an array made once."""
+        if sweeps not in self._steps:
+            self._steps[sweeps] = [(c_d, self.invd * c_r) for c_d, c_r in chebyshev_steps(self.a, self.b, sweeps)]
+        return self._steps[sweeps]
 
     def describe(self):
         return f"Chebyshev on [{self.a:.3g}, {self.b:.3g}] (Jacobi-preconditioned)"
