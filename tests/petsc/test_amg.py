@@ -772,6 +772,18 @@ def test_nonsymmetric_convection_diffusion_coarsens(dim, n, peclet):
     assert res < 1e-8 and it <= 40, (it, res)
 
 
+@pytest.mark.parametrize("dim,n,peclet,most", [(2, 63, 1.0, 30), (2, 63, 10.0, 90), (2, 64, 100.0, 90),
+                                               (3, 15, 10.0, 90)])
+def test_chebyshev_on_nonsymmetric_matrices_converges(dim, n, peclet, most):
+    """-pc_amg_smoother chebyshev on upwind convection-diffusion: capped by Gershgorin's bound where
+    the level is nearly symmetric (Peclet 1: 19 FGMRES iterations, 51 without the cap at 127^2),
+    the Lanczos estimate kept farther from symmetric, where the cap stopped convergence (measured
+    19, 59, 62, 56). The true residual decides."""
+    A = convection_diffusion(n, peclet, dim)
+    it, res, _ = amg_solve(A, None, {"pc_amg_smoother": "chebyshev"}, ksp_type="fgmres", cycle="w", rtol=1e-8)
+    assert res < 1e-8 and it <= most, (it, res)
+
+
 @pytest.mark.parametrize("cycle,ksp_type", [("w", "cg"), ("w", "gmres"), ("w", "bcgs"), ("k", "fcg"),
                                             ("k", "fgmres")])
 @pytest.mark.parametrize("n", [64, 65])
