@@ -49,7 +49,7 @@ class Mailboxes:
         self.collective = collective
         self.rank, self.size = collective.rank, collective.size
         self.status = backend.cupy.zeros(1, numpy.int32)
-        self.boxes, self._arenas = [], []          # (memory, [each rank's base pointer here])
+        self.boxes, self._arenas = [], []          # (memory, [each rank's base pointer here], serial)
         self._used = 0
 
     def open(self, nbytes, peers):
@@ -69,7 +69,7 @@ class Mailboxes:
         else:
             offsets = [u for _, _, u in every]
         self._used += need
-        memory, bases = self._arenas[-1]
+        memory, bases, _ = self._arenas[-1]
         box = Mailbox(self, memory, [bases[r] + offsets[r] for r in range(self.size)], head, sorted(peers))
         self.boxes.append(box)
         return box
@@ -81,7 +81,9 @@ class Mailboxes:
         cp = backend.cupy
         pool = _pool(self.collective)
         found = pool.find(nbytes)
-        if found is not None and len(set(self.collective.allgather(found))) == 1:
+        # on every rank, found or not, one collective: the same arena (its serial) on every rank
+        every = self.collective.allgather(None if found is None else pool.free[found][2])
+        if found is not None and len(set(every)) == 1:
             self._arenas.append(pool.take(found))
             self._used = 0
             return
@@ -93,7 +95,8 @@ class Mailboxes:
         for r, handle in enumerate(handles):
             bases.append(memory.ptr if r == self.rank else cp.cuda.runtime.ipcOpenMemHandle(
                 handle, cp.cuda.runtime.cudaIpcMemLazyEnablePeerAccess))
-        self._arenas.append((memory, bases))
+        self._arenas.append((memory, bases, pool.made))
+        pool.made += 1                             # in step on every rank: arenas are made together
         self._used = 0
 
     def check(self):
@@ -108,9 +111,9 @@ class Mailboxes:
         for box in self.boxes:
             box.free()
         pool = _pool(self.collective)
-        for memory, bases in self._arenas:
+        for memory, bases, serial in self._arenas:
             memory.memset_async(0, memory.mem.size)
-            pool.give(memory, bases)
+            pool.free.append((memory, bases, serial))
         backend.synchronize(backend.cupy)          # zeroed before any peer can read them again
         self.boxes, self._arenas = [], []
 
@@ -122,26 +125,23 @@ def _pool(collective):
 
 class _Arenas:
     """The mailbox arenas of a communicator that no Mailboxes holds now, each (memory, every
-    rank's base pointer here), in the order every rank gave them back; ``close`` unmaps the
-    peers' (when the communicator is freed)."""
+    rank's base pointer here, serial: the how-manieth arena made on the communicator), in the
+    order they were given back; ``close`` unmaps the peers' (when the communicator is freed)."""
 
     def __init__(self):
-        self.free = []
+        self.free, self.made = [], 0
 
     def find(self, nbytes):
         """The index of the first arena of at least ``nbytes``, or None."""
-        return next((i for i, (m, _) in enumerate(self.free) if m.mem.size >= nbytes), None)
+        return next((i for i, (m, _, _) in enumerate(self.free) if m.mem.size >= nbytes), None)
 
     def take(self, i):
         return self.free.pop(i)
 
-    def give(self, memory, bases):
-        self.free.append((memory, bases))
-
     def close(self):
         cp = backend.cupy
         backend.synchronize(cp)
-        for memory, bases in self.free:
+        for memory, bases, _ in self.free:
             for ptr in bases:
                 if ptr != memory.ptr:
                     cp.cuda.runtime.ipcCloseMemHandle(ptr)

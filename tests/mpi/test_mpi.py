@@ -258,7 +258,8 @@ def test_gpu_amg_device_halo_equals_host(tmp_path, problem, options):
 def test_gpu_later_setups_reuse_the_mailbox_arenas(which):
     """Three KSPs set up one after another on 2 ranks sharing the GPU, device transport
     (tests/mpi/mpi_repeat_setup.py): the later ones map no new memory (the arenas the earlier
-    ones gave back to the communicator) and give the first one's solution to 1e-12."""
+    ones gave back to the communicator) and give the first one's solution to 1e-12; with the
+    ranks' pools made to differ, a fourth maps new arenas on both and gives it too."""
     res = mpiexec(2, "mpi_repeat_setup.py", [which], timeout=300)
     assert res.returncode == 0 and "ok" in res.stdout, res.stdout + res.stderr
 
