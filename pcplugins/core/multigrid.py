@@ -202,12 +202,13 @@ class Multigrid:
     def _smoother(self, lev):
         opt = self.options
         allsum = (lambda x: x) if lev.replicated else self.comm.allsum
+        allmax = (lambda x: x) if lev.replicated else self.comm.allmax
         # fused red-black takes both colours in one pass where no ghost update comes between
         # them, with r as its scratch (the residual is formed after the smoother runs)
         pair = lev.replicated or self.comm.size == 1
         return smoothers.make(opt.smoother, lev.op, opt.omega, fused_level=lev.fused,
                               scratch=lev.r if pair else None, exchange=self._exchange(lev),
-                              dot=lambda a, b: allsum(float(lev.op.xp.vdot(a, b))))
+                              dot=lambda a, b: allsum(float(lev.op.xp.vdot(a, b))), allsum=allsum, allmax=allmax)
 
     # -- cycles ------------------------------------------------------------------------------------
     def cycle(self, f, u=None, kind=None):

@@ -255,6 +255,9 @@ class DMDAComm(Comm):
     def allmin(self, x):
         return self.mpi.allmin(x)
 
+    def allmax(self, x):
+        return self.mpi.allmax(x)
+
     def expect_gather(self, level, part_box):
         if self.mailboxes is not None:
             self._parts[level] = part_box

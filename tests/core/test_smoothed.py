@@ -159,8 +159,7 @@ def test_chebyshev_bound(A, kind):
     that estimate overshoots (18x Gershgorin's bound here) and the bound caps it; far from
     symmetric (0.4) the estimate stays (the polynomial's small steps keep it convergent)."""
     from pcplugins.core.smoothers import CSRChebyshev, lanczos_lambda_max
-    from pcplugins.core.smoothers.csr import NEAR_SYMMETRIC
-    from pcplugins.core.smoothers.stencil import probe_vector
+    from pcplugins.core.smoothers.stencil import NEAR_SYMMETRIC, probe_vector
     d = A.diagonal()
     radius = np.abs(np.linalg.eigvals(A.toarray() / d[:, None])).max()
     S = CSRChebyshev(A, np)

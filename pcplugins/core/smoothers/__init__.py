@@ -27,13 +27,17 @@ from .stencil import (
     HostColourGS,
     Jacobi,
     _noop,
+    asymmetry,
+    capped_lambda_max,
     chebyshev_steps,
     estimate_lambda_max,
+    gershgorin,
     lanczos_lambda_max,
 )
 
 __all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev", "ColourGS", "HostColourGS", "Jacobi",
-           "LineGS", "chebyshev_steps", "estimate_lambda_max", "lanczos_lambda_max", "make", "make_csr"]
+           "LineGS", "asymmetry", "capped_lambda_max", "chebyshev_steps", "estimate_lambda_max", "gershgorin",
+           "lanczos_lambda_max", "make", "make_csr"]
 
 
 def make_csr(kind, A, xp, colours=None, rows=None, M=None):
@@ -52,13 +56,15 @@ def make_csr(kind, A, xp, colours=None, rows=None, M=None):
     return CSRHybrid(smoother, rows) if rows else smoother
 
 
-def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, dot=None):
+def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, dot=None, allsum=None,
+         allmax=None):
     """The smoother ``kind`` (multigrid.SMOOTHERS) of a stencil level ``op``: the one factory of
     the geometric hierarchy. ``omega`` None: 1 for Gauss-Seidel and lines, 2/3 for Jacobi;
     ``fused_level``: the level's fused.Laplacian where the fast path applies (red-black then runs
     fused, ``scratch`` a padded work array that lets it sweep both colours in one pass), or its
     fused_stored.Stored (multicolour Gauss-Seidel then runs a kernel per colour);
-    ``exchange`` and ``dot`` (a global inner product) for Chebyshev's eigenvalue estimate."""
+    ``exchange``, ``dot`` (a global inner product), ``allsum`` and ``allmax`` (global sums and
+    maxima of host numbers) for Chebyshev's eigenvalue estimate and its cap (capped_lambda_max)."""
     gs_omega = 1.0 if omega is None else omega
     if isinstance(fused_level, fused.Laplacian) and kind == "redblack":
         return fused.RedBlack(fused_level, gs_omega, scratch=scratch)
@@ -82,4 +88,6 @@ def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, d
         return LineGS(op, axes, gs_omega)
     if kind == "jacobi":
         return Jacobi(op, 2.0 / 3.0 if omega is None else omega)
-    return Chebyshev(op, estimate_lambda_max(op, exchange, dot))
+    bound = gershgorin(op)
+    return Chebyshev(op, capped_lambda_max(estimate_lambda_max(op, exchange, dot), allmax(bound) if allmax else bound,
+                                           lambda: asymmetry(op, allsum)))

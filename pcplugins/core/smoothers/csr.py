@@ -5,7 +5,7 @@ import numpy
 
 from ... import backend
 from .. import smoothed, sparse
-from .stencil import chebyshev_steps, lanczos_lambda_max, probe_vector
+from .stencil import capped_lambda_max, chebyshev_steps, lanczos_lambda_max, probe_vector
 
 
 class CSRColourGS:
@@ -128,16 +128,10 @@ class CSRHybrid:
         return f"hybrid {self.inner.describe()} (Jacobi across ranks, one exchange per sweep)"
 
 
-# ||A - A^T||_F / ||A + A^T||_F up to which Gershgorin's bound caps Chebyshev's upper end. Upwind
-# convection-diffusion has 0.16-0.2 at cell Peclet number 1 (the cap: 16-21 FGMRES iterations
-# against 28-51 without) and 0.39-0.46 from Peclet 10 up (the cap: no convergence in 200)
-NEAR_SYMMETRIC = 0.35
-
-
 class CSRChebyshev:
     """Chebyshev polynomial in D^-1 A on [b/10, b], b = 1.1 lambda_max, with the stencil levels'
     ``Chebyshev`` recurrence and the same lambda_max estimate (stencil.lanczos_lambda_max), capped
-    by Gershgorin's bound where A is nearly symmetric (NEAR_SYMMETRIC).
+    by Gershgorin's bound where A is nearly symmetric (stencil.capped_lambda_max).
     ``rows``: the distributed.Rows A belongs to on several ranks; the polynomial is then the global
     one (an exchange per product, global sums)."""
 
@@ -149,19 +143,10 @@ class CSRChebyshev:
         dot = (lambda x, y: float(xp.vdot(x, y).real)) if rows is None else \
             (lambda x, y: float(rows.comm.allsum(float(xp.vdot(x, y).real))))
         lam = lanczos_lambda_max(rows.spmv if rows else (lambda p: A @ p), self.invd, b, dot, its)
-        # CG's Ritz values bound the spectrum of a symmetric A only: on a nonsymmetric one they
-        # overshoot (3.4x on a coarse level of convection-diffusion at cell Peclet number 0.1, 35x
-        # on a 2D one at Peclet 1), and the polynomial then hardly damps the upper end. Where A is
-        # nearly symmetric (NEAR_SYMMETRIC) Gershgorin's bound, which holds for any A, caps them;
-        # farther from symmetric the spectrum leaves the real axis, the interval's polynomial then
-        # grows there, and the small steps of the overshooting interval are what keep it convergent.
         ghost = rows.ghost if rows else None
         bound = smoothed.gershgorin(A, xp, ghost)
-        bound = rows.comm.allmax(bound) if rows else bound
-        # (an estimate within 5% of the bound is taken as capped without the measure's transpose)
-        near = lam <= 1.05 * bound or smoothed.measures(
-            A, xp, ghost, rows.comm.allsum if rows else None)[0] <= NEAR_SYMMETRIC
-        self.b = 1.1 * (min(lam, bound) if near else lam)
+        measure = lambda: smoothed.measures(A, xp, ghost, rows.comm.allsum if rows else None)[0]  # noqa: E731
+        self.b = 1.1 * capped_lambda_max(lam, rows.comm.allmax(bound) if rows else bound, measure)
         self.a = 0.1 * self.b
         self._steps = {}
 
