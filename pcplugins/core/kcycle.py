@@ -71,7 +71,7 @@ class Options:
     kcycle_its: int = 2
     kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
                                    # WCYCLE_SIZE)
-    smoother: str = "auto"         # auto (the note above VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
+    smoother: str = "auto"         # auto (the note below VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
     vcycle_smoother: str = "auto"  # the K- and W-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi |
                                    # chebyshev
     pre: int = None                # sweeps; None: 2 for Chebyshev (a degree-2 polynomial, as PETSc's PCMG

@@ -53,8 +53,9 @@ OPTIONS = [
            f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle of a real "
            f"matrix; {kcycle.KCYCLE_SIZE['cpu']} (none) on the host)", lo=0),
     options.Option("pc_amg_smoother", "str", "auto", "Smoother (gs: colour Gauss-Seidel; chebyshev: Chebyshev "
-           "in D^-1 A on [b/10, b], b 1.1 times the least of a Lanczos estimate of its largest eigenvalue and "
-           "Gershgorin's bound; auto: chebyshev for smoothed aggregation on the host, else gs)",
+           "in D^-1 A on [b/10, b], b 1.1 times a Lanczos estimate of its largest eigenvalue, capped by "
+           "Gershgorin's bound where the level is nearly symmetric; auto: chebyshev for smoothed aggregation on "
+           "the host, else gs)",
            ("auto", "gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_vcycle_smoother", "str", "auto",
            "K- and W-cycle: smoother of the levels they run V-cycles on (-pc_amg_kcycle_size; auto: l1jacobi on "
