@@ -295,3 +295,29 @@ def random_stencil_matrix(shape, offsets, seed=0, zeros=True):
         A.sort_indices()
         assert A.nnz == pattern.nnz           # the zeros are stored
     return op, A.tocsr()
+
+
+def on_threads(size, work, make_comm, timeout=60):
+    """work(make_comm(rank, common)) on ``size`` ranks that are threads of this process (named
+    rank0, rank1, ...; the tests' stand-in for MPI), their results in rank order. ``common``:
+    {"slots": one per rank, "barrier": a threading.Barrier} for the communicator's collectives.
+    An exception on one rank breaks the barrier for the others and is raised here."""
+    import threading
+    common = {"slots": [None] * size, "barrier": threading.Barrier(size, timeout=timeout)}
+    out, errors = [None] * size, []
+
+    def run(r):
+        try:
+            out[r] = work(make_comm(r, common))
+        except Exception as e:          # noqa: BLE001 - reported below
+            errors.append(e)
+            common["barrier"].abort()
+
+    threads = [threading.Thread(target=run, args=(r,), name=f"rank{r}") for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out

@@ -15,7 +15,7 @@ from pcplugins.core import aggregation, colouring, kcycle, smoothers, sparse
 from pcplugins.core.comm import Comm
 
 import meshes
-from conftest import amg_galerkin_error, amg_solve, colour_graphs, petsc_options, real_scalars
+from conftest import amg_galerkin_error, amg_solve, colour_graphs, on_threads, petsc_options, real_scalars
 from problems import convection_diffusion
 
 
@@ -281,26 +281,8 @@ class ThreadComm(Comm):
 
 
 def _on_threads(size, work):
-    """work(comm) on ``size`` thread ranks; their results in rank order."""
-    import threading
-    shared = {"slots": [None] * size, "barrier": threading.Barrier(size, timeout=60)}
-    out, errors = [None] * size, []
-
-    def run(r):
-        try:
-            out[r] = work(ThreadComm(r, shared))
-        except Exception as e:          # noqa: BLE001 - reported below
-            errors.append(e)
-            shared["barrier"].abort()
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
+    """work(comm) on ``size`` thread ranks (conftest.on_threads, ThreadComm); their results in rank order."""
+    return on_threads(size, work, ThreadComm)
 
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])

@@ -12,6 +12,8 @@ import pytest
 
 from pcplugins.petsc import mailbox
 
+from conftest import on_threads
+
 
 class _Memory:
     """cupy.cuda.Memory: a size and an address."""
@@ -63,27 +65,6 @@ class _Collective:
         return self._shared
 
 
-def _on_threads(size, work):
-    common = {"slots": [None] * size, "barrier": threading.Barrier(size, timeout=20)}
-    out, errors = [None] * size, []
-
-    def run(r):
-        try:
-            out[r] = work(_Collective(r, common))
-        except Exception as e:          # noqa: BLE001 - reported below
-            errors.append(e)
-            common["barrier"].abort()
-
-    threads = [threading.Thread(target=run, args=(r,), name=f"rank{r}") for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
-
-
 @pytest.mark.parametrize("size", [2, 3])
 def test_arenas_are_reused_and_differing_pools_map_new_ones(monkeypatch, size):
     opened = {}
@@ -111,7 +92,7 @@ def test_arenas_are_reused_and_differing_pools_map_new_ones(monkeypatch, size):
         arena(2 * mailbox.Mailboxes.ARENA)            # larger than any in the pool: a new one
         return steps
 
-    for steps in _on_threads(size, work):
+    for steps in on_threads(size, work, _Collective, timeout=20):
         (o1, s1, _), (o2, s2, _), (o3, s3, _), (o4, s4, n4) = steps
         assert o1 == size - 1 and o2 == o1 and s2 == s1 == 0          # one mapping per peer, then none
         assert o3 == 2 * (size - 1) and s3 == 1                        # pools differed: a new arena
