@@ -111,8 +111,7 @@ def rows_of(A, xp):
 
 def l1_norms(A, xp):
     """Row sums of |a_ij| (the l1 smoothers' diagonal, Baker, Falgout, Kolev, Yang 2011)."""
-    B = A.copy()
-    B.data = xp.abs(B.data)
+    B = module(xp).csr_matrix((xp.abs(A.data), A.indices, A.indptr), shape=A.shape)   # A's pattern, shared
     return xp.asarray(B.sum(axis=1)).ravel()
 
 
