@@ -185,11 +185,12 @@ def gershgorin(A, xp, ghost=None):
 
 def smooth(A, P, xp, omega=4.0 / 3.0, ghost=None):
     """The smoothed prolongation (I - omega / rho D^-1 A) P (Vanek, Mandel, Brezina, Section 3),
-    rho Gershgorin's bound (gershgorin). CSR, its explicit zeros dropped. On several ranks A is this
-    rank's own block and ``ghost`` its block of other ranks' columns, whose row sums go onto A's diagonal
-    (D keeps A's own): P stays local, and the filtered A still maps the constant as the whole A
-    does, so the smoothed P keeps interpolating it next to the ranks' boundaries (without, its
-    rows there lost a sixth of it, and FGMRES took 26 iterations on 2 ranks for 13 on one)."""
+    rho Gershgorin's bound (gershgorin). CSR, its explicit zeros dropped. On several ranks A is
+    this rank's own block and ``ghost`` its block of other ranks' columns, whose row sums go onto
+    A's diagonal (D keeps A's own): P stays local, and the filtered A still maps the constant as
+    the whole A does, so the smoothed P keeps interpolating it next to the ranks' boundaries
+    (without, its rows there lost a sixth of it, and FGMRES took 26 iterations on 2 ranks for 13
+    on one)."""
     d = A.diagonal()
     if ghost is not None:
         A = (A + sparse.module(xp).diags(xp.asarray(ghost.sum(axis=1)).ravel(), format="csr")).tocsr()

@@ -120,7 +120,7 @@ class DMDAPC(PythonPC):
             dfull = coefs[offsets.index((0,) * box.dim)]
             faces = [dfull[f] for f in dmda.global_faces(box)]
             lo = collective.allmin(min((float(f.min()) for f in faces), default=numpy.inf))
-            hi = -collective.allmin(-max((float(f.max()) for f in faces), default=-numpy.inf))
+            hi = collective.allmax(max((float(f.max()) for f in faces), default=-numpy.inf))
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:
