@@ -232,11 +232,18 @@ def amg_galerkin_error(mg):
     import scipy.sparse
 
     from pcplugins import backend
-    from pcplugins.core import sparse
+    from pcplugins.core import distributed, sparse
     comm = mg.comm
     worst = 0.0
     for fine, nxt in zip(mg.levels[:-1], mg.levels[1:]):
         sign = numpy.ones(fine.n) if fine.sign is None else backend.to_host(fine.sign)
+        if isinstance(fine.P, distributed.Transfer):     # a smoothed prolongation across ranks
+            P, R = (scipy.sparse.vstack(comm.allgather(T.global_rows())).tocsr() for T in (fine.P, fine.R))
+            A, Ac = sparse.to_host(fine.rows.gathered()), sparse.to_host(nxt.rows.gathered())
+            worst = max(worst, abs(R - P.T).max() / abs(P).max() if (R - P.T).nnz else 0.0)
+            D = (P.T @ A @ P - Ac).tocsr()
+            worst = max(worst, abs(D).max() / abs(Ac).max() if D.nnz else 0.0)
+            continue
         if fine.P is not None:                       # a system's tentative prolongation (nullspace.py)
             P, A, Ac = (sparse.to_host(M) for M in (fine.P, fine.A, nxt.A))
             if fine.rows is not None:                # local to the ranks: block diagonal

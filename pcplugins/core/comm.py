@@ -10,7 +10,8 @@ of the collective calls.
 - ``size``, ``rank``; ``capturable``: whether exchanges and gathers may be captured in a CUDA
   graph (they never wait for the host);
 - global reductions of host values: ``allsum``, ``allmin``, ``allmax``, ``allgather`` (a list, one
-  entry per rank);
+  entry per rank); ``alltoall(parts)``: part r of the list goes to rank r, which gets the list of
+  what every rank sent it;
 - structured levels (multigrid.Multigrid): ``distribute(level, box)`` whether a level with this
   rank's ``box`` stays distributed (every rank owns points of it), ``exchange(level, u)`` the
   ghost update of a distributed level's padded array, ``gather(level, part, part_box, out)`` a
@@ -43,6 +44,9 @@ class Comm:
 
     def allgather(self, x):
         return [x]
+
+    def alltoall(self, parts):
+        return list(parts)
 
     def distribute(self, level, box):
         return True

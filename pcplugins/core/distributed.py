@@ -11,6 +11,10 @@ reductions and ``halo(ghosts, starts, xp)``, the exchange of the ghost columns' 
 Aggregates never cross ranks, so the piecewise-constant prolongation is local and the Galerkin
 product P^T A P needs one exchange at setup: the coarse index of each ghost column's aggregate (a
 system's tentative prolongation, local too, needs its ghost rows: ``galerkin_prolongation``).
+A smoothed prolongation reaches across: its rows next to another rank's unknowns have that
+rank's coarse columns. It and its transpose are then ``Transfer`` matrices, each product a halo
+exchange of the vector it multiplies, and ``galerkin_overlapping`` sends each product term to
+the rank that owns its coarse row.
 """
 import numpy
 
@@ -28,28 +32,18 @@ class Rows:
     (n x len(ghosts) CSR), ``ghosts`` (sorted global column indices, host int64), ``starts``
     (starts_of) and the exchange ``halo``."""
 
-    def __init__(self, own, ghost, ghosts, starts, comm, xp):
+    def __init__(self, own, ghost, ghosts, starts, comm, xp, halo=None):
         self.own, self.ghost, self.ghosts, self.starts = own, ghost, ghosts, starts
         self.comm, self.xp = comm, xp
-        self.halo = comm.halo(ghosts, starts, xp)
+        self.halo = comm.halo(ghosts, starts, xp) if halo is None else halo
         self.shape = (starts[-1], starts[-1])        # the global matrix
         self.nnz = comm.allsum(int(own.nnz) + int(ghost.nnz))
 
     @classmethod
     def from_csr(cls, indptr, indices, data, comm, xp):
         """From this rank's rows with global column indices (host arrays; columns owned like rows)."""
-        indptr, indices = numpy.asarray(indptr, numpy.int64), numpy.asarray(indices, numpy.int64)
-        data = numpy.asarray(data)
-        n = len(indptr) - 1
-        starts = starts_of(n, comm)
-        lo, hi = starts[comm.rank], starts[comm.rank + 1]
-        rows = numpy.repeat(numpy.arange(n), numpy.diff(indptr))
-        mine = (indices >= lo) & (indices < hi)
-        ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
-        data = data.astype(numpy.result_type(data.dtype, numpy.float64))     # complex stays complex
-        own = csr_of_triplets(data[mine], rows[mine], indices[mine] - lo, (n, n), xp)
-        ghost = csr_of_triplets(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
-        return cls(own, ghost, ghosts, starts, comm, xp)
+        starts = starts_of(len(indptr) - 1, comm)
+        return cls(*split_columns(indptr, indices, data, starts, comm.rank, xp), starts, comm, xp)
 
     @property
     def n(self):
@@ -95,29 +89,71 @@ class Rows:
         """P^T A P for a prolongation local to the ranks (a system's tentative prolongation,
         nullspace.py: this rank's fine rows onto its own coarse unknowns, at most m entries a row)
         with its own block ``own_coarse`` already formed. The ghost columns' rows of P come
-        through 2 m exchanges (each entry's global coarse column and its value), collective."""
+        through 2 m exchanges (ghost_rows), collective."""
         xp, comm = self.xp, self.comm
         nc = P.shape[1]
         starts = starts_of(nc, comm)
-        Ph = sparse.to_host(P).tocsr()
-        width = comm.allmax(int(numpy.diff(Ph.indptr).max()) if Ph.shape[0] else 0)
-        cols = numpy.full((Ph.shape[0], width), -1, numpy.int64)
-        vals = numpy.zeros((Ph.shape[0], width))
-        rows = numpy.repeat(numpy.arange(Ph.shape[0]), numpy.diff(Ph.indptr))
-        slot = numpy.arange(Ph.nnz) - Ph.indptr[rows]
-        cols[rows, slot] = Ph.indices + starts[comm.rank]
-        vals[rows, slot] = Ph.data
-        gcols = numpy.stack([backend.to_host(self.halo(xp.asarray(cols[:, k]))) for k in range(width)], 1)
-        gvals = numpy.stack([backend.to_host(self.halo(xp.asarray(vals[:, k]))) for k in range(width)], 1)
-        import scipy.sparse
-        ng = len(self.ghosts)
-        used = gcols >= 0
-        Pg = scipy.sparse.csr_matrix((gvals[used], (numpy.nonzero(used)[0], gcols[used])),
-                                     shape=(ng, int(starts[-1])))
-        G = (Ph.T @ (sparse.to_host(self.ghost) @ Pg)).tocoo()
+        G = (sparse.to_host(P).T @ (sparse.to_host(self.ghost) @ self.ghost_rows(self.global_columns(P, starts))))
+        G = G.tocoo()
         ghosts, c = numpy.unique(G.col, return_inverse=True)
         ghost = csr_of_triplets(G.data, G.row, c.ravel(), (nc, len(ghosts)), xp)
         return Rows(own_coarse, ghost, ghosts, starts, comm, xp)
+
+    def global_columns(self, P, starts):
+        """This rank's rows of P (its columns this rank's under ``starts``), a host CSR matrix of
+        global columns."""
+        import scipy.sparse
+        P = sparse.to_host(P).tocsr()
+        return scipy.sparse.csr_matrix((P.data, P.indices.astype(numpy.int64) + int(starts[self.comm.rank]), P.indptr),
+                                       shape=(P.shape[0], int(starts[-1])))
+
+    def ghost_rows(self, M):
+        """The rows of the ghost columns' unknowns of a matrix whose rows are distributed as this
+        one's (``M``: this rank's rows, a host CSR matrix of global columns), a host CSR matrix
+        with one row a ghost column. Collective: 2 w exchanges for rows of at most w entries."""
+        import scipy.sparse
+        comm, xp = self.comm, self.xp
+        M = M.tocsr()
+        width = comm.allmax(int(numpy.diff(M.indptr).max()) if M.shape[0] else 0)
+        rows = numpy.repeat(numpy.arange(M.shape[0]), numpy.diff(M.indptr))
+        slot = numpy.arange(M.nnz) - M.indptr[rows]
+        cols = numpy.full((M.shape[0], width), -1, numpy.int64)
+        vals = numpy.zeros((M.shape[0], width), M.dtype)
+        cols[rows, slot], vals[rows, slot] = M.indices, M.data
+        gcols = numpy.stack([backend.to_host(self.halo(xp.asarray(cols[:, k]))) for k in range(width)], 1)
+        gvals = numpy.stack([backend.to_host(self.halo(xp.asarray(vals[:, k]))) for k in range(width)], 1)
+        used = gcols >= 0
+        return scipy.sparse.csr_matrix((gvals[used], (numpy.nonzero(used)[0], gcols[used])),
+                                       shape=(len(self.ghosts), M.shape[1]))
+
+    def galerkin_overlapping(self, P, nc, empty=None, cancelled=0.0):
+        """(P^T A P, P, P^T) for a prolongation whose rows reach other ranks' coarse unknowns (a
+        smoothed one: ``P`` this rank's fine rows, a host CSR matrix of global coarse columns;
+        ``nc`` this rank's coarse unknowns; ``empty`` the local ones with no fine support, given
+        an identity row). Each rank forms P_r^T (A P)_r over its fine rows and sends every term
+        to the owner of its coarse row, as PETSc's MatPtAP of MPIAIJ matrices does; the terms of
+        P^T likewise. Couplings at most ``cancelled`` sqrt(|c_ii c_jj|) are dropped (they cancel
+        to rounding). Returns a Rows and two Transfer matrices (collective)."""
+        import scipy.sparse
+        comm, xp = self.comm, self.xp
+        fine, coarse = self.starts, starts_of(nc, comm)
+        lo = int(coarse[comm.rank])
+        own, ghost = sparse.to_host(self.own), sparse.to_host(self.ghost)
+        AP = (own @ P + ghost @ self.ghost_rows(P)).tocsr()
+        C = owned_rows((P.T @ AP).tocoo(), coarse, comm)
+        if empty is not None:
+            e = backend.to_host(empty)
+            C = (C + scipy.sparse.csr_matrix((numpy.ones(len(e)), (e, e + lo)), shape=C.shape)).tocsr()
+        Ac = Rows(*split_columns(C.indptr, C.indices, C.data, coarse, comm.rank, xp), coarse, comm, xp)
+        if cancelled:
+            d = xp.abs(Ac.own.diagonal())
+            blocks = [sparse.kept(B, xp.abs(B.data) > cancelled * xp.sqrt(d[sparse.rows_of(B, xp)] * dc[B.indices]), xp)
+                      for B, dc in ((Ac.own, d), (Ac.ghost, xp.asarray(Ac.halo(d))))]
+            Ac = Rows(*blocks, Ac.ghosts, coarse, comm, xp, halo=Ac.halo)
+        PT = P.T.tocoo()
+        R = owned_rows(scipy.sparse.coo_matrix((PT.data, (PT.row, PT.col + int(fine[comm.rank]))),
+                                               shape=(PT.shape[0], int(fine[-1]))), coarse, comm)
+        return Ac, Transfer(P, coarse, comm, xp), Transfer(R, fine, comm, xp)
 
     def gathered(self):
         """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve)."""
@@ -145,3 +181,69 @@ def csr_of_triplets(data, rows, cols, shape, xp):
     A.sum_duplicates()
     A.sort_indices()
     return A
+
+
+class Transfer:
+    """This rank's rows of a distributed rectangular matrix, a smoothed prolongation or its
+    transpose (Rows.galerkin_overlapping): ``own`` the block of the columns this rank owns under
+    ``starts``, ``ghost`` the other ranks' columns, whose values come through ``halo``. From
+    ``M``, this rank's rows with global columns (host CSR). ``T @ x`` is its product with this
+    rank's part of x, one exchange (collective)."""
+
+    def __init__(self, M, starts, comm, xp):
+        M = M.tocsr()
+        self.own, self.ghost, self.ghosts = split_columns(M.indptr, M.indices, M.data, starts, comm.rank, xp)
+        self.halo = comm.halo(self.ghosts, starts, xp)
+        self.shape, self.dtype, self.xp = self.own.shape, self.own.dtype, xp
+        self.lo, self.columns = int(starts[comm.rank]), int(starts[-1])
+
+    def __matmul__(self, x):
+        return sparse.spmv(self.own, x, self.xp) + sparse.spmv(self.ghost, self.halo(x), self.xp)
+
+    def global_rows(self):
+        """This rank's rows with global columns (a host CSR matrix): M again."""
+        import scipy.sparse
+        own, gh = sparse.to_host(self.own).tocoo(), sparse.to_host(self.ghost).tocoo()
+        return scipy.sparse.csr_matrix(
+            (numpy.concatenate([own.data, gh.data]), (numpy.concatenate([own.row, gh.row]),
+                                                      numpy.concatenate([own.col + self.lo, self.ghosts[gh.col]]))),
+            shape=(self.shape[0], self.columns))
+
+
+def split_columns(indptr, indices, data, starts, rank, xp):
+    """(own, ghost, ghosts) of rows with global column indices (host arrays) whose columns are
+    distributed by ``starts``: the CSR blocks (on ``xp``) of the columns ``rank`` owns (local
+    indices) and of the others (one column per entry of ``ghosts``, their sorted global
+    indices). Values of a real type become float64, complex stay complex."""
+    indptr, indices = numpy.asarray(indptr, numpy.int64), numpy.asarray(indices, numpy.int64)
+    data = numpy.asarray(data)
+    n = len(indptr) - 1
+    lo, hi = int(starts[rank]), int(starts[rank + 1])
+    rows = numpy.repeat(numpy.arange(n), numpy.diff(indptr))
+    mine = (indices >= lo) & (indices < hi)
+    ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
+    data = data.astype(numpy.result_type(data.dtype, numpy.float64))
+    own = csr_of_triplets(data[mine], rows[mine], indices[mine] - lo, (n, hi - lo), xp)
+    ghost = csr_of_triplets(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
+    return own, ghost, ghosts.astype(numpy.int64)
+
+
+def owned_rows(C, starts, comm):
+    """This rank's rows of the sum over the ranks of their ``C`` (host COO matrices, global rows
+    distributed by ``starts``): each term goes to the owner of its row (one alltoall; this rank's
+    own terms, most of them, stay). A host CSR matrix of this rank's rows, C's columns,
+    duplicates summed."""
+    import scipy.sparse
+    lo, hi = int(starts[comm.rank]), int(starts[comm.rank + 1])
+    mine = (C.row >= lo) & (C.row < hi)
+    away = numpy.nonzero(~mine)[0]
+    owner = numpy.searchsorted(starts, C.row[away], side="right") - 1
+    away = away[numpy.argsort(owner, kind="stable")]
+    cuts = numpy.searchsorted(numpy.sort(owner), numpy.arange(comm.size + 1))
+    parts = [tuple(a[away[cuts[r]:cuts[r + 1]]] for a in (C.row, C.col, C.data)) for r in range(comm.size)]
+    got = comm.alltoall(parts)
+    got[comm.rank] = (C.row[mine], C.col[mine], C.data[mine])
+    r, c, v = (numpy.concatenate([g[i] for g in got]) for i in range(3))
+    M = scipy.sparse.csr_matrix((v, (r - lo, c)), shape=(hi - lo, C.shape[1]))
+    M.sum_duplicates()
+    return M

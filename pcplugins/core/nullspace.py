@@ -22,7 +22,7 @@ coupled to nothing join none (``drop_isolated``): either would otherwise stall t
 import numpy
 
 from .. import backend
-from . import aggregation, colouring, smoothed, sparse
+from . import aggregation, colouring, distributed, smoothed, sparse
 
 # a column of an aggregate's B_J whose part orthogonal to the previous columns is below this
 # fraction of its norm is dependent on them (an aggregate of too few nodes for m modes): its
@@ -196,11 +196,11 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
     with a near null space B (n x m) each level's prolongation is its tentative prolongation
     (level k + 1 has m unknowns a node), without one the aggregates of the nodes' components.
     ``nsmooths`` > 0: the tentative prolongation smoothed that many times (smoothed.smooth; the
-    components' unit vectors are B where there is none); on several ranks by this rank's own
-    block of the matrix, the other ranks' couplings lumped onto its diagonal, so that P stays
-    local.
-    On several ranks (``comm``; A a distributed.Rows) the aggregates are each rank's own, so P
-    is local and the Galerkin product exchanges the ghost columns' rows of P (distributed.Rows).
+    components' unit vectors are B where there is none); on several ranks by the whole rows
+    (smoothed.smooth_rows), so that P and R = P^T reach other ranks' unknowns (distributed.Transfer,
+    the Galerkin product by Rows.galerkin_overlapping).
+    On several ranks (``comm``; A a distributed.Rows) the aggregates are each rank's own, so an
+    unsmoothed P is local and the Galerkin product exchanges the ghost columns' rows of P.
     Returns (mats, aggs, sizes, graphs, restrictions, transfers, coarsest): mats, aggs and sizes
     as the scalar paths build them, ``graphs[k]`` level k's node graph and block size (what
     ``node_colours`` colours its unknowns by, for the levels that smooth by Gauss-Seidel),
@@ -241,12 +241,18 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
                      sparse.galerkin(mats[-1], agg, nc * bs, xp)), None
         else:
             P, Bc, empty = tentative(agg, nc, B, bs, xp)
-            for _ in range(nsmooths):
-                P = smoothed.smooth(own(mats[-1]), P, xp, ghost=mats[-1].ghost if parallel else None)
-            R = P.T.tocsr()
-            Ac = galerkin(own(mats[-1]), P, empty, xp, R)
-            if parallel:
-                Ac = mats[-1].galerkin_prolongation(P, Ac)
+            if parallel and nsmooths:
+                P = mats[-1].global_columns(P, distributed.starts_of(P.shape[1], comm))
+                for _ in range(nsmooths):
+                    P = smoothed.smooth_rows(mats[-1], P)
+                Ac, P, R = mats[-1].galerkin_overlapping(P, nc * m, empty, CANCELLED)
+            else:
+                for _ in range(nsmooths):
+                    P = smoothed.smooth(mats[-1], P, xp)
+                R = P.T.tocsr()
+                Ac = galerkin(own(mats[-1]), P, empty, xp, R)
+                if parallel:
+                    Ac = mats[-1].galerkin_prolongation(P, Ac)
             agg = None
         if Ac.shape[0] > 0.9 * mats[-1].shape[0]:     # coarsening has stalled: stop here
             break

@@ -183,22 +183,33 @@ def gershgorin(A, xp, ghost=None):
     return float((s / xp.where(d > 0, d, 1.0)).max()) if s.size else 1.0
 
 
-def smooth(A, P, xp, omega=4.0 / 3.0, ghost=None):
+def smooth(A, P, xp, omega=4.0 / 3.0):
     """The smoothed prolongation (I - omega / rho D^-1 A) P (Vanek, Mandel, Brezina, Section 3),
-    rho Gershgorin's bound (gershgorin). CSR, its explicit zeros dropped. On several ranks A is
-    this rank's own block and ``ghost`` its block of other ranks' columns, whose row sums go onto
-    A's diagonal (D keeps A's own): P stays local, and the filtered A still maps the constant as
-    the whole A does, so the smoothed P keeps interpolating it next to the ranks' boundaries
-    (without, its rows there lost a sixth of it, and FGMRES took 26 iterations on 2 ranks for 13
-    on one)."""
+    rho Gershgorin's bound (gershgorin). CSR, its explicit zeros dropped."""
     d = A.diagonal()
-    if ghost is not None:
-        A = (A + sparse.module(xp).diags(xp.asarray(ghost.sum(axis=1)).ravel(), format="csr")).tocsr()
     scale = (omega / gershgorin(A, xp)) / xp.where(d != 0, d, 1)
     AP = (A @ P).tocsr()
     AP.data *= scale[sparse.rows_of(AP, xp)]
     S = (P - AP).tocsr()
     return sparse.kept(S, S.data != 0, xp)
+
+
+def smooth_rows(A, P, omega=4.0 / 3.0):
+    """smooth() on several ranks: ``A`` a distributed.Rows, ``P`` this rank's rows of the
+    prolongation with global coarse columns (a host CSR matrix, as the result). The product takes
+    the other ranks' couplings with the rows of P they own (Rows.ghost_rows), so the smoothed
+    columns reach across the ranks' boundary as on one rank (the iterations stay those of one
+    rank: a P kept local, those couplings lumped onto the diagonal, left the boundary with the
+    piecewise-constant interpolation of unsmoothed aggregation), and rho is the bound over every
+    rank's rows."""
+    own, ghost = sparse.to_host(A.own), sparse.to_host(A.ghost)
+    d = own.diagonal()
+    scale = (omega / A.comm.allmax(gershgorin(own, numpy, ghost))) / numpy.where(d != 0, d, 1)
+    AP = (own @ P + ghost @ A.ghost_rows(P)).tocsr()
+    AP.data *= scale[sparse.rows_of(AP, numpy)]
+    S = (P - AP).tocsr()
+    S.eliminate_zeros()
+    return S
 
 
 def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):

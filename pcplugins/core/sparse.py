@@ -297,8 +297,8 @@ def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
 
 
 def spmv(A, u, xp):
-    """A u (a new array)."""
-    if backend.is_gpu(xp) and _kernel_types(A, u):
+    """A u (a new array); A a CSR or ELL matrix, or anything with ``@`` (distributed.Transfer)."""
+    if backend.is_gpu(xp) and hasattr(A, "indices") and _kernel_types(A, u):
         return _csr_rows(A, u)
     return A @ u
 

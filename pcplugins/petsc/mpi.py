@@ -24,7 +24,7 @@ TRANSPORT_HELP = ("MPI on the GPU: how ghost layers travel between ranks: device
 class Collective:
     """The few collectives the PCs need, on the PC's communicator (mpi4py only in parallel,
     so serial use needs no mpi4py), named as the core's communicator protocol names them
-    (comm.Comm): allsum, allmin, allmax, allgather."""
+    (comm.Comm): allsum, allmin, allmax, allgather, alltoall."""
 
     def __init__(self, pc):
         self.size, self.rank = pc.getComm().getSize(), pc.getComm().getRank()
@@ -47,6 +47,9 @@ class Collective:
 
     def allgather(self, x):
         return [x] if self.mpi is None else self.mpi.allgather(x)
+
+    def alltoall(self, parts):
+        return list(parts) if self.mpi is None else self.mpi.alltoall(parts)
 
     def barrier(self):
         if self.mpi is not None:

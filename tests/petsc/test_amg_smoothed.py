@@ -144,14 +144,15 @@ def test_systems_take_the_smoothed_rigid_body_modes():
     assert mg.levels[1].n % 3 == 0 and mg.levels[0].P is not None
 
 
-@pytest.mark.parametrize("sizes", [(1, 2, 3)])
-def test_distributed_smoothed_hierarchy_on_thread_ranks(sizes):
+@pytest.mark.parametrize("cyc", ["w", "v"])
+def test_distributed_smoothed_hierarchy_on_thread_ranks(cyc):
     """On 1-3 thread ranks (rows in consecutive blocks) the default smooths on every rank, every
-    coarse matrix is P^T A P of the gathered finer level (P smoothed by each rank's own block, the
-    other ranks' couplings lumped onto its diagonal: block diagonal across ranks), and the
-    flexible CG iterations stay within three of one rank's."""
+    coarse matrix is P^T A P of the gathered finer level with R = P^T (P smoothed by the whole
+    rows: it reaches across the ranks' boundaries), and the flexible CG iterations are one rank's
+    within one. With P smoothed by each rank's own block, the other ranks' couplings lumped onto
+    its diagonal, the V-cycle took 12 and 13 iterations on 2 and 3 ranks for 10 on one."""
     from pcplugins.core import distributed
-    n = 31
+    n = 127
     A = (lap2d(n) + scipy.sparse.diags(numpy.where(numpy.arange(n * n) % n < n // 2, 0.0, 3.0))).tocsr()
     b = numpy.random.default_rng(0).random(n * n)
 
@@ -160,7 +161,7 @@ def test_distributed_smoothed_hierarchy_on_thread_ranks(sizes):
         B = A[lo:hi]
         rows = distributed.Rows.from_csr(B.indptr, B.indices, B.data, comm, numpy)
         # the default: every rank takes smoothed aggregation, from the global sums of its measures
-        mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(coarse_size=10, gather_size=0), None, comm)
+        mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(coarse_size=10, gather_size=0, cycle=cyc), None, comm)
         assert mg.opts.nsmooths == 1 and mg.method == "mis" and "smoothed: host" in mg.smoothing
         assert amg_galerkin_error(mg) <= 1e-12
         x = []
@@ -168,6 +169,6 @@ def test_distributed_smoothed_hierarchy_on_thread_ranks(sizes):
         assert numpy.linalg.norm(b - A @ x[0]) <= 1.01e-6 * numpy.linalg.norm(b)
         return it, len(mg.levels)
 
-    its = [_on_threads(size, solve)[0] for size in sizes]
+    its = [_on_threads(size, solve)[0] for size in (1, 2, 3)]
     assert all(levels >= 3 for _, levels in its), its
-    assert max(k for k, _ in its) <= its[0][0] + 3 and its[0][0] <= 15, its
+    assert max(k for k, _ in its) <= its[0][0] + 1 and its[0][0] <= 15, its
