@@ -140,7 +140,7 @@ class Rows:
         lo = int(coarse[comm.rank])
         own, ghost = sparse.to_host(self.own), sparse.to_host(self.ghost)
         AP = (own @ P + ghost @ self.ghost_rows(P)).tocsr()
-        C = owned_rows((P.T @ AP).tocoo(), coarse, comm)
+        C = owned_rows(P.T @ AP, coarse, comm)
         if empty is not None:
             e = backend.to_host(empty)
             C = (C + scipy.sparse.csr_matrix((numpy.ones(len(e)), (e, e + lo)), shape=C.shape)).tocsr()
@@ -150,9 +150,9 @@ class Rows:
             blocks = [sparse.kept(B, xp.abs(B.data) > cancelled * xp.sqrt(d[sparse.rows_of(B, xp)] * dc[B.indices]), xp)
                       for B, dc in ((Ac.own, d), (Ac.ghost, xp.asarray(Ac.halo(d))))]
             Ac = Rows(*blocks, Ac.ghosts, coarse, comm, xp, halo=Ac.halo)
-        PT = P.T.tocoo()
-        R = owned_rows(scipy.sparse.coo_matrix((PT.data, (PT.row, PT.col + int(fine[comm.rank]))),
-                                               shape=(PT.shape[0], int(fine[-1]))), coarse, comm)
+        PT = P.T.tocsr()
+        R = owned_rows(scipy.sparse.csr_matrix((PT.data, PT.indices.astype(numpy.int64) + int(fine[comm.rank]),
+                                                PT.indptr), shape=(PT.shape[0], int(fine[-1]))), coarse, comm)
         return Ac, Transfer(P, coarse, comm, xp), Transfer(R, fine, comm, xp)
 
     def gathered(self):
@@ -214,7 +214,9 @@ def split_columns(indptr, indices, data, starts, rank, xp):
     """(own, ghost, ghosts) of rows with global column indices (host arrays) whose columns are
     distributed by ``starts``: the CSR blocks (on ``xp``) of the columns ``rank`` owns (local
     indices) and of the others (one column per entry of ``ghosts``, their sorted global
-    indices). Values of a real type become float64, complex stay complex."""
+    indices). Values of a real type become float64, complex stay complex. Rows in canonical
+    form (columns increasing: PETSc's AIJ rows, SciPy's products and sums) keep their order in
+    both blocks, which are then made without a sort; others go through csr_of_triplets."""
     indptr, indices = numpy.asarray(indptr, numpy.int64), numpy.asarray(indices, numpy.int64)
     data = numpy.asarray(data)
     n = len(indptr) - 1
@@ -222,28 +224,41 @@ def split_columns(indptr, indices, data, starts, rank, xp):
     rows = numpy.repeat(numpy.arange(n), numpy.diff(indptr))
     mine = (indices >= lo) & (indices < hi)
     ghosts, cols = numpy.unique(indices[~mine], return_inverse=True)
-    data = data.astype(numpy.result_type(data.dtype, numpy.float64))
-    own = csr_of_triplets(data[mine], rows[mine], indices[mine] - lo, (n, hi - lo), xp)
-    ghost = csr_of_triplets(data[~mine], rows[~mine], cols.ravel(), (n, len(ghosts)), xp)
-    return own, ghost, ghosts.astype(numpy.int64)
+    data = data.astype(numpy.result_type(data.dtype, numpy.float64), copy=False)
+    step = numpy.diff(indices)
+    canonical = bool(numpy.all((step > 0) | (rows[1:] != rows[:-1])))
+    blocks = []
+    for keep, c, width in ((mine, indices[mine] - lo, hi - lo), (~mine, cols.ravel(), len(ghosts))):
+        if canonical:
+            ptr = numpy.concatenate([[0], numpy.cumsum(numpy.bincount(rows[keep], minlength=n))])
+            index = numpy.int32 if len(indices) < 2 ** 31 else numpy.int64
+            M = sparse.module(xp).csr_matrix((xp.asarray(data[keep]), xp.asarray(c.astype(index)),
+                                              xp.asarray(ptr.astype(index))), shape=(n, width))
+            M.has_canonical_format = True
+            blocks.append(M)
+        else:
+            blocks.append(csr_of_triplets(data[keep], rows[keep], c, (n, width), xp))
+    return blocks[0], blocks[1], ghosts.astype(numpy.int64)
 
 
 def owned_rows(C, starts, comm):
-    """This rank's rows of the sum over the ranks of their ``C`` (host COO matrices, global rows
-    distributed by ``starts``): each term goes to the owner of its row (one alltoall; this rank's
-    own terms, most of them, stay). A host CSR matrix of this rank's rows, C's columns,
-    duplicates summed."""
+    """This rank's rows of the sum over the ranks of their ``C`` (host CSR matrices of the global
+    rows, distributed by ``starts``): the rows other ranks own go to their owners (one
+    alltoall), this rank's own rows, most of the terms, stay as they are. A host CSR matrix of
+    this rank's rows, C's columns."""
     import scipy.sparse
     lo, hi = int(starts[comm.rank]), int(starts[comm.rank + 1])
-    mine = (C.row >= lo) & (C.row < hi)
-    away = numpy.nonzero(~mine)[0]
-    owner = numpy.searchsorted(starts, C.row[away], side="right") - 1
-    away = away[numpy.argsort(owner, kind="stable")]
-    cuts = numpy.searchsorted(numpy.sort(owner), numpy.arange(comm.size + 1))
-    parts = [tuple(a[away[cuts[r]:cuts[r + 1]]] for a in (C.row, C.col, C.data)) for r in range(comm.size)]
+    C = C.tocsr()
+    away = scipy.sparse.vstack([C[:lo], C[hi:]]).tocoo()
+    row = numpy.where(away.row < lo, away.row, away.row + (hi - lo))      # back to global rows
+    owner = numpy.searchsorted(starts, row, side="right") - 1
+    order = numpy.argsort(owner, kind="stable")
+    cuts = numpy.searchsorted(owner[order], numpy.arange(comm.size + 1))
+    parts = [tuple(a[order[cuts[r]:cuts[r + 1]]] for a in (row, away.col, away.data)) for r in range(comm.size)]
     got = comm.alltoall(parts)
-    got[comm.rank] = (C.row[mine], C.col[mine], C.data[mine])
-    r, c, v = (numpy.concatenate([g[i] for g in got]) for i in range(3))
-    M = scipy.sparse.csr_matrix((v, (r - lo, c)), shape=(hi - lo, C.shape[1]))
-    M.sum_duplicates()
-    return M
+    r, c, v = (numpy.concatenate([g[i] for g in got]) for i in range(3))      # its own part is empty
+    mine = C[lo:hi]
+    if len(v):
+        mine = mine + scipy.sparse.csr_matrix((v, (r - lo, c)), shape=mine.shape)
+    mine.sum_duplicates()
+    return mine
