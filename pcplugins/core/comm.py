@@ -11,7 +11,8 @@ of the collective calls.
   graph (they never wait for the host);
 - global reductions of host values: ``allsum``, ``allmin``, ``allmax``, ``allgather`` (a list, one
   entry per rank); ``alltoall(parts)``: part r of the list goes to rank r, which gets the list of
-  what every rank sent it;
+  what every rank sent it; ``allgatherv(x, counts=None)``: every rank's 1-D host array joined in rank
+  order (a buffer exchange, for large arrays; ``counts`` every rank's length where known);
 - structured levels (multigrid.Multigrid): ``distribute(level, box)`` whether a level with this
   rank's ``box`` stays distributed (every rank owns points of it), ``exchange(level, u)`` the
   ghost update of a distributed level's padded array, ``gather(level, part, part_box, out)`` a
@@ -47,6 +48,9 @@ class Comm:
 
     def alltoall(self, parts):
         return list(parts)
+
+    def allgatherv(self, x, counts=None):
+        return x
 
     def distribute(self, level, box):
         return True

@@ -156,18 +156,32 @@ class Rows:
         return Ac, Transfer(P, coarse, comm, xp), Transfer(R, fine, comm, xp)
 
     def gathered(self):
-        """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve)."""
-        lo = int(self.starts[self.comm.rank])
-        own, gh = sparse.to_host(self.own).tocoo(), sparse.to_host(self.ghost).tocoo()
-        part = (numpy.concatenate([own.row, gh.row]) + lo,
-                numpy.concatenate([own.col + lo, self.ghosts[gh.col]]),
-                numpy.concatenate([own.data, gh.data]))
-        parts = self.comm.allgather(part)
-        r, c, v = (numpy.concatenate([p[i] for p in parts]) for i in range(3))
+        """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve):
+        each rank's rows with global columns, already in order, joined in rank order (no
+        sort of the whole)."""
         import scipy.sparse
-        N = int(self.starts[-1])
-        A = scipy.sparse.csr_matrix((v, (r, c)), shape=(N, N))
+        comm, N = self.comm, int(self.starts[-1])
+        mine = global_csr(self.own, self.ghost, self.ghosts, int(self.starts[comm.rank]), N)
+        lengths = comm.allgatherv(numpy.diff(mine.indptr).astype(numpy.int64), numpy.diff(self.starts))
+        indptr = numpy.concatenate([[0], numpy.cumsum(lengths)])
+        index = numpy.int32 if max(N, int(indptr[-1])) < 2 ** 31 else numpy.int64
+        A = scipy.sparse.csr_matrix((comm.allgatherv(mine.data), comm.allgatherv(mine.indices.astype(index)),
+                                     indptr.astype(index)), shape=(N, N))
+        A.has_canonical_format = True
         return sparse.module(self.xp).csr_matrix(A) if backend.is_gpu(self.xp) else A
+
+
+def global_csr(own, ghost, ghosts, lo, columns):
+    """A rank's rows with global columns (a host CSR matrix in canonical form) from its blocks:
+    ``own`` (columns from ``lo``) and ``ghost`` (its columns the global ``ghosts``, in order),
+    ``columns`` in all. The sum of two canonical matrices with disjoint columns: a merge."""
+    import scipy.sparse
+    own, ghost = sparse.to_host(own).tocsr(), sparse.to_host(ghost).tocsr()
+    n = own.shape[0]
+    O = scipy.sparse.csr_matrix((own.data, own.indices.astype(numpy.int64) + lo, own.indptr), shape=(n, columns))
+    G = scipy.sparse.csr_matrix((ghost.data, numpy.asarray(ghosts, numpy.int64)[ghost.indices], ghost.indptr),
+                                shape=(n, columns))
+    return (O + G).tocsr()
 
 
 def csr_of_triplets(data, rows, cols, shape, xp):
@@ -202,12 +216,7 @@ class Transfer:
 
     def global_rows(self):
         """This rank's rows with global columns (a host CSR matrix): M again."""
-        import scipy.sparse
-        own, gh = sparse.to_host(self.own).tocoo(), sparse.to_host(self.ghost).tocoo()
-        return scipy.sparse.csr_matrix(
-            (numpy.concatenate([own.data, gh.data]), (numpy.concatenate([own.row, gh.row]),
-                                                      numpy.concatenate([own.col + self.lo, self.ghosts[gh.col]]))),
-            shape=(self.shape[0], self.columns))
+        return global_csr(self.own, self.ghost, self.ghosts, self.lo, self.columns)
 
 
 def split_columns(indptr, indices, data, starts, rank, xp):

@@ -83,7 +83,8 @@ class CSRComm(Collective):
             boxes = [((int(s),), (int(e - s),)) for s, e in zip(starts, starts[1:])]
             gather = mailbox.DeviceGather(self.mailboxes, boxes)
             return lambda part: gather(part, xp.empty(int(starts[-1]), part.dtype))
-        return lambda part: backend.to_namespace(numpy.concatenate(self.allgather(backend.to_host(part))), xp)
+        counts = numpy.diff(starts)
+        return lambda part: backend.to_namespace(self.allgatherv(backend.to_host(part), counts), xp)
 
     def transport_note(self):
         if self.transport == "device":

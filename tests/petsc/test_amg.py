@@ -264,6 +264,9 @@ class ThreadComm(Comm):
     def alltoall(self, parts):
         return [sent[self.rank] for sent in self.allgather(list(parts))]
 
+    def allgatherv(self, x, counts=None):
+        return numpy.concatenate(self.allgather(x))
+
     def allsum(self, x):
         return sum(self.allgather(x))
 
