@@ -26,9 +26,10 @@ from ..petsc import compose, csrcomm, errors, log, mat, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
 # the first coarse level gathered onto every rank under MPI: on the GPU every visit of a
-# distributed level costs exchanges through the host; on the host the gathered levels' work is
-# repeated on every rank, so fewer are gathered (docs/amg.md, MPI)
-GATHER_SIZE = {"gpu": 65536, "cpu": 1024}
+# distributed level costs exchanges, and a gathered level's repeated work costs each GPU
+# little; on the host the gathered levels' work is repeated on every rank, so fewer are gathered
+# (docs/amg.md, MPI)
+GATHER_SIZE = {"gpu": 300000, "cpu": 1024}
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
