@@ -102,8 +102,8 @@ def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=No
     of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
     prolongation of a near null space, smoothed or not: nullspace.py, smoothed.py); ``R`` the
     restriction of ``agg`` or P where it is made already (sparse.members, P^T); ``smoother`` its
-    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage
-    (AggregationMG._ell decides; never on distributed levels)."""
+    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage (AggregationMG._ell
+    decides; on a distributed level the smoother's, of the own block)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     last = agg is None and P is None
@@ -270,20 +270,19 @@ class AggregationMG:
         return first if first is not None and first < len(sizes) - 1 else None
 
     def _ell(self, k, M, coords):
-        """Level k's products in ELL storage? Every serial level with storage ``ell``; with
-        ``coarse`` the aux grid's coarse levels whose rows have at most 3^dim entries (an aggregate
-        is a cell coupled to its neighbour cells: 9 in 2D, 27 in 3D, unless long edges skip a
-        cell). ``auto`` is ``coarse`` on the GPU and CSR on the host, where SciPy's compiled CSR
-        product is faster than NumPy's ELL expression."""
+        """Level k's products in ELL storage (on several ranks the smoother's, of this rank's own
+        block)? Every level with storage ``ell``; with ``coarse`` the aux grid's coarse levels
+        whose rows have at most 3^dim entries (an aggregate is a cell coupled to its neighbour
+        cells: 9 in 2D, 27 in 3D, unless long edges skip a cell). ``auto`` is ``coarse`` on the
+        GPU and CSR on the host, where SciPy's compiled CSR product is faster than NumPy's ELL."""
         o = self.opts
         storage = o.storage if o.storage != "auto" else "coarse" if backend.is_gpu(self.xp) else "csr"
-        if isinstance(M, distributed.Rows) or storage == "csr":
+        M = M.own if isinstance(M, distributed.Rows) else M
+        if storage == "csr" or M.shape[0] == 0:
             return False
         if storage == "ell":
             return True
-        if self.method != "auxgrid" or k == 0 or M.shape[0] == 0:
-            return False
-        return int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
+        return self.method == "auxgrid" and k > 0 and int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
 
     def free(self):
         """Release the levels now, and the replicated levels' graphs (their callback refers back

@@ -191,6 +191,8 @@ AMG_CASES = [((45, 2, "interior", 3.0), ["-pc_amg_aggregation", "auxgrid", "-pc_
              ((45, 2, "interior", 3.0), ["-pc_amg_aggregation", "mis", "-pc_amg_coarse_size", "10",
                                          "-pc_amg_gather_size", "0"]),
              ((14, 3, "interior", 2.0), ["-pc_amg_aggregation", "mis", "-pc_amg_cycle", "v",
+                                         "-pc_amg_coarse_size", "10", "-pc_amg_gather_size", "0"]),
+             ((45, 2, "interior", 3.0), ["-pc_amg_aggregation", "pairwise", "-pc_amg_storage", "ell",
                                          "-pc_amg_coarse_size", "10", "-pc_amg_gather_size", "0"])]
 
 
@@ -206,7 +208,8 @@ def test_distributed_amg(tmp_path, problem, options):
     unknowns' centroids), 17, 17, 17, 16 with Chebyshev (the global
     polynomial, an exchange per product); smoothed aggregation (mis, its P reaching across the
     ranks: distributed.Transfer) 12, 10, 12, 10 and 11, 10, 10, 10 (3D, V-cycle), where a P
-    kept within each rank took 12, 11, 15, 12 in 2D."""
+    kept within each rank took 12, 11, 15, 12 in 2D; pairwise with the smoothers in ELL storage
+    (-pc_amg_storage ell) as in CSR."""
     exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
     its = []
     for P in (1, 2, 3, 4):
@@ -217,6 +220,9 @@ def test_distributed_amg(tmp_path, problem, options):
         if "500" in options and P > 1:
             # the aux grid goes on over the gathered level's centroids
             assert "replicated serial hierarchy (auxgrid" in str(got["view"]), got["view"]
+        if "ell" in options:
+            # the distributed levels' smoothers sweep the own block in ELL storage
+            assert str(got["view"]).count("ELL (width") >= 2, got["view"]
         its.append(int(got["its"]))
     assert max(its) <= its[0] + 2 and its[0] <= 25, its
 
