@@ -115,6 +115,8 @@ class Rows:
         comm, xp = self.comm, self.xp
         M = M.tocsr()
         width = comm.allmax(int(numpy.diff(M.indptr).max()) if M.shape[0] else 0)
+        if width == 0:                   # no entries on any rank
+            return scipy.sparse.csr_matrix((len(self.ghosts), M.shape[1]), dtype=M.dtype)
         rows = numpy.repeat(numpy.arange(M.shape[0]), numpy.diff(M.indptr))
         slot = numpy.arange(M.nnz) - M.indptr[rows]
         cols = numpy.full((M.shape[0], width), -1, numpy.int64)
