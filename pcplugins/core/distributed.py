@@ -142,7 +142,8 @@ class Rows:
         lo = int(coarse[comm.rank])
         own, ghost = sparse.to_host(self.own), sparse.to_host(self.ghost)
         AP = (own @ P + ghost @ self.ghost_rows(P)).tocsr()
-        C = owned_rows(P.T @ AP, coarse, comm)
+        PT = P.T.tocsr()              # once: the product's left factor and R's terms
+        C = owned_rows(PT @ AP, coarse, comm)
         if empty is not None:
             e = backend.to_host(empty)
             C = (C + scipy.sparse.csr_matrix((numpy.ones(len(e)), (e, e + lo)), shape=C.shape)).tocsr()
@@ -152,7 +153,6 @@ class Rows:
             blocks = [sparse.kept(B, xp.abs(B.data) > cancelled * xp.sqrt(d[sparse.rows_of(B, xp)] * dc[B.indices]), xp)
                       for B, dc in ((Ac.own, d), (Ac.ghost, xp.asarray(Ac.halo(d))))]
             Ac = Rows(*blocks, Ac.ghosts, coarse, comm, xp, halo=Ac.halo)
-        PT = P.T.tocsr()
         R = owned_rows(scipy.sparse.csr_matrix((PT.data, PT.indices.astype(numpy.int64) + int(fine[comm.rank]),
                                                 PT.indptr), shape=(PT.shape[0], int(fine[-1]))), coarse, comm)
         return Ac, Transfer(P, coarse, comm, xp), Transfer(R, fine, comm, xp)
