@@ -93,19 +93,11 @@ class Rows:
         xp, comm = self.xp, self.comm
         nc = P.shape[1]
         starts = starts_of(nc, comm)
-        G = (sparse.to_host(P).T @ (sparse.to_host(self.ghost) @ self.ghost_rows(self.global_columns(P, starts))))
+        G = (sparse.to_host(P).T @ (sparse.to_host(self.ghost) @ self.ghost_rows(global_columns(P, starts, comm.rank))))
         G = G.tocoo()
         ghosts, c = numpy.unique(G.col, return_inverse=True)
         ghost = csr_of_triplets(G.data, G.row, c.ravel(), (nc, len(ghosts)), xp)
         return Rows(own_coarse, ghost, ghosts, starts, comm, xp)
-
-    def global_columns(self, P, starts):
-        """This rank's rows of P (its columns this rank's under ``starts``), a host CSR matrix of
-        global columns."""
-        import scipy.sparse
-        P = sparse.to_host(P).tocsr()
-        return scipy.sparse.csr_matrix((P.data, P.indices.astype(numpy.int64) + int(starts[self.comm.rank]), P.indptr),
-                                       shape=(P.shape[0], int(starts[-1])))
 
     def ghost_rows(self, M):
         """The rows of the ghost columns' unknowns of a matrix whose rows are distributed as this
@@ -147,15 +139,16 @@ class Rows:
         if empty is not None:
             e = backend.to_host(empty)
             C = (C + scipy.sparse.csr_matrix((numpy.ones(len(e)), (e, e + lo)), shape=C.shape)).tocsr()
-        Ac = Rows(*split_columns(C.indptr, C.indices, C.data, coarse, comm.rank, xp), coarse, comm, xp)
+        own_c, ghost_c, ghosts = split_columns(C.indptr, C.indices, C.data, coarse, comm.rank, xp)
+        halo = comm.halo(ghosts, coarse, xp)
         if cancelled:
-            d = xp.abs(Ac.own.diagonal())
-            blocks = [sparse.kept(B, xp.abs(B.data) > cancelled * xp.sqrt(d[sparse.rows_of(B, xp)] * dc[B.indices]), xp)
-                      for B, dc in ((Ac.own, d), (Ac.ghost, xp.asarray(Ac.halo(d))))]
-            Ac = Rows(*blocks, Ac.ghosts, coarse, comm, xp, halo=Ac.halo)
-        R = owned_rows(scipy.sparse.csr_matrix((PT.data, PT.indices.astype(numpy.int64) + int(fine[comm.rank]),
-                                                PT.indptr), shape=(PT.shape[0], int(fine[-1]))), coarse, comm)
-        return Ac, Transfer(P, coarse, comm, xp), Transfer(R, fine, comm, xp)
+            d = xp.abs(own_c.diagonal())
+            own_c, ghost_c = [
+                sparse.kept(B, xp.abs(B.data) > cancelled * xp.sqrt(d[sparse.rows_of(B, xp)] * dc[B.indices]), xp)
+                for B, dc in ((own_c, d), (ghost_c, xp.asarray(halo(d))))]
+        R = owned_rows(global_columns(PT, fine, comm.rank), coarse, comm)
+        return (Rows(own_c, ghost_c, ghosts, coarse, comm, xp, halo=halo), Transfer(P, coarse, comm, xp),
+                Transfer(R, fine, comm, xp))
 
     def gathered(self):
         """The whole matrix as a CSR matrix of ``xp``, on every rank (for the coarsest solve):
@@ -178,12 +171,23 @@ def global_csr(own, ghost, ghosts, lo, columns):
     ``own`` (columns from ``lo``) and ``ghost`` (its columns the global ``ghosts``, in order),
     ``columns`` in all. The sum of two canonical matrices with disjoint columns: a merge."""
     import scipy.sparse
-    own, ghost = sparse.to_host(own).tocsr(), sparse.to_host(ghost).tocsr()
-    n = own.shape[0]
-    O = scipy.sparse.csr_matrix((own.data, own.indices.astype(numpy.int64) + lo, own.indptr), shape=(n, columns))
+    ghost = sparse.to_host(ghost).tocsr()
     G = scipy.sparse.csr_matrix((ghost.data, numpy.asarray(ghosts, numpy.int64)[ghost.indices], ghost.indptr),
-                                shape=(n, columns))
-    return (O + G).tocsr()
+                                shape=(ghost.shape[0], columns))
+    return (_shifted(own, lo, columns) + G).tocsr()
+
+
+def global_columns(P, starts, rank):
+    """Rank ``rank``'s rows of P, whose columns are that rank's under ``starts`` (local indices),
+    as a host CSR matrix of global columns."""
+    return _shifted(P, int(starts[rank]), int(starts[-1]))
+
+
+def _shifted(M, lo, columns):
+    """M (local column indices from ``lo``) as a host CSR matrix of ``columns`` global columns."""
+    import scipy.sparse
+    M = sparse.to_host(M).tocsr()
+    return scipy.sparse.csr_matrix((M.data, M.indices.astype(numpy.int64) + lo, M.indptr), shape=(M.shape[0], columns))
 
 
 def csr_of_triplets(data, rows, cols, shape, xp):

@@ -242,7 +242,7 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
         else:
             P, Bc, empty = tentative(agg, nc, B, bs, xp)
             if parallel and nsmooths:
-                P = mats[-1].global_columns(P, distributed.starts_of(P.shape[1], comm))
+                P = distributed.global_columns(P, distributed.starts_of(P.shape[1], comm), comm.rank)
                 for _ in range(nsmooths):
                     P = smoothed.smooth_rows(mats[-1], P)
                 Ac, P, R = mats[-1].galerkin_overlapping(P, nc * m, empty, CANCELLED)

@@ -186,12 +186,7 @@ def gershgorin(A, xp, ghost=None):
 def smooth(A, P, xp, omega=4.0 / 3.0):
     """The smoothed prolongation (I - omega / rho D^-1 A) P (Vanek, Mandel, Brezina, Section 3),
     rho Gershgorin's bound (gershgorin). CSR, its explicit zeros dropped."""
-    d = A.diagonal()
-    scale = (omega / gershgorin(A, xp)) / xp.where(d != 0, d, 1)
-    AP = (A @ P).tocsr()
-    AP.data *= scale[sparse.rows_of(AP, xp)]
-    S = (P - AP).tocsr()
-    return sparse.kept(S, S.data != 0, xp)
+    return _jacobi_step(P, A @ P, A.diagonal(), gershgorin(A, xp), omega, xp)
 
 
 def smooth_rows(A, P, omega=4.0 / 3.0):
@@ -203,13 +198,17 @@ def smooth_rows(A, P, omega=4.0 / 3.0):
     piecewise-constant interpolation of unsmoothed aggregation), and rho is the bound over every
     rank's rows."""
     own, ghost = sparse.to_host(A.own), sparse.to_host(A.ghost)
-    d = own.diagonal()
-    scale = (omega / A.comm.allmax(gershgorin(own, numpy, ghost))) / numpy.where(d != 0, d, 1)
-    AP = (own @ P + ghost @ A.ghost_rows(P)).tocsr()
-    AP.data *= scale[sparse.rows_of(AP, numpy)]
+    return _jacobi_step(P, own @ P + ghost @ A.ghost_rows(P), own.diagonal(),
+                        A.comm.allmax(gershgorin(own, numpy, ghost)), omega, numpy)
+
+
+def _jacobi_step(P, AP, d, rho, omega, xp):
+    """P - omega / rho D^-1 (A P) for the product ``AP`` and A's diagonal ``d`` (CSR, explicit zeros
+    dropped): smooth's and smooth_rows' step."""
+    AP = AP.tocsr()
+    AP.data *= ((omega / rho) / xp.where(d != 0, d, 1))[sparse.rows_of(AP, xp)]
     S = (P - AP).tocsr()
-    S.eliminate_zeros()
-    return S
+    return sparse.kept(S, S.data != 0, xp)
 
 
 def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
