@@ -23,6 +23,7 @@ Colours come from global grid indices exactly as grid.colours makes them, so the
 any rank's box, and the smoother refreshes the ghosts after each colour as ColourGS does.
 Nothing here allocates: a cycle of these kernels can be captured in a CUDA graph.
 """
+import functools
 import itertools
 
 import numpy
@@ -50,13 +51,13 @@ def _module(dtype, dim, k):
 
 
 def galerkin_product(op, T, cbox, dtype):
-    """{coarse offset: array}: R A P of the fine StencilOperator ``op`` (on the GPU) and the
-    transfer.BlackBox ``T`` (its weight_planes), one thread per coarse point, each array zero
-    where the neighbour lies outside the coarse grid; the twin is galerkin.stencil_product."""
+    """({coarse offset: array}, nonzero): R A P of the fine StencilOperator ``op`` (on the GPU) and
+    the transfer.BlackBox ``T`` (its weight_planes), one thread per coarse point, each array zero
+    where the neighbour lies outside the coarse grid, and whether each array has a nonzero (a host
+    list; None where the kernel's partial sums cannot tell); the twin is galerkin.stencil_product."""
     xp, d = op.xp, op.box.dim
     A = coefficient_planes(op, dtype)
     W = xp.asarray(T.weight_planes, dtype)
-    offs = offset_table(op)
     offsets = stencil.box_offsets(d)
     # small 3D levels: 9 threads a coarse point, their partial sums added after (a 2D point's
     # sums are short already)
@@ -64,14 +65,27 @@ def galerkin_product(op, T, cbox, dtype):
     # one thread a point writes the planes of one array (detect.class_stats and compress take them
     # as they are), nine write nine sets of planes
     out = xp.empty(((parts,) if parts > 1 else ()) + (len(offsets),) + cbox.shape, dtype)
-    kernel = _module(dtype, d, len(op.offsets)).get_function("blackbox_rap")
+    nonzero = xp.zeros(1, numpy.uint32)
+    kernel = _rap_module(numpy.dtype(dtype).name, d, tuple(op.offsets), tuple(T.coarsened)).get_function(
+        "blackbox_rap")
     i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
-                                     *([0] * (3 - d) + [int(c) for c in T.coarsened]),
                                      *([0] * (3 - d) + list(T.phase)))]
     c0, c1, c2 = grid.dims3(cbox.shape)
-    _launch(kernel, (c0 * parts, c1, c2), [out, A, W, offs, *i32, numpy.dtype(dtype).type(T.rscale),
+    _launch(kernel, (c0 * parts, c1, c2), [out, nonzero, A, W, *i32, numpy.dtype(dtype).type(T.rscale),
                                            numpy.int32(parts)])
-    return dict(zip(offsets, out if parts == 1 else out.sum(axis=0)))
+    if parts > 1:
+        return dict(zip(offsets, out.sum(axis=0))), None
+    bits = int(nonzero.get()[0])
+    return dict(zip(offsets, out)), [bool(bits >> k & 1) for k in range(len(offsets))]
+
+
+@functools.lru_cache(maxsize=None)
+def _rap_module(dtype, dim, offsets, coarsened):
+    """kernels/stored.cu with blackbox_rap, its offsets and coarsened axes compile-time constants."""
+    ctype = {"float64": "double", "float32": "float"}[dtype]
+    offs = ",".join(str(v) for o in offsets for v in (0,) * (3 - dim) + tuple(o))
+    ax = (0,) * (3 - dim) + tuple(int(c) for c in coarsened)
+    return kernels.module("stored", T=ctype, DIM=dim, K=len(offsets), OFFS=offs, AX0=ax[0], AX1=ax[1], AX2=ax[2])
 
 
 def coefficient_planes(op, dtype):

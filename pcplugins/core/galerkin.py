@@ -39,8 +39,8 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
         if not backend.is_gpu(xp):
             return stencil_product(op, T, cbox, dtype, tol)
         if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
-            coefs = fused_stored.galerkin_product(op, T, cbox, dtype)
-            return stencil.compress(cbox, list(coefs), list(coefs.values()), xp, dtype, tol)
+            coefs, nonzero = fused_stored.galerkin_product(op, T, cbox, dtype)
+            return stencil.compress(cbox, list(coefs), list(coefs.values()), xp, dtype, tol, nonzero=nonzero)
     batch = None
     if one_rank and type(T) in (transfer.Transfer, transfer.BlackBox):
         limit = BATCH_VALUES["gpu" if backend.is_gpu(xp) else "host"]

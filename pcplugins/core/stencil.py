@@ -359,22 +359,22 @@ def _stats_by_class(box, offsets, coefs):
     return numpy.stack([cls[:, :, 0].max(axis=1), cls[:, :, 1].min(axis=1), cls[:, :, 2].max(axis=1)], axis=1)
 
 
-def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
+def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None, nonzero=None):
     """A StencilOperator with all-zero offsets dropped and constant arrays turned into numbers.
 
     ``coefs`` are arrays over the box; entries coupling outside the grid must already be zero.
     A coefficient counts as constant when it is the same (to ``tol``, relative) at every point
     whose neighbour exists; ``tol=None`` (and complex coefficients) keeps stored coefficients.
     With ``comm`` (comm.Comm) the decisions are global, so every rank builds the same kind
-    of operator.
+    of operator. ``nonzero``: whether each array has a nonzero, where the caller knows (tol None).
     """
     allmin = comm.allmin if comm is not None else (lambda x: x)
     if numpy.dtype(dtype).kind == "c":
         tol = None                       # complex coefficients stay stored
     # per offset, brought to the host at once: any nonzero and (constants looked for) the least and largest value
-    if tol is None and backend.is_gpu(xp) and box.size and coefs:
+    if tol is None and (nonzero is not None or backend.is_gpu(xp) and box.size and coefs):
         from . import detect  # stored coefficients: only which offsets have a nonzero
-        stats = detect.nonzero_stats(coefs)
+        stats = [(nz, 0, 0) for nz in nonzero] if nonzero is not None else detect.nonzero_stats(coefs)
     elif backend.is_gpu(xp) and box.size and coefs and not any(box.periodic) and numpy.dtype(dtype).kind == "f":
         stats = _stats_by_class(box, offsets, coefs)
     elif backend.is_gpu(xp) and 0 < box.size <= BATCHED_STATS_SIZE and coefs:
@@ -382,8 +382,8 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None):
     else:
         stats = _stats(box, offsets, coefs, xp, tol)
     keep_o, keep_c, consts = [], [], []
-    for o, c, (nonzero, lo, hi) in zip(offsets, coefs, stats):
-        if any(o) and not -allmin(-int(nonzero)):
+    for o, c, (nz, lo, hi) in zip(offsets, coefs, stats):
+        if any(o) and not -allmin(-int(nz)):
             continue
         keep_o.append(o)
         keep_c.append(c)

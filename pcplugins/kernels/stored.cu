@@ -1,6 +1,6 @@
 // Fused kernels of stored (variable-coefficient) stencils on padded grids: the residual and one
 // colour of multicolour Gauss-Seidel, for any K offsets in {-1, 0, 1}^d (5/7-point stars, 9/27-point
-// boxes, the Galerkin coarse operators). Defines: T, DIM, K.
+// boxes, the Galerkin coarse operators). Defines: T, DIM, K; blackbox_rap also OFFS, AX0..AX2.
 // Wrapper: pcplugins/core/fused_stored.py; NumPy twins: core/stencil.py (StencilOperator.residual),
 // core/smoothers/stencil.py (ColourGS); tests/gpu/test_kernels.py compares them.
 //
@@ -90,97 +90,122 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
 // one thread per coarse point I (galerkin.stencil_product is its NumPy twin; the formula is
 // there): A holds the K fine coefficient planes (couplings to points outside the grid are
 // skipped), W the 2^d weight planes of the padded fine grid by corner (bit a set where the
-// corner lies at +1 along axis a, galerkin's corner index), offs the K offsets (3 ints each,
-// axis 0 first). out gets the 3^d coarse planes, box offsets in itertools order, times rscale,
-// zero where the coarse neighbour lies outside the grid.
-// Coarsened axes: ax_a = 1, coarse point I on fine point ph_a + 2 I; the others: fine = coarse.
+// corner lies at +1 along axis a, galerkin's corner index). out gets the 3^d coarse planes, box
+// offsets in itertools order, times rscale, zero where the coarse neighbour lies outside the grid;
+// nonzero gets bit k set where plane k has a nonzero (parts 1).
+// Compiled apart from the kernels above, with the offsets and the coarsened axes as constants:
+// OFFS the K offsets (3 ints each, axis 0 first), AX0..AX2 = 1 on a coarsened axis (coarse point
+// I on fine point ph_a + 2 I), 0 on a kept one (fine = coarse).
+// The sum is taken as P^T-weighted rows of R A: for each fine point j = F(I) + v of the 5^d
+// around I's fine point F(I), first (R A)(I, j) = sum over the terms R(I, F + s) A(F + s, j),
+// s + o_k = v, then its products with the weights P(j, I + O) of the one or two coarse offsets O
+// that j reaches along each axis. With every index a constant of the unrolled loops, the terms
+// that cannot occur are dropped at compile time, each P weight is read once per j (not once per
+// term), and the 3^d sums stay in registers (a sum chosen by a computed index would live in local
+// memory, whose loads and stores then bound the kernel).
 // parts 9 (small levels, where a thread's long chain of loads sets the pace): 9 threads a coarse
-// point, each summing the fine points of one (s1, s2) into out[part] (9 x 3^d planes, which the
-// caller then sums); blockIdx.z = I0 + c0 part.
-// The 3^d sums stay in registers: each product goes to the coarse offsets O its fine point
-// reaches (one or two along each axis) through loops over every O, unrolled, that skip the
-// others; a sum chosen by a computed index would live in local memory, whose loads and stores
-// then bound the kernel.
+// point, each taking the fine points j of one class of (v1, v2) into out[part] (9 x 3^d planes,
+// which the caller then sums); blockIdx.z = I0 + c0 part.
+#ifdef OFFS
 #define NC (DIM == 3 ? 27 : 9)
 #define OLO (DIM == 3 ? -1 : 0)
 #define OHI (DIM == 3 ? 1 : 0)
-extern "C" __global__ void blackbox_rap(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ W,
-                                        const int* __restrict__ offs, int n0, int n1, int n2,
-                                        int c0, int c1, int c2, int ax0, int ax1, int ax2,
+
+// bit v + 2 set where fine index f + v, v in -2..2, lies in 0..n-1
+__device__ __forceinline__ unsigned window(int f, int n)
+{
+    unsigned bits = 0;
+#pragma unroll
+    for (int v = -2; v <= 2; ++v)
+        bits |= (unsigned)(f + v >= 0 && f + v < n) << (v + 2);
+    return bits;
+}
+
+extern "C" __global__ void blackbox_rap(T* __restrict__ out, unsigned* __restrict__ nonzero,
+                                        const T* __restrict__ A, const T* __restrict__ W,
+                                        int n0, int n1, int n2, int c0, int c1, int c2,
                                         int ph0, int ph1, int ph2, T rscale, int parts)
 {
+    constexpr int offs[3 * K] = {OFFS};
+    constexpr int ax0 = DIM == 3 && AX0, ax1 = AX1, ax2 = AX2;
     const int part = blockIdx.z / c0;
-    const int I[3] = {(int)blockIdx.z % c0, (int)blockIdx.y, (int)(blockIdx.x * blockDim.x + threadIdx.x)};
-    if (I[2] >= c2) return;
-    const int ax[3] = {DIM == 3 && ax0, ax1, ax2}, ph[3] = {ph0, ph1, ph2};
+    const int I0 = blockIdx.z % c0, I1 = blockIdx.y, I2 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (I2 >= c2) return;
     STRIDES;
-    const long NP = (long)(n0 + 2 * PAD0) * P0, N = (long)n0 * n1 * n2;
-    int F[3];
-    for (int a = 0; a < 3; ++a)
-        F[a] = ax[a] ? ph[a] + 2 * I[a] : I[a];
-    // parts 9: this thread's part of the sums, the fine points with s1 = part / 3 - 1 and
-    // s2 = part % 3 - 1 (parts 1: all of them)
-    const int s1lo = parts == 9 ? part / 3 - 1 : -ax[1], s1hi = parts == 9 ? s1lo : ax[1];
-    const int s2lo = parts == 9 ? part % 3 - 1 : -ax[2], s2hi = parts == 9 ? s2lo : ax[2];
+    const long NP = (long)(n0 + 2 * PAD0) * P0, N = (long)n0 * n1 * n2, S1 = n2, S0 = (long)n1 * n2;
+    const int F0 = ax0 ? ph0 + 2 * I0 : I0, F1 = ax1 ? ph1 + 2 * I1 : I1, F2 = ax2 ? ph2 + 2 * I2 : I2;
+    const unsigned in0 = window(F0, n0), in1 = window(F1, n1), in2 = window(F2, n2);
+    const long pF = PADDED(F0, F1, F2), qF = FLAT(F0, F1, F2);
     T acc[NC];
 #pragma unroll
     for (int k = 0; k < NC; ++k)
         acc[k] = 0;
-    for (int s0 = -ax[0]; s0 <= ax[0]; ++s0)
-    for (int s1 = s1lo; s1 <= s1hi; ++s1)
-    for (int s2 = s2lo; s2 <= s2hi; ++s2) {
-        if ((s1 && !ax[1]) || (s2 && !ax[2])) continue;
-        const int s[3] = {s0, s1, s2}, i0 = F[0] + s0, i1 = F[1] + s1, i2 = F[2] + s2;
-        if (i0 < 0 || i0 >= n0 || i1 < 0 || i1 >= n1 || i2 < 0 || i2 >= n2) continue;
-        const int cs = (DIM == 3 ? (s0 == -1) << 2 : 0) | (s1 == -1) << 1 | (s2 == -1);
-        const long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
-        const T R = W[cs * NP + p];
-        if (R == (T)0) continue;
+#pragma unroll
+    for (int v0 = -2; v0 <= 2; ++v0)
+#pragma unroll
+    for (int v1 = -2; v1 <= 2; ++v1)
+#pragma unroll
+    for (int v2 = -2; v2 <= 2; ++v2) {
+        // along a kept axis s = 0, so v = o lies in -1..1; a 2D level has no axis 0
+        if ((DIM == 2 && v0) || (!ax0 && (v0 < -1 || v0 > 1)) || (!ax1 && (v1 < -1 || v1 > 1))
+            || (!ax2 && (v2 < -1 || v2 > 1)))
+            continue;
+        if (!(in0 >> (v0 + 2) & 1) || !(in1 >> (v1 + 2) & 1) || !(in2 >> (v2 + 2) & 1))
+            continue;                       // j outside the grid: no coupling to it
+        if (parts == 9 && ((v1 + 2) * 5 + v2 + 2) % 9 != part)
+            continue;
+        T ra = 0;
+#pragma unroll
         for (int k = 0; k < K; ++k) {
-            const int o[3] = {offs[3 * k], offs[3 * k + 1], offs[3 * k + 2]};
-            if (i0 + o[0] < 0 || i0 + o[0] >= n0 || i1 + o[1] < 0 || i1 + o[1] >= n1 || i2 + o[2] < 0
-                || i2 + o[2] >= n2) continue;
-            const T ra = R * A[k * N + q];
-            if (ra == (T)0) continue;
-            const long pj = p + (DIM == 3 ? o[0] * P0 : 0) + o[1] * P1 + o[2];
-            // the coarse offsets O (lo to hi along each axis) of the coarse points whose weight
-            // reaches j = F(I) + v, v = s + o
-            int v[3], lo[3], hi[3];
-            for (int a = 0; a < 3; ++a) {
-                v[a] = s[a] + o[a];
-                if (!ax[a]) { lo[a] = hi[a] = v[a]; }
-                else if (v[a] % 2 == 0) { lo[a] = hi[a] = v[a] / 2; }
-                else { lo[a] = (v[a] - 1) / 2; hi[a] = lo[a] + 1; }
-            }
+            const int s0 = v0 - offs[3 * k], s1 = v1 - offs[3 * k + 1], s2 = v2 - offs[3 * k + 2];
+            if (s0 < -ax0 || s0 > ax0 || s1 < -ax1 || s1 > ax1 || s2 < -ax2 || s2 > ax2)
+                continue;
+            if (!(in0 >> (s0 + 2) & 1) || !(in1 >> (s1 + 2) & 1) || !(in2 >> (s2 + 2) & 1))
+                continue;                   // the fine point F + s outside the grid
+            const int cs = (DIM == 3 ? (s0 == -1) << 2 : 0) | (s1 == -1) << 1 | (s2 == -1);
+            const long p = pF + (DIM == 3 ? s0 * P0 : 0) + s1 * P1 + s2, q = qF + s0 * S0 + s1 * S1 + s2;
+            ra += W[cs * NP + p] * A[k * N + q];
+        }
+        const long pj = pF + (DIM == 3 ? v0 * P0 : 0) + v1 * P1 + v2;
+        // the coarse offsets O whose weight reaches j: O = v along a kept axis, v / 2 for even v,
+        // (v -+ 1) / 2 for odd v along a coarsened one
 #pragma unroll
-            for (int O0 = OLO; O0 <= OHI; ++O0) {
-                if (O0 < lo[0] || O0 > hi[0]) continue;
-                const int ct0 = DIM == 3 && ax[0] && v[0] - 2 * O0 == -1;
+        for (int O0 = OLO; O0 <= OHI; ++O0) {
+            if (ax0 ? (v0 - 2 * O0 < -1 || v0 - 2 * O0 > 1) : O0 != v0) continue;
+            const int ct0 = DIM == 3 && ax0 && v0 - 2 * O0 == -1;
 #pragma unroll
-                for (int O1 = -1; O1 <= 1; ++O1) {
-                    if (O1 < lo[1] || O1 > hi[1]) continue;
-                    const int ct1 = ax[1] && v[1] - 2 * O1 == -1;
+            for (int O1 = -1; O1 <= 1; ++O1) {
+                if (ax1 ? (v1 - 2 * O1 < -1 || v1 - 2 * O1 > 1) : O1 != v1) continue;
+                const int ct1 = ax1 && v1 - 2 * O1 == -1;
 #pragma unroll
-                    for (int O2 = -1; O2 <= 1; ++O2) {
-                        if (O2 < lo[2] || O2 > hi[2]) continue;
-                        const int ct = ct0 << 2 | ct1 << 1 | (ax[2] && v[2] - 2 * O2 == -1);
-                        acc[(O0 - OLO) * 9 + (O1 + 1) * 3 + O2 + 1] += ra * W[ct * NP + pj];
-                    }
+                for (int O2 = -1; O2 <= 1; ++O2) {
+                    if (ax2 ? (v2 - 2 * O2 < -1 || v2 - 2 * O2 > 1) : O2 != v2) continue;
+                    const int ct = ct0 << 2 | ct1 << 1 | (ax2 && v2 - 2 * O2 == -1);
+                    acc[(O0 - OLO) * 9 + (O1 + 1) * 3 + O2 + 1] += ra * W[ct * NP + pj];
                 }
             }
         }
     }
-    const long Nc = (long)c0 * c1 * c2, qc = ((long)I[0] * c1 + I[1]) * c2 + I[2];
-    const int c[3] = {c0, c1, c2};
+    const long Nc = (long)c0 * c1 * c2, qc = ((long)I0 * c1 + I1) * c2 + I2;
+    const int I[3] = {I0, I1, I2}, c[3] = {c0, c1, c2};
+    unsigned bits = 0;
 #pragma unroll
     for (int k = 0; k < NC; ++k) {
         const int O[3] = {DIM == 3 ? k / 9 - 1 : 0, (DIM == 3 ? k / 3 % 3 : k / 3) - 1, k % 3 - 1};
         bool inside = true;
         for (int a = 0; a < 3; ++a)
             inside = inside && I[a] + O[a] >= 0 && I[a] + O[a] < c[a];
-        out[(part * NC + k) * Nc + qc] = inside ? rscale * acc[k] : (T)0;
+        const T value = inside ? rscale * acc[k] : (T)0;
+        out[(part * NC + k) * Nc + qc] = value;
+        bits |= (unsigned)(value != (T)0) << k;
     }
+    // one atomic per warp
+    const unsigned lanes = __activemask();
+    bits = __reduce_or_sync(lanes, bits);
+    if ((threadIdx.x & 31) == __ffs(lanes) - 1)
+        atomicOr(nonzero, bits);
 }
+#endif
 
 // One class of black box multigrid's prolongation weights, one thread per point of the class
 // (transfer/blackbox.py: BlackBox._class is its NumPy twin, and says what the weights are): the

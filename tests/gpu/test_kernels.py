@@ -273,7 +273,7 @@ def blackbox_case(shape, keep, coarsened, points, seed):
 def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype, monkeypatch):
     """kernels/stored.cu's blackbox_rap against galerkin.stencil_product (NumPy) on variable
     coefficients: odd and even sizes, grids that keep their ends, semi-coarsening; a thread per
-    coarse point and (3D) 9 (fused_stored.SPLIT_RAP_SIZE)."""
+    coarse point and (3D) 9 (fused_stored.SPLIT_RAP_SIZE), and which planes have a nonzero."""
     from pcplugins.core import fused_stored, galerkin
     cp = backend.cupy
     # constant: couplings across the boundary given, which the kernel skips
@@ -285,8 +285,11 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
     Dr = ref.to_dense()
     for split in (0, 2 ** 62):
         monkeypatch.setattr(fused_stored, "SPLIT_RAP_SIZE", split)
-        coefs = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)      # zero beyond the grid itself
-        Dg = stencil.compress(cbox, list(coefs), list(coefs.values()), cp, dtype).to_dense()
+        coefs, nonzero = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)   # zero beyond the grid
+        # the kernel's flags say which planes have a nonzero (with one thread a coarse point)
+        flags = [bool(cp.count_nonzero(c)) for c in coefs.values()]
+        assert nonzero == (None if split and box.dim == 3 else flags)
+        Dg = stencil.compress(cbox, list(coefs), list(coefs.values()), cp, dtype, nonzero=nonzero).to_dense()
         tol = 1e-13 if dtype == "float64" else 1e-5
         assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max(), split
 
