@@ -129,8 +129,7 @@ def constant_read(box, offsets, stats, dtype, tol=0.0):
             return 0.0
         return float(lo) if hi - lo <= tol * max(abs(lo), abs(hi)) else None
 
-    layer = (all(m >= 3 for m in box.global_shape) and stats[centre, LAYER, 1] > 0
-             and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre))
+    layer = identity_layer(box, offsets, stats)
     unknowns = (INNER,) if layer else (INNER, TO_LAYER, LAYER)
     keep_o, consts = [], []
     for k, o in enumerate(offsets):
@@ -148,6 +147,14 @@ def constant_read(box, offsets, stats, dtype, tol=0.0):
     if any(c is None for c in elim) or bdiag is None:
         return None
     return ConstantRead(True, keep_o, consts, (False,) * d, elim, bdiag)
+
+
+def identity_layer(box, offsets, stats):
+    """Whether every row on the global grid's outer layer is a positive diagonal alone (the test of
+    petsc.dmda.dirichlet_layer), from class statistics merged over the ranks."""
+    centre = offsets.index((0,) * box.dim)
+    return bool(all(m >= 3 for m in box.global_shape) and stats[centre, LAYER, 1] > 0
+                and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre))
 
 
 def neumann_axes(box, masked, d, comm):

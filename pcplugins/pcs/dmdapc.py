@@ -111,16 +111,19 @@ class DMDAPC(PythonPC):
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
         if found is not None:
             return self._constant_operator(v, found, box, offsets)
-        layer = dmda.dirichlet_layer(box, offsets, coefs, collective)
+        layer = dmda.dirichlet_layer(box, offsets, coefs, collective, stats)
         mgbox = box
         if layer:
             mgbox = dmda.interior_box(box)
             self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
             dfull = coefs[offsets.index((0,) * box.dim)]
-            faces = [dfull[f] for f in dmda.global_faces(box)]
-            lo = collective.allmin(min((float(f.min()) for f in faces), default=numpy.inf))
-            hi = collective.allmax(max((float(f.max()) for f in faces), default=-numpy.inf))
+            if stats is not None and collective.size == 1:     # the layer's diagonal, as read
+                lo, hi = (float(v) for v in stats[offsets.index((0,) * box.dim), detect.LAYER, 1:])
+            else:
+                faces = [dfull[f] for f in dmda.global_faces(box)]
+                lo = collective.allmin(min((float(f.min()) for f in faces), default=numpy.inf))
+                hi = collective.allmax(max((float(f.max()) for f in faces), default=-numpy.inf))
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:

@@ -317,6 +317,37 @@ def test_constant_read_builds_what_the_arrays_path_builds(case, monkeypatch):
     assert np.array_equal(x1.getArray(), x2.getArray())
 
 
+@pytest.mark.parametrize("shape", [(5, 6, 7), (6, 5), (2, 5)])
+def test_dirichlet_layer_from_statistics_matches_the_arrays(shape):
+    """dmda.dirichlet_layer decided from the arrays' class statistics (one rank: the GPU reading
+    kernel takes them) and from the arrays' faces alike: an identity layer whose diagonal varies,
+    a layer row with a coupling, a zero diagonal on the layer; a grid too thin for a layer."""
+    from pcplugins.core import detect, grid, stencil
+    from pcplugins.petsc import dmda
+
+    class OneRank:
+        size = 1
+        allmin = staticmethod(lambda v: v)
+    box = grid.Box(shape, (0,) * len(shape), shape)
+    offsets = stencil.star_offsets(box.dim)
+    layer = dmda.layer_mask(box)
+    rng = np.random.default_rng(2)
+    coefs = [np.where(layer, 0.0, -1.0) if any(o) else np.where(layer, rng.uniform(1, 3, shape), 6.0)
+             for o in offsets]
+    for o, c in zip(offsets, coefs):      # no coupling beyond the grid
+        c *= stencil.inside_mask(box, o, np)
+    variants = [list(coefs), list(coefs), list(coefs)]
+    variants[1][0] = np.where(layer, 1.0, -1.0) * stencil.inside_mask(box, offsets[0], np)
+    variants[2][offsets.index((0,) * box.dim)] = np.where(layer, 0.0, 6.0)
+    got = []
+    for cs in variants:
+        arrays = dmda.dirichlet_layer(box, offsets, cs, OneRank())
+        stats = detect.class_stats(box, offsets, cs)
+        assert dmda.dirichlet_layer(box, offsets, cs, OneRank(), stats) == arrays
+        got.append(arrays)
+    assert got == ([True, False, False] if min(shape) >= 3 else [False] * 3)
+
+
 def test_matrix_free_shell_with_declared_laplacian():
     n = 15
     da, A, b = poisson_system(n, 2, "interior")

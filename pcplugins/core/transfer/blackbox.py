@@ -32,6 +32,7 @@ gathered by coarse point (``columns``: P's column of each coarse point, its 3^c 
 halo's coarse points included), which both transfers read: the linear transfer's lattice sums
 with views of them as coefficients, or on the GPU one kernel each (fused_stored.BlackBoxTransfer).
 """
+import functools
 import itertools
 
 from .. import fused, fused_stored, grid
@@ -53,13 +54,21 @@ class BlackBox(Transfer):
             self.columns = fused_stored.blackbox_columns(self)
         else:
             self.columns = self._columns(W, op.xp)
-        # the linear transfer's lattice sums with views of the columns as coefficients (the
-        # restriction's factor 2^-c, a power of two, is applied to the sum: the same rounding)
+
+    # the linear transfer's lattice sums with views of the columns as coefficients (the
+    # restriction's factor 2^-c, a power of two, is applied to the sum: the same rounding), built
+    # on first use as the linear transfer's (the GPU's fused transfer never needs them)
+    @functools.cached_property
+    def _restrict_terms(self):
         slot = {o: k for k, o in enumerate(self.w)}
         inner = (slice(1, -1),) * self.fine.dim
-        self._restrict_terms = [(self.columns[slot[o]][inner], lat) for o, lat in self._restriction_lattices()]
-        self._prolong_plan = [(flat, [(grid.view(self.columns[slot[o]], lat, padded=True), lat) for o, lat in terms])
-                              for flat, terms in self._prolongation_lattices()]
+        return [(self.columns[slot[o]][inner], lat) for o, lat in self._restriction_lattices()]
+
+    @functools.cached_property
+    def _prolong_plan(self):
+        slot = {o: k for k, o in enumerate(self.w)}
+        return [(flat, [(grid.view(self.columns[slot[o]], lat, padded=True), lat) for o, lat in terms])
+                for flat, terms in self._prolongation_lattices()]
 
     def weights(self):
         """{corner s in {-1, +1}^d: its plane of ``weight_planes``} (see _weights)."""
