@@ -157,6 +157,17 @@ def identity_layer(box, offsets, stats):
                 and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre))
 
 
+def varying_offsets(offsets, stats, layer):
+    """Which offsets have a nonzero over the pairs whose neighbour is an unknown (the INNER pairs
+    where the outer layer is eliminated, else every class), where the kept ones are not all
+    constant there: stencil.compress (tolerance 0) then keeps the arrays and drops the offsets
+    without one, as these flags say; None where they are all constant (compress decides)."""
+    s = stats[:, [INNER] if layer else [INNER, TO_LAYER, LAYER]]
+    nonzero, lo, hi = s[:, :, 0].max(axis=1) > 0, s[:, :, 1].min(axis=1), s[:, :, 2].max(axis=1)
+    kept = [k for k, o in enumerate(offsets) if nonzero[k] or not any(o)]
+    return None if all(hi[k] <= lo[k] for k in kept) else [bool(v) for v in nonzero]
+
+
 def neumann_axes(box, masked, d, comm):
     """Per axis, whether the rows on both grid faces across it (edges and corners left out)
     annihilate the constants (row sum zero to rounding), as a Neumann or natural boundary

@@ -108,6 +108,7 @@ class DMDAPC(PythonPC):
                 self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs, stats = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
+        one = stats is not None and collective.size == 1     # the reading kernel's class statistics
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
         if found is not None:
             return self._constant_operator(v, found, box, offsets)
@@ -118,12 +119,8 @@ class DMDAPC(PythonPC):
             self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
             dfull = coefs[offsets.index((0,) * box.dim)]
-            if stats is not None and collective.size == 1:     # the layer's diagonal, as read
-                lo, hi = (float(v) for v in stats[offsets.index((0,) * box.dim), detect.LAYER, 1:])
-            else:
-                faces = [dfull[f] for f in dmda.global_faces(box)]
-                lo = collective.allmin(min((float(f.min()) for f in faces), default=numpy.inf))
-                hi = collective.allmax(max((float(f.max()) for f in faces), default=-numpy.inf))
+            lo, hi = dmda.layer_diagonal_range(box, dfull, collective, stats[:, detect.LAYER] if one else None,
+                                               offsets.index((0,) * box.dim))
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:
@@ -143,8 +140,9 @@ class DMDAPC(PythonPC):
             # zero there
             mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=keep)
         dmda.check_positive_diagonal(d, mgbox, 1 if layer else 0, collective, self.TITLE)
-        tol = None if v["operator"] == "assembled" else 0.0
-        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=collective)
+        nonzero = detect.varying_offsets(offsets, stats, layer) if one and v["operator"] == "auto" else None
+        tol = None if v["operator"] == "assembled" or nonzero is not None else 0.0
+        op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=collective, nonzero=nonzero)
         w = stencil.laplacian_weights(op)
         if layer and w is not None and numpy.isscalar(self._invdb):
             self._use_fused_elimination(v, op, w)

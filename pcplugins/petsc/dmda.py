@@ -330,6 +330,16 @@ def dirichlet_layer(box, offsets, coefs, mpi, stats=None):
     return mpi.allmin(int(int(bad) == 0)) == 1
 
 
+def layer_diagonal_range(box, d, mpi, layer_stats=None, centre=None):
+    """(least, largest) diagonal ``d`` on the outer layer of the global grid, over every rank; on
+    one rank from the class statistics of the layer's rows (``layer_stats[centre]``) where given."""
+    if layer_stats is not None and mpi.size == 1:
+        return float(layer_stats[centre, 1]), float(layer_stats[centre, 2])
+    faces = [d[f] for f in global_faces(box)]
+    return (mpi.allmin(min((float(f.min()) for f in faces), default=numpy.inf)),
+            mpi.allmax(max((float(f.max()) for f in faces), default=-numpy.inf)))
+
+
 def sample_laplacian(M, box, dm, mpi):
     """For a declared Laplacian: axis weights, boundary convention and the boundary rows' value
     from two rows of an AIJ matrix (the first grid point and an interior one, read by the ranks that

@@ -129,6 +129,40 @@ def test_constant_read_of_a_laplacian_with_an_identity_layer():
     assert detect.constant_read(box, offsets, constant_stats(box, offsets, coefs), np.float64) is None
 
 
+@pytest.mark.parametrize("layer", [True, False])
+@pytest.mark.parametrize("case", ["variable", "constant", "zero offset", "variable near the layer"])
+def test_varying_offsets_say_what_compress_keeps(layer, case):
+    """detect.varying_offsets from the class statistics: where the pairs whose neighbour is an
+    unknown hold no constant stencil, compress given its flags (no pass over the arrays) builds
+    what compress with tolerance 0 builds; None where they hold one."""
+    box = grid.Box((6, 5, 7), (0, 0, 0), (6, 5, 7))
+    mgbox = grid.Box((4, 3, 5), (0, 0, 0), (4, 3, 5)) if layer else box
+    offsets = stencil.star_offsets(3)
+    rim = np.zeros(box.shape, bool)
+    for a in range(3):
+        rim[(slice(None),) * a + (0,)] = rim[(slice(None),) * a + (-1,)] = True
+    rng = np.random.default_rng(4)
+    coefs = [np.full(box.shape, -1.0) if any(o) else np.full(box.shape, 6.0) for o in offsets]
+    if case == "variable":
+        coefs[1] = -rng.uniform(1, 2, box.shape)
+    if case == "zero offset":
+        coefs[1] = -rng.uniform(1, 2, box.shape)
+        coefs[0] = np.zeros(box.shape)
+    if case == "variable near the layer":      # varies on the layer's pairs only
+        coefs[1] = np.where(rim, -2.0, -1.0)
+    if layer:
+        coefs = [np.where(rim, 0.0 if any(o) else 4.0, c) for o, c in zip(offsets, coefs)]
+    coefs = [c * stencil.inside_mask(box, o, np) for o, c in zip(offsets, coefs)]
+    flags = detect.varying_offsets(offsets, detect.class_stats(box, offsets, coefs), layer)
+    inner = tuple(slice(1, -1) for _ in range(3)) if layer else (Ellipsis,)
+    masked = stencil.inside_planes(mgbox, offsets, [c[inner] for c in coefs], np, np.float64)
+    ref = stencil.compress(mgbox, offsets, masked, np, np.float64, tol=0.0)
+    assert (flags is None) == ref.constant == (case == "constant" or layer and case == "variable near the layer")
+    if flags is not None:
+        got = stencil.compress(mgbox, offsets, masked, np, np.float64, tol=None, nonzero=flags)
+        assert got.offsets == ref.offsets and all(a is b for a, b in zip(got.coefs, ref.coefs))
+
+
 @pytest.mark.parametrize("shape", [(5, 6), (4, 5, 3)])
 def test_constant_read_without_a_layer(shape):
     """Interior unknowns (the couplings beyond the grid absent): a constant operator, no Neumann

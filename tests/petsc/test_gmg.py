@@ -320,14 +320,14 @@ def test_constant_read_builds_what_the_arrays_path_builds(case, monkeypatch):
 @pytest.mark.parametrize("shape", [(5, 6, 7), (6, 5), (2, 5)])
 def test_dirichlet_layer_from_statistics_matches_the_arrays(shape):
     """dmda.dirichlet_layer decided from the arrays' class statistics (one rank: the GPU reading
-    kernel takes them) and from the arrays' faces alike: an identity layer whose diagonal varies,
-    a layer row with a coupling, a zero diagonal on the layer; a grid too thin for a layer."""
+    kernel takes them) and from the arrays' faces alike: an identity layer whose diagonal varies
+    (and its range), a layer row with a coupling, a zero diagonal on the layer; a grid too thin."""
     from pcplugins.core import detect, grid, stencil
     from pcplugins.petsc import dmda
 
     class OneRank:
         size = 1
-        allmin = staticmethod(lambda v: v)
+        allmin = allmax = staticmethod(lambda v: v)
     box = grid.Box(shape, (0,) * len(shape), shape)
     offsets = stencil.star_offsets(box.dim)
     layer = dmda.layer_mask(box)
@@ -345,6 +345,10 @@ def test_dirichlet_layer_from_statistics_matches_the_arrays(shape):
         stats = detect.class_stats(box, offsets, cs)
         assert dmda.dirichlet_layer(box, offsets, cs, OneRank(), stats) == arrays
         got.append(arrays)
+        d, centre = cs[offsets.index((0,) * box.dim)], offsets.index((0,) * box.dim)
+        if arrays:        # the layer's diagonal: from the statistics as from the faces
+            assert dmda.layer_diagonal_range(box, d, OneRank(), stats[:, detect.LAYER], centre) == \
+                dmda.layer_diagonal_range(box, d, OneRank()) == (d[layer].min(), d[layer].max())
     assert got == ([True, False, False] if min(shape) >= 3 else [False] * 3)
 
 
