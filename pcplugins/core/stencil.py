@@ -18,9 +18,7 @@ from . import grid, kernels
 
 class StencilOperator:
     def __init__(self, box, offsets, coefs, xp, dtype=numpy.float64):
-        self.box = box
-        self.xp = xp
-        self.dtype = numpy.dtype(dtype)
+        self.box, self.xp, self.dtype = box, xp, numpy.dtype(dtype)
         self.offsets = [tuple(int(v) for v in o) for o in offsets]
         self.constant = all(numpy.isscalar(c) for c in coefs)
         if self.constant:
@@ -120,8 +118,10 @@ class StencilOperator:
         return numpy.concatenate(rows), numpy.concatenate(cols), numpy.concatenate(vals)
 
     def host_coefs(self):
-        """The coefficients on the host (numbers where constant)."""
-        return self.coefs if self.constant else [backend.to_host(c) for c in self.coefs]
+        """The coefficients on the host (numbers where constant), in one copy from the GPU."""
+        if self.constant or not backend.is_gpu(self.xp):
+            return self.coefs
+        return list(backend.to_host(self.xp.stack(self.coefs)))
 
 
 def inside_slices(box, offset):
