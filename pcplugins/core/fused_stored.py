@@ -23,7 +23,6 @@ Colours come from global grid indices exactly as grid.colours makes them, so the
 any rank's box, and the smoother refreshes the ghosts after each colour as ColourGS does.
 Nothing here allocates: a cycle of these kernels can be captured in a CUDA graph.
 """
-import functools
 import itertools
 
 import numpy
@@ -45,9 +44,9 @@ def _launch(kernel, shape3, args):
     kernel((blocks, n1, n0), (block,), args)
 
 
-def _module(dtype, dim, k):
+def _module(dtype, dim, k, **defines):
     ctype = {"float64": "double", "float32": "float"}[numpy.dtype(dtype).name]
-    return kernels.module("stored", T=ctype, DIM=dim, K=k)
+    return kernels.module("stored", T=ctype, DIM=dim, K=k, **defines)
 
 
 def galerkin_product(op, T, cbox, dtype):
@@ -66,7 +65,11 @@ def galerkin_product(op, T, cbox, dtype):
     # as they are), nine write nine sets of planes
     out = xp.empty(((parts,) if parts > 1 else ()) + (len(offsets),) + cbox.shape, dtype)
     nonzero = xp.zeros(1, numpy.uint32)
-    kernel = _rap_module(numpy.dtype(dtype).name, d, tuple(op.offsets), tuple(T.coarsened)).get_function(
+    # blackbox_rap takes its offsets and coarsened axes as compile-time constants
+    pad = (0,) * (3 - d)
+    ax = pad + tuple(int(c) for c in T.coarsened)
+    offs = ",".join(str(v) for o in op.offsets for v in pad + tuple(o))
+    kernel = _module(dtype, d, len(op.offsets), OFFS=offs, AX0=ax[0], AX1=ax[1], AX2=ax[2]).get_function(
         "blackbox_rap")
     i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
                                      *([0] * (3 - d) + list(T.phase)))]
@@ -77,15 +80,6 @@ def galerkin_product(op, T, cbox, dtype):
         return dict(zip(offsets, out.sum(axis=0))), None
     bits = int(nonzero.get()[0])
     return dict(zip(offsets, out)), [bool(bits >> k & 1) for k in range(len(offsets))]
-
-
-@functools.lru_cache(maxsize=None)
-def _rap_module(dtype, dim, offsets, coarsened):
-    """kernels/stored.cu with blackbox_rap, its offsets and coarsened axes compile-time constants."""
-    ctype = {"float64": "double", "float32": "float"}[dtype]
-    offs = ",".join(str(v) for o in offsets for v in (0,) * (3 - dim) + tuple(o))
-    ax = (0,) * (3 - dim) + tuple(int(c) for c in coarsened)
-    return kernels.module("stored", T=ctype, DIM=dim, K=len(offsets), OFFS=offs, AX0=ax[0], AX1=ax[1], AX2=ax[2])
 
 
 def coefficient_planes(op, dtype):

@@ -118,9 +118,9 @@ class DMDAPC(PythonPC):
             mgbox = dmda.interior_box(box)
             self._check_interior(mgbox)
             inner = _inner_slices(box, mgbox, layer)
-            dfull = coefs[offsets.index((0,) * box.dim)]
-            lo, hi = dmda.layer_diagonal_range(box, dfull, collective, stats[:, detect.LAYER] if one else None,
-                                               offsets.index((0,) * box.dim))
+            centre = offsets.index((0,) * box.dim)
+            dfull = coefs[centre]
+            lo, hi = dmda.layer_diagonal_range(box, dfull, collective, stats[centre, detect.LAYER] if one else None)
             if lo == hi:
                 self._invdb = 1.0 / lo                 # one value on the whole identity layer
             else:

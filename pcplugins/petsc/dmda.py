@@ -330,11 +330,11 @@ def dirichlet_layer(box, offsets, coefs, mpi, stats=None):
     return mpi.allmin(int(int(bad) == 0)) == 1
 
 
-def layer_diagonal_range(box, d, mpi, layer_stats=None, centre=None):
+def layer_diagonal_range(box, d, mpi, stats=None):
     """(least, largest) diagonal ``d`` on the outer layer of the global grid, over every rank; on
-    one rank from the class statistics of the layer's rows (``layer_stats[centre]``) where given."""
-    if layer_stats is not None and mpi.size == 1:
-        return float(layer_stats[centre, 1]), float(layer_stats[centre, 2])
+    one rank from the diagonal's class statistics over the layer's rows (``stats``) where given."""
+    if stats is not None and mpi.size == 1:
+        return float(stats[1]), float(stats[2])
     faces = [d[f] for f in global_faces(box)]
     return (mpi.allmin(min((float(f.min()) for f in faces), default=numpy.inf)),
             mpi.allmax(max((float(f.max()) for f in faces), default=-numpy.inf)))

@@ -347,7 +347,7 @@ def test_dirichlet_layer_from_statistics_matches_the_arrays(shape):
         got.append(arrays)
         d, centre = cs[offsets.index((0,) * box.dim)], offsets.index((0,) * box.dim)
         if arrays:        # the layer's diagonal: from the statistics as from the faces
-            assert dmda.layer_diagonal_range(box, d, OneRank(), stats[:, detect.LAYER], centre) == \
+            assert dmda.layer_diagonal_range(box, d, OneRank(), stats[centre, detect.LAYER]) == \
                 dmda.layer_diagonal_range(box, d, OneRank()) == (d[layer].min(), d[layer].max())
     assert got == ([True, False, False] if min(shape) >= 3 else [False] * 3)
 
