@@ -44,9 +44,15 @@ def _launch(kernel, shape3, args):
     kernel((blocks, n1, n0), (block,), args)
 
 
-def _module(dtype, dim, k, **defines):
-    ctype = {"float64": "double", "float32": "float"}[numpy.dtype(dtype).name]
-    return kernels.module("stored", T=ctype, DIM=dim, K=k, **defines)
+_CTYPES = {"float64": "double", "float32": "float"}
+
+
+def _module(dtype, dim, k, coefficients=None, **defines):
+    """stored.cu for values of ``dtype`` and coefficients (and transfer columns) of ``coefficients``
+    (default ``dtype``)."""
+    ts = numpy.dtype(coefficients or dtype)
+    return kernels.module("stored", T=_CTYPES[numpy.dtype(dtype).name], TS=_CTYPES[ts.name], DIM=dim, K=k,
+                          **defines)
 
 
 def galerkin_product(op, T, cbox, dtype):
@@ -127,34 +133,43 @@ def blackbox_columns(T):
 
 
 class Stored:
-    """The fused residual of a stored StencilOperator ``op`` (not constant). Its coefficient
-    arrays become views of one array of planes (made here, the separate arrays freed)."""
+    """The fused residual of a stored StencilOperator ``op`` (not constant), from a copy of its
+    coefficients split by parity (kernels/stored.cu) that the level's smoother (StoredGS) reads
+    too; ``coefficients``: that copy's value type (default the operator's; float32 under a
+    float64 cycle halves the bytes a sweep moves, the sums staying in float64)."""
 
-    def __init__(self, op):
+    def __init__(self, op, coefficients=None):
         xp = op.xp
         self.op, self.box, self.dim, self.dtype = op, op.box, op.box.dim, op.dtype
         if op.constant:
             raise ValueError("fused_stored.Stored: the operator has constant coefficients")
-        C = coefficient_planes(op, op.dtype)
-        op.coefs = list(C)
-        op.diag = op.coefs[op.kdiag]
-        self.C = C
+        self.coefficients = numpy.dtype(coefficients or op.dtype)
+        self.shape3 = grid.dims3(self.box.shape)
+        h = [(n + 1) // 2 for n in self.shape3]
+        C = coefficient_planes(op, op.dtype).reshape((-1,) + self.shape3)
+        self.split = xp.zeros((C.shape[0], 2, 2, 2, *h), self.coefficients)
+        for q in itertools.product((0, 1), repeat=3):
+            part = C[(slice(None),) + tuple(slice(v, None, 2) for v in q)]
+            self.split[(slice(None), *q) + tuple(slice(0, m) for m in part.shape[1:])] = part
         P1 = self.box.shape[-1] + 2
         P0 = (self.box.shape[-2] + 2) * P1
         self.delta = xp.asarray([(o[-3] * P0 if self.dim == 3 else 0) + o[-2] * P1 + o[-1] for o in op.offsets],
                                 numpy.int32)
-        module = _module(self.dtype, self.dim, len(op.offsets))
+        module = _module(self.dtype, self.dim, len(op.offsets), self.coefficients)
         self._residual = module.get_function("stored_residual")
         self._colour = module.get_function("stored_colour")
-        self.shape3 = grid.dims3(self.box.shape)
         self._sizes = [numpy.int32(n) for n in self.shape3]
         self._flags = {(a, b): [numpy.int32(a), numpy.int32(b)] for a in (0, 1) for b in (0, 1)}
+
+    def stored_values(self):
+        """The split copy's values (the operator counts its own)."""
+        return self.split.size
 
     def residual(self, out, f, u_pad):
         """out = f - A u; ``out`` and ``f`` each unpadded or padded (then their interior is used)."""
         padded = self.box.padded_shape
         flags = self._flags[out.shape == padded, f.shape == padded]
-        _launch(self._residual, self.shape3, [out, f, u_pad, self.C, self.delta, *self._sizes, *flags])
+        _launch(self._residual, self.shape3, [out, f, u_pad, self.split, self.delta, *self._sizes, *flags])
         return out
 
 
@@ -168,20 +183,13 @@ class StoredGS:
         n0, n1, n2 = stored.shape3
         sizes = stored._sizes
         tail = [numpy.int32(stored.op.kdiag), t(omega)]
-        # the coefficients split by the parity of each index (kernels/stored.cu: stored_colour),
-        # so a colour reads only its own; a copy the smoother keeps beside the level's
-        xp, C = stored.op.xp, stored.C.reshape((-1,) + stored.shape3)
-        h = [(n + 1) // 2 for n in stored.shape3]
-        self.split = xp.zeros((C.shape[0], 2, 2, 2, *h), stored.dtype)
-        for q in itertools.product((0, 1), repeat=3):
-            part = C[(slice(None),) + tuple(slice(v, None, 2) for v in q)]
-            self.split[(slice(None), *q) + tuple(slice(0, m) for m in part.shape[1:])] = part
+        split = stored.split
         self._launches = []          # per colour: (grid shape, arguments after u and f)
         if kind == "redblack":
             base = sum(s + (0 if keep else 1) for s, keep in zip(box.start, box.keep_ends))
             for c in (0, 1):
                 flags = [numpy.int32(0), numpy.int32(0), numpy.int32((c + base) % 2), numpy.int32(1)]
-                self._launches.append(((n0, n1, (n2 + 1) // 2), [self.split, stored.delta, *sizes, *flags, *tail]))
+                self._launches.append(((n0, n1, (n2 + 1) // 2), [split, stored.delta, *sizes, *flags, *tail]))
         elif kind == "multicolor":
             for lats in grid.colours(box, "multicolor"):
                 if not lats:
@@ -192,7 +200,7 @@ class StoredGS:
                 first3 = [0] * (3 - self.stored.dim) + first
                 counts3 = [1] * (3 - self.stored.dim) + counts
                 flags = [numpy.int32(v) for v in first3] + [numpy.int32(0)]
-                self._launches.append((tuple(counts3), [self.split, stored.delta, *sizes, *flags, *tail]))
+                self._launches.append((tuple(counts3), [split, stored.delta, *sizes, *flags, *tail]))
         else:
             raise ValueError(f"fused_stored.StoredGS: unknown colouring {kind!r}")
 
@@ -212,19 +220,23 @@ class StoredGS:
     def describe(self):
         name = "red-black" if self.kind == "redblack" else f"{2 ** self.stored.dim}-colour"
         w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
-        return f"{name} Gauss-Seidel{w} (fused kernel per colour)"
+        c = "" if self.stored.coefficients == self.stored.dtype else f", {self.stored.coefficients.name} coefficients"
+        return f"{name} Gauss-Seidel{w} (fused kernel per colour{c})"
 
 
 class BlackBoxTransfer:
     """transfer.BlackBox's restriction and prolongation, one kernel each, from its ``columns``
     (the generic transfer is a lattice sum per class of fine points: 27 terms and 8 classes in
     3D, launches that set the pace of every level but the finest). ``k``: the number of offsets
-    of the fine level's stencil, whose stored.cu module holds the kernels."""
+    of the fine level's stencil, whose stored.cu module holds the kernels; ``coefficients``: the
+    columns' value type, as Stored's (a narrower type: a copy of the twin's columns)."""
 
-    def __init__(self, twin, k):
+    def __init__(self, twin, k, dtype, coefficients=None):
         self.twin, self.kind, self.fine, self.coarse = twin, twin.kind, twin.fine, twin.coarse
-        self.dim, self.dtype = twin.fine.dim, twin.columns.dtype
-        module = _module(self.dtype, self.dim, k)
+        self.dim, self.dtype = twin.fine.dim, numpy.dtype(dtype)
+        ts = numpy.dtype(coefficients or dtype)
+        self.columns = twin.columns if twin.columns.dtype == ts else twin.columns.astype(ts)
+        module = _module(self.dtype, self.dim, k, ts)
         self._restrict = module.get_function("blackbox_restrict")
         self._prolong = module.get_function("blackbox_prolong_add")
         pad = 3 - self.dim
@@ -234,15 +246,15 @@ class BlackBoxTransfer:
         self._rscale = self.dtype.type(twin.rscale)
 
     def stored_values(self):
-        return self.twin.stored_values()
+        return self.twin.stored_values() + (self.columns.size if self.columns is not self.twin.columns else 0)
 
     def restrict(self, coarse_out, fine_pad):
         """coarse_out (unpadded, contiguous) = R r, from a padded fine array with current ghosts."""
         _launch(self._restrict, grid.dims3(self.coarse.shape),
-                [coarse_out, self.twin.columns, fine_pad, *self._sizes, self._rscale])
+                [coarse_out, self.columns, fine_pad, *self._sizes, self._rscale])
         return coarse_out
 
     def prolong_add(self, fine_pad, coarse_pad):
         """fine (interior of padded) += P e, from a padded coarse array with current ghosts."""
-        _launch(self._prolong, grid.dims3(self.fine.shape), [fine_pad, self.twin.columns, coarse_pad, *self._sizes])
+        _launch(self._prolong, grid.dims3(self.fine.shape), [fine_pad, self.columns, coarse_pad, *self._sizes])
         return fine_pad

@@ -36,6 +36,7 @@ class Options:
     coarse_solve: str = "direct"   # direct; smooth: pre+post sweeps (Feng et al., Remark 3.1);
     coarse_degree: int = 16        # polynomial (complex levels): a GMRES polynomial of this degree
     fused: bool = True            # on the GPU, fused kernels where they apply (fused.py)
+    coefficients: str = None      # the fused stored levels' coefficient type (fused_stored.Stored)
     gpu_levels: int = None        # hybrid cycle: levels from this index on live on the host (NumPy)
     fmg_interpolation: str = "cubic"  # FMG's solution transfer: cubic (where it applies) or linear
 
@@ -183,6 +184,7 @@ class Multigrid:
         return cop
 
     def _use_fused_kernels(self):
+        coefficients = self.options.coefficients
         for lev in self.levels:
             if lev.op.xp is numpy or any(lev.box.periodic):   # the kernels take zero halos
                 continue
@@ -190,14 +192,14 @@ class Multigrid:
             if w is not None and lev.op.nnz_per_row == 2 * lev.box.dim + 1:
                 lev.fused = fused.Laplacian(lev.op, w)
             elif not lev.op.constant and not isinstance(lev.op, stencil.AxisLaplacian):
-                lev.fused = fused_stored.Stored(lev.op)
+                lev.fused = fused_stored.Stored(lev.op, coefficients)
             outer, attr, T = lev, "transfer", lev.transfer      # the plain transfer inside Moved / Gathered
             while isinstance(T, (transfer.Moved, transfer.Gathered)):
                 outer, attr, T = T, "inner", T.inner
             kind = getattr(T, "kind", None)
             if kind in ("linear", "blackbox"):
                 setattr(outer, attr, fused.LinearTransfer(T, self.dtype) if kind == "linear"
-                        else fused_stored.BlackBoxTransfer(T, len(lev.op.offsets)))
+                        else fused_stored.BlackBoxTransfer(T, len(lev.op.offsets), self.dtype, coefficients))
 
     def _smoother(self, lev):
         opt = self.options
@@ -352,10 +354,10 @@ class Multigrid:
 
     def memory_values(self):
         """Values stored by the hierarchy (work arrays and operator coefficients)."""
+        parts = lambda lev: (_plain(lev.transfer), lev.smoother, lev.fused)  # noqa: E731
         total = sum(lev.u.size + lev.r.size + (lev.f.size if lev.index else 0) + lev.op.stored_values()
-                    + sum(getattr(o, "stored_values", lambda: 0)() for o in (_plain(lev.transfer), lev.smoother))
-                    + sum(getattr(lev.smoother, name).size for name in ("r", "d", "split")
-                          if hasattr(lev.smoother, name))
+                    + sum(getattr(o, "stored_values", lambda: 0)() for o in parts(lev))
+                    + sum(getattr(lev.smoother, name).size for name in ("r", "d") if hasattr(lev.smoother, name))
                     for lev in self.levels)
         cs = self.levels[-1].coarse_solve
         return total + (cs.inv.size if cs is not None and cs.inv is not None else 0)

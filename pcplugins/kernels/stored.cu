@@ -1,11 +1,13 @@
 // Fused kernels of stored (variable-coefficient) stencils on padded grids: the residual and one
 // colour of multicolour Gauss-Seidel, for any K offsets in {-1, 0, 1}^d (5/7-point stars, 9/27-point
-// boxes, the Galerkin coarse operators). Defines: T, DIM, K; blackbox_rap also OFFS, AX0..AX2.
+// boxes, the Galerkin coarse operators). Defines: T, DIM, K (TS: the residual's and sweep's
+// coefficient type, T unless given); blackbox_rap also OFFS, AX0..AX2.
 // Wrapper: pcplugins/core/fused_stored.py; NumPy twins: core/stencil.py (StencilOperator.residual),
 // core/smoothers/stencil.py (ColourGS); tests/gpu/test_kernels.py compares them.
 //
-// The coefficients are one array C of K planes over the level (C[k] the coefficient of offset k),
-// the offsets their padded-array distances delta[k]; a thread computes one point's whole row, so
+// The coefficients are K planes over the level (plane k the coefficient of offset k; the residual
+// and the sweep take them split by parity, below), the offsets their padded-array distances
+// delta[k]; a thread computes one point's whole row, so
 // the generic code's one strided view per term and sub-lattice becomes one launch. Launched as
 // fused.cu's kernels: x threads along the fastest axis, blockIdx.y along axis 1, blockIdx.z along
 // axis 0; a 2D level is a 3D one with n0 = 1 and no halo along axis 0.
@@ -18,27 +20,51 @@
 #define PADDED(i0, i1, i2) (((i0) + PAD0) * P0 + ((i1) + 1) * P1 + (i2) + 1)
 #define FLAT(i0, i1, i2) (((long)(i0) * n1 + (i1)) * n2 + (i2))
 
-// sum_k C[k][q] u[p + delta[k]]: the row of A at flat index q (padded index p) times u
-__device__ __forceinline__ T row(const T* __restrict__ C, const int* __restrict__ delta, const T* u, long p,
-                                 long q, long N)
+// The coefficients of the residual and the colour sweep come split by parity,
+// S[k][q][j0][j1][j2] with q = 4 (i0 & 1) + 2 (i1 & 1) + (i2 & 1), j_a = i_a >> 1 and
+// h_a = (n_a + 1) / 2 planes of j_a (h0 = 1 and i0 & 1 = 0 in 2D): a colour's points are every
+// other point of a row, and in the natural layout it would read whole rows of every plane to use
+// half of them. Their type TS (T unless defined) may be narrower than T: the coefficients are
+// most of the bytes a sweep moves, and the sums stay in T.
+#ifndef TS
+#define TS T
+#endif
+
+// the index of point (i0, i1, i2) in one plane of the split layout, and that plane's size
+__device__ __forceinline__ long split_at(int i0, int i1, int i2, int n0, int n1, int n2, long* H)
+{
+#if DIM == 3
+    const long h0 = (n0 + 1) / 2;
+#else
+    const long h0 = 1;
+#endif
+    const long h1 = (n1 + 1) / 2, h2 = (n2 + 1) / 2;
+    *H = 8 * h0 * h1 * h2;
+    return (((i0 & 1) * 2 + (i1 & 1)) * 2 + (i2 & 1)) * (*H / 8) + ((i0 >> 1) * h1 + (i1 >> 1)) * h2 + (i2 >> 1);
+}
+
+// sum_k S[k](i) u[p + delta[k]]: the row of A at point i (padded index p) times u
+__device__ __forceinline__ T row(const TS* __restrict__ S, const int* __restrict__ delta, const T* u, long p,
+                                 long at, long H)
 {
     T s = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k)
-        s += C[k * N + q] * u[p + delta[k]];
+        s += (T)S[k * H + at] * u[p + delta[k]];
     return s;
 }
 
 // out = f - A u; out and f each padded (their interior is used) or not
 extern "C" __global__ void stored_residual(T* out, const T* __restrict__ f, const T* __restrict__ u,
-                                           const T* __restrict__ C, const int* __restrict__ delta,
+                                           const TS* __restrict__ S, const int* __restrict__ delta,
                                            int n0, int n1, int n2, int out_padded, int f_padded)
 {
     int i0 = blockIdx.z, i1 = blockIdx.y, i2 = blockIdx.x * blockDim.x + threadIdx.x;
     if (i2 >= n2) return;
     STRIDES;
-    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2), N = (long)n0 * n1 * n2;
-    T s = row(C, delta, u, p, q, N);
+    long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2), H;
+    const long at = split_at(i0, i1, i2, n0, n1, n2, &H);
+    T s = row(S, delta, u, p, at, H);
     out[out_padded ? p : q] = (f_padded ? f[p] : f[q]) - s;
 }
 
@@ -47,11 +73,7 @@ extern "C" __global__ void stored_residual(T* out, const T* __restrict__ f, cons
 // (a star stencil's two colours; s0, s1 unused); redblack 0: the lattice i_a = s_a + 2 j_a, one
 // thread per point of it (2^d colours, valid for box stencils too). The colour's points never
 // read each other, so the order of the threads does not matter.
-// The coefficients come split by parity, S[k][q][j0][j1][j2] with q = 4 (i0 & 1) + 2 (i1 & 1) +
-// (i2 & 1), j_a = i_a >> 1 and h_a = (n_a + 1) / 2 planes of j_a (h0 = 1 and i0 & 1 = 0 in 2D):
-// a colour's points are every other point of a row, and in the natural layout it would read
-// whole rows of every plane to use half of them.
-extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T* __restrict__ S,
+extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const TS* __restrict__ S,
                                          const int* __restrict__ delta, int n0, int n1, int n2,
                                          int s0, int s1, int s2, int redblack, int kdiag, T omega)
 {
@@ -72,18 +94,10 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const T*
     if (i0 >= n0 || i1 >= n1 || i2 >= n2) return;
     STRIDES;
     const long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
-#if DIM == 3
-    const long h0 = (n0 + 1) / 2;
-#else
-    const long h0 = 1;
-#endif
-    const long h1 = (n1 + 1) / 2, h2 = (n2 + 1) / 2, H = h0 * h1 * h2;
-    const long at = (((i0 & 1) * 2 + (i1 & 1)) * 2 + (i2 & 1)) * H + ((i0 >> 1) * h1 + (i1 >> 1)) * h2 + (i2 >> 1);
-    T s = 0;
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-        s += S[k * 8 * H + at] * u[p + delta[k]];
-    u[p] += omega * (f[q] - s) / S[kdiag * 8 * H + at];
+    long H;
+    const long at = split_at(i0, i1, i2, n0, n1, n2, &H);
+    const T s = row(S, delta, u, p, at, H);
+    u[p] += omega * (f[q] - s) / (T)S[kdiag * H + at];
 }
 
 // The Galerkin product R A P of a stored fine stencil with black box multigrid's prolongation,
@@ -304,8 +318,9 @@ extern "C" __global__ void blackbox_columns(T* __restrict__ C, const T* __restri
 }
 
 // fc = rscale P^T r on the owned coarse points, one thread each: its column times the fine
-// points it reaches (r padded, with current ghosts; fc unpadded)
-extern "C" __global__ void blackbox_restrict(T* __restrict__ fc, const T* __restrict__ C, const T* __restrict__ r,
+// points it reaches (r padded, with current ghosts; fc unpadded). The columns of the two
+// transfers are of type TS, as the coefficients of the sweep.
+extern "C" __global__ void blackbox_restrict(T* __restrict__ fc, const TS* __restrict__ C, const T* __restrict__ r,
                                              int n0, int n1, int n2, int c0, int c1, int c2,
                                              int ax0, int ax1, int ax2, int ph0, int ph1, int ph2, T rscale)
 {
@@ -314,21 +329,21 @@ extern "C" __global__ void blackbox_restrict(T* __restrict__ fc, const T* __rest
     STRIDES;
     COARSE_STRIDES;
     const int e0 = DIM == 3 && ax0;
-    const T* col = C + (I0 + PAD0) * Q0 + (I1 + 1) * Q1 + I2 + 1;
+    const TS* col = C + (I0 + PAD0) * Q0 + (I1 + 1) * Q1 + I2 + 1;
     const T* centre = r + PADDED(e0 ? ph0 + 2 * I0 : I0, ax1 ? ph1 + 2 * I1 : I1, ax2 ? ph2 + 2 * I2 : I2);
     T acc = 0;
     int k = 0;
     for (int o0 = -e0; o0 <= e0; ++o0)
     for (int o1 = -ax1; o1 <= ax1; ++o1)
     for (int o2 = -ax2; o2 <= ax2; ++o2, ++k)
-        acc += col[k * NQ] * centre[(DIM == 3 ? o0 * P0 : 0) + o1 * P1 + o2];
+        acc += (T)col[k * NQ] * centre[(DIM == 3 ? o0 * P0 : 0) + o1 * P1 + o2];
     fc[((long)I0 * c1 + I1) * c2 + I2] = rscale * acc;
 }
 
 // u += P e on the owned fine points, one thread each: a fine point between two coarse points
 // along the axes of its class takes the 2^|B| coarse points around it (e padded, with current
 // ghosts: the coarse halo's points included), the others the one it sits on
-extern "C" __global__ void blackbox_prolong_add(T* __restrict__ u, const T* __restrict__ C, const T* __restrict__ e,
+extern "C" __global__ void blackbox_prolong_add(T* __restrict__ u, const TS* __restrict__ C, const T* __restrict__ e,
                                                 int n0, int n1, int n2, int c0, int c1, int c2,
                                                 int ax0, int ax1, int ax2, int ph0, int ph1, int ph2)
 {
@@ -355,7 +370,7 @@ extern "C" __global__ void blackbox_prolong_add(T* __restrict__ u, const T* __re
             if (ax[a])
                 slot = 3 * slot + (between[a] ? 2 - 2 * s[a] : 1);
         const long q = (k[0] + s0 + PAD0) * Q0 + (k[1] + s1 + 1) * Q1 + k[2] + s2 + 1;
-        acc += C[slot * NQ + q] * e[q];
+        acc += (T)C[slot * NQ + q] * e[q];
     }
     u[PADDED(i[0], i[1], i[2])] += acc;
 }

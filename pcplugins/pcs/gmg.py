@@ -54,6 +54,10 @@ OPTIONS = [
     options.Option("pc_gmg_precision", "str", "double",
            "Precision of the hierarchy and the cycle (single: float32 multigrid inside the "
            "float64 Krylov method)", ("double", "single")),
+    options.Option("pc_gmg_coefficient_precision", "str", "single",
+           "On the GPU, the value type of the stored coefficients that the fused smoothers and residuals of "
+           "variable-coefficient and Galerkin levels read (single: float32, half the bytes of a sweep; vectors "
+           "and sums stay in the cycle's precision; cycle: the cycle's own)", ("single", "cycle")),
     options.Option("pc_gmg_mixed_inner_cycles", "int", 0,
            "Mixed-precision defect correction (Goddeke, Strzodka): float32 cycles per application, "
            "float64 residuals and updates (0: off)", lo=0),
@@ -113,6 +117,7 @@ class GMG(DMDAPC):
                                  cycles=v["multiplicative_cycles"],
                                  pre=v["pre"], post=v["post"], smoother=v["smoother"], omega=v["omega"],
                                  transfer=v["transfer"], coarse_solve=v["coarse_solve"], fused=v["fused"],
+                                 coefficients="float32" if v["coefficient_precision"] == "single" else None,
                                  gpu_levels=v["gpu_levels"] if self.device == "gpu" else None,
                                  fmg_interpolation=v["fmg_interpolation"],
                                  coarse_operator="galerkin" if v["operator"] == "assembled" else "auto")
