@@ -3,13 +3,15 @@ relative residual of 1e-8, every solver in the same run so every figure is a rat
 
     python benchmarks/gmg_poisson.py [-sizes 129,257,513x257x257] [-vec gpu|cpu] [-out benchmarks/results/x.json]
                                      [-skip name,...] [-dim 2|3] [-hybrid_sweep] [-jumps]
+                                     [-repeat N]
 
 A size NxMxK is a box grid (DMDA x, y, z order) of square cells, for weak scaling: two ranks split
 513x257x257 into two 257^3 halves. Solvers: pcplugins.GMG (declared Laplacian: fused kernels,
 float32 cycle, hybrid CPU-GPU cycles, generic kernels; detected from the matrix),
 pcplugins.FFTPoisson, PETSc PCMG on the DMDA (Galerkin), PETSc GAMG, CG + Jacobi, and (GPU) a
 cuFFT sine-transform direct solve of the same interior system. Each configuration runs twice on
-fresh KSPs; the second run is reported (the first compiles kernels). Results: JSON with device, versions and command.
+fresh KSPs; the second run is reported (the first compiles kernels; -repeat N: of N runs after the
+first, the one of median total time). Results: JSON with device, versions and command.
 -jumps: -div(kappa grad u) = f with kappa = 10^4 on the black cells of a 3^d checkerboard (faces on
 no coarse grid line), GMG's defaults (operator-dependent transfers) and linear transfers beside the
 constant-coefficient problem and PETSc's preconditioners on the same matrix.
@@ -75,6 +77,7 @@ JUMP = 4.0
 JUMPS = {
     "pcplugins.GMG (kappa 1, defaults)": dict(GMG, jump=0.0),
     "pcplugins.GMG (jumps, defaults: operator-dependent transfers)": dict(GMG, jump=JUMP),
+    "pcplugins.GMG (jumps, float64 coefficients)": dict(GMG, jump=JUMP, pc_gmg_coefficient_precision="cycle"),
     "pcplugins.GMG (jumps, float32 cycle)": dict(GMG, jump=JUMP, pc_gmg_precision="single"),
     "pcplugins.GMG (jumps, linear transfers)": dict(GMG, jump=JUMP, pc_gmg_transfer="linear"),
     "PETSc PCMG (DMDA, Galerkin), jumps": {"pc_type": "mg", "pc_mg_galerkin": "both", "jump": JUMP},
@@ -302,15 +305,24 @@ def skipped(name, skip):
     return any(s and s in name for s in skip.split(";" if ";" in skip else ","))
 
 
-def measure(run, gpu, *args):
-    """run(*args) twice on fresh objects and the second result (the first compiles kernels and
-    fills caches), GPU memory released around each. A failure comes back as {"error": ...} naming
+def measure(run, gpu, *args, repeat=1):
+    """run(*args) on fresh objects 1 + ``repeat`` times and, of the runs after the first (which
+    compiles kernels and fills caches), the one of median total time, with every run's setup and
+    solve times; GPU memory released around each. A failure comes back as {"error": ...} naming
     its cause (a PETSc error wraps the Python one), its traceback on stderr, so that the other
     configurations go on."""
     try:
         run(*args)
         release(gpu)
-        return run(*args)
+        runs = []
+        for _ in range(repeat):
+            runs.append(run(*args))
+            release(gpu)
+        if repeat == 1:
+            return runs[0]
+        runs.sort(key=lambda r: r["total_s"])
+        return dict(runs[len(runs) // 2], repeat=repeat, runs_setup_s=[r["setup_s"] for r in runs],
+                    runs_solve_s=[r["solve_s"] for r in runs])
     except Exception as e:
         cause = e.__cause__ or e.__context__ or e
         traceback.print_exception(cause, file=sys.stderr)
@@ -319,16 +331,16 @@ def measure(run, gpu, *args):
         release(gpu)
 
 
-def measure_configs(configs, skip, run, args, gpu, tags, label, results, out, line):
+def measure_configs(configs, skip, run, args, gpu, tags, label, results, out, line, repeat=1):
     """Every configuration of ``configs`` (name: options) not named in ``skip``:
     measure(run, gpu, name, options, *args), tagged with ``tags``, appended to ``results`` (a
     failure with its solver's name) and written to ``out``; one printed line each, ``label``, the
-    name padded to ``label``'s width and line(result) (or the failure)."""
+    name padded to ``label``'s width and line(result) (or the failure); ``repeat``: measure's."""
     prefix, width = label
     for name, conf in configs.items():
         if skipped(name, skip):
             continue
-        r = dict(measure(run, gpu, name, conf, *args), **tags)
+        r = dict(measure(run, gpu, name, conf, *args, repeat=repeat), **tags)
         if "error" in r:                              # record it, go on with the others
             results.append(dict(r, solver=name))
             PETSc.Sys.Print(f"{prefix} {name:{width}s} FAILED: {r['error']}", flush=True)
@@ -365,7 +377,8 @@ def main():
         measure_configs(configs, skip, run, (n, dim, gpu), gpu, {"n": n, "dim": dim}, (label, 58), results,
                         out, lambda r: f"setup {r['setup_s']*1e3:9.1f} ms  solve {r['solve_s']*1e3:9.1f} ms"
                                        f"  its {r['iterations']:4d}  true rel res {r['true_rel_residual']:.2e}"
-                                       + (f"  PCApply {r['apply_ms']:.3f} ms" if "apply_ms" in r else ""))
+                                       + (f"  PCApply {r['apply_ms']:.3f} ms" if "apply_ms" in r else ""),
+                        repeat=opts.getInt("repeat", 1))
         if gpu and isinstance(n, int) and not jumps and not skipped("cuFFT DST-I direct solve", skip):
             r = fft_solve(n, dim)
             results.append(r)
