@@ -7,10 +7,10 @@
 //
 // The coefficients are K planes over the level (plane k the coefficient of offset k; the residual
 // and the sweep take them split by parity, below), the offsets their padded-array distances
-// delta[k]; a thread computes one point's whole row, so
-// the generic code's one strided view per term and sub-lattice becomes one launch. Launched as
-// fused.cu's kernels: x threads along the fastest axis, blockIdx.y along axis 1, blockIdx.z along
-// axis 0; a 2D level is a 3D one with n0 = 1 and no halo along axis 0.
+// delta[k]; a thread computes one point's whole row, so the generic code's one strided view per
+// term and sub-lattice becomes one launch. Launched as fused.cu's kernels: x threads along the
+// fastest axis, blockIdx.y along axis 1, blockIdx.z along axis 0; a 2D level is a 3D one with
+// n0 = 1 and no halo along axis 0.
 #if DIM == 3
 #define PAD0 1
 #else
