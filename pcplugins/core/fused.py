@@ -94,9 +94,9 @@ def set_rows(dtype, rows=None, pair_rows=None, pair_minb=None):
 
 def _module(dim, dtype, tail):
     """fused.cu for (dim, dtype, tail) with the current ROWS, PAIR_ROWS and PAIR_MINB."""
-    ctype = {"float64": "double", "float32": "float"}[dtype]
-    return kernels.module("fused", T=ctype, DIM=dim, HOMG_ROWS=HOMG_ROWS, ROWS=ROWS[dtype], PAIR_X=PAIR_X,
-                          PAIR_ROWS=PAIR_ROWS[dtype], PAIR_MINB=PAIR_MINB[dtype], TAIL=int(tail))
+    return kernels.module("fused", T=kernels.CTYPES[numpy.dtype(dtype)], DIM=dim, HOMG_ROWS=HOMG_ROWS,
+                          ROWS=ROWS[dtype], PAIR_X=PAIR_X, PAIR_ROWS=PAIR_ROWS[dtype], PAIR_MINB=PAIR_MINB[dtype],
+                          TAIL=int(tail))
 
 
 def _kernel(dim, dtype, name, tail=False):

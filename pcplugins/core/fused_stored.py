@@ -44,15 +44,11 @@ def _launch(kernel, shape3, args):
     kernel((blocks, n1, n0), (block,), args)
 
 
-_CTYPES = {"float64": "double", "float32": "float"}
-
-
 def _module(dtype, dim, k, coefficients=None, **defines):
     """stored.cu for values of ``dtype`` and coefficients (and transfer columns) of ``coefficients``
     (default ``dtype``)."""
-    ts = numpy.dtype(coefficients or dtype)
-    return kernels.module("stored", T=_CTYPES[numpy.dtype(dtype).name], TS=_CTYPES[ts.name], DIM=dim, K=k,
-                          **defines)
+    return kernels.module("stored", T=kernels.CTYPES[numpy.dtype(dtype)],
+                          TS=kernels.CTYPES[numpy.dtype(coefficients or dtype)], DIM=dim, K=k, **defines)
 
 
 def galerkin_product(op, T, cbox, dtype):

@@ -123,7 +123,7 @@ def galerkin(A, agg, nc, xp, sign=None, R=None):
     or ``sum_sorted`` (one sort of all the entries) where a coarse row has more than
     ``GALERKIN_ROW`` entries (cupyx's conversion sorts the pairs by a comparison sort, sums with
     atomics in an order that changes from run to run, and sorts once more for cuSPARSE)."""
-    if backend.is_gpu(xp) and A.dtype in _CTYPES and A.shape[0] and nc:
+    if backend.is_gpu(xp) and A.dtype in kernels.CTYPES and A.shape[0] and nc:
         C = _galerkin_rows(A, agg, nc, xp, sign, R)
         if C is not None:
             return C
@@ -152,7 +152,7 @@ def _galerkin_rows(A, agg, nc, xp, sign, R=None):
     bounds, member = R.indptr, R.indices
     cptr = xp.zeros(nc + 1, i32)
     sign = numpy.uint64(0) if sign is None else sign.astype(numpy.float64, copy=False)     # 0: a null pointer
-    run = _row_kernel(_CTYPES[A.dtype], "galerkin_rows")
+    run = _row_kernel(kernels.CTYPES[A.dtype], "galerkin_rows")
     args = (bounds, member, A.indptr.astype(i32, copy=False), A.indices.astype(i32, copy=False), A.data, agg, sign)
     grid = ((nc + 255) // 256,), (256,)
     run(*grid, (i32(nc), i32(0), *args, cptr[1:], cptr, cptr, A.data))
@@ -203,7 +203,7 @@ def segment_sum(data, order, starts):
     if starts.size:
         blocks = -(-starts.size // 256)
         index = [a.astype(numpy.int64, copy=False) for a in (starts, order)]    # sorts give int64 already
-        _row_kernel(_CTYPES[data.dtype], "segment_sum")(
+        _row_kernel(kernels.CTYPES[data.dtype], "segment_sum")(
             (blocks,), (256,), (numpy.int64(starts.size), numpy.int64(order.size), *index, data, out))
     return out
 
@@ -265,11 +265,6 @@ _ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
 WARP_ROWS = 24
 
 
-# the value types the row kernel is compiled for (CuPy's complex<T> for the complex ones)
-_CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float",
-           numpy.dtype(numpy.complex128): "complex<double>", numpy.dtype(numpy.complex64): "complex<float>"}
-
-
 def _row_kernel(ctype, name):
     # kernels.kernel compiles once per defines: GALERKIN_ROW is read at each call
     return kernels.kernel("sparse", name, VALUE=ctype, GALERKIN_ROW=GALERKIN_ROW)
@@ -289,7 +284,7 @@ def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
         name, matrix, threads = "csr_rows_warp", (A.indptr, A.indices, A.data), 32 * m
     else:
         name, matrix = "csr_rows", (A.indptr, A.indices, A.data)
-    _row_kernel(_CTYPES[A.dtype], name)(((threads + 255) // 256,), (256,),
+    _row_kernel(kernels.CTYPES[A.dtype], name)(((threads + 255) // 256,), (256,),
                                         (numpy.int32(m), numpy.int32(mode), rows if rows is not None else A.indices,
                                          *matrix, u, f if f is not None else u,
                                          scale if scale is not None else u, out))
@@ -333,7 +328,7 @@ def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
 def _kernel_types(A, *vectors):
     """The row kernel's types: int32 indices, the vectors' values of the matrix's type."""
     return (A.indices.dtype == numpy.int32 and (isinstance(A, ELL) or A.indptr.dtype == numpy.int32)
-            and A.dtype in _CTYPES and all(v.dtype == A.dtype for v in vectors))
+            and A.dtype in kernels.CTYPES and all(v.dtype == A.dtype for v in vectors))
 
 
 def dot(a, b, xp):
@@ -346,7 +341,7 @@ def dot(a, b, xp):
     n = a.size
     blocks = max(1, min(1024, (n + 255) // 256))
     partial = xp.empty(blocks, a.dtype)
-    _dot_partial_kernel(_CTYPES[numpy.dtype(a.dtype)])((blocks,), (256,), (a, b, partial, numpy.int64(n)))
+    _dot_partial_kernel(kernels.CTYPES[numpy.dtype(a.dtype)])((blocks,), (256,), (a, b, partial, numpy.int64(n)))
     return _sum_kernel()(partial)
 
 

@@ -58,7 +58,6 @@ def thomas(lower, diag, upper, rhs, xp):
     return d
 
 
-_CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
 _STATIC_LIMIT = 48 * 1024
 _OPT_IN_LIMIT = 227 * 1024       # Hopper's largest dynamic shared memory a block can ask for
 
@@ -117,7 +116,7 @@ def _launch(coefs, n, batch, threads, rhs, x, omega, stencil=None):
     shifts in u, their count) for right-hand sides made from the grid (see the kernel)."""
     dtype = numpy.dtype(coefs[0].dtype)
     stride, shared = _layout(n, threads, dtype.itemsize)
-    kernel = _partition_kernel(_CTYPES[dtype], threads, stride, -1 if stencil is None else int(stencil[-1]))
+    kernel = _partition_kernel(kernels.CTYPES[dtype], threads, stride, -1 if stencil is None else int(stencil[-1]))
     if shared > _STATIC_LIMIT:
         kernel.max_dynamic_shared_size_bytes = shared
     ptrs, c0, c_sys, c_elem, shifts, count = stencil or (numpy.uint64(0), 0, 0, 0, numpy.uint64(0), 0)
@@ -178,7 +177,7 @@ def solve(lower, diag, upper, rhs, xp, out=None, omega=1.0):
     """The batched solve on ``xp``: the partition kernel on the GPU, Thomas on the host. With
     ``out``, the solution y relaxes it in place (out + omega (y - out), y itself where omega is 1)
     and ``out`` is returned."""
-    if backend.is_gpu(xp) and numpy.dtype(diag.dtype) in _CTYPES:
+    if backend.is_gpu(xp) and numpy.dtype(diag.dtype).name in ("float64", "float32"):
         return cyclic_reduction(lower, diag, upper, rhs, out=out, omega=omega)
     y = thomas(lower, diag, upper, rhs, xp)
     return y if out is None else _relax(out, y, omega)

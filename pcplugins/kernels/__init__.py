@@ -32,9 +32,15 @@ This package imports only ``pcplugins.backend``, and CuPy only when a kernel is 
 import functools
 import pathlib
 
+import numpy
+
 from .. import backend
 
 _DIR = pathlib.Path(__file__).resolve().parent
+
+# the C type of each value type the kernels take (CuPy's complex<T> for the complex ones)
+CTYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float",
+          numpy.dtype(numpy.complex128): "complex<double>", numpy.dtype(numpy.complex64): "complex<float>"}
 
 
 def source(name, **defines):
