@@ -60,13 +60,14 @@ ROWS = {"float64": 1, "float32": 2}
 _ROW_KERNELS = ("relax_colour", "residual", "copy_inside", "eliminate")
 
 
-# relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block, marching along i0 through
-# enough planes that the launch is one wave of the blocks the SMs hold at once, at least
+# relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block at most, marching along i0
+# through enough planes that the launch is one wave of the blocks the SMs hold at once, at least
 # PAIR_MIN_PLANES (a block reads 4 planes more than it writes). A block waits on the latency of
 # each plane's loads and barriers, so the more blocks an SM holds the faster a sweep goes: the
-# kernel is compiled to leave room for PAIR_MINB blocks an SM (__launch_bounds__), as many as its
-# registers allow without spilling. benchmarks/gmg_kernels.py measures the choices. The kernel
-# source takes PAIR_X, PAIR_ROWS and PAIR_MINB from here (_module).
+# kernel is compiled to leave room for PAIR_MINB blocks of the widest tile an SM
+# (__launch_bounds__; as many threads for a narrower tile), as many as its registers allow
+# without spilling. pair_tile narrows the tile to fit a row. benchmarks/gmg_kernels.py measures
+# the choices. The kernel source takes PAIR_X, PAIR_ROWS and PAIR_MINB from here (_module).
 PAIR_X = 64
 PAIR_ROWS = {"float64": 8, "float32": 8}
 PAIR_MINB = {"float64": 4, "float32": 6}
@@ -92,26 +93,48 @@ def set_rows(dtype, rows=None, pair_rows=None, pair_minb=None):
     _WAVES.clear()
 
 
-def _module(dim, dtype, tail):
-    """fused.cu for (dim, dtype, tail) with the current ROWS, PAIR_ROWS and PAIR_MINB."""
+def _module(dim, dtype, tail, width=PAIR_X, minb=None):
+    """fused.cu for (dim, dtype, tail) with the current ROWS, PAIR_ROWS and PAIR_MINB (or
+    ``minb``), and relax_pair's tiles ``width`` wide."""
+    dtype = numpy.dtype(dtype).name
+    minb = minb or (_pair_minb(dtype, width) if dim == 3 else PAIR_MINB[dtype])
     return kernels.module("fused", T=kernels.CTYPES[numpy.dtype(dtype)], DIM=dim, HOMG_ROWS=HOMG_ROWS,
-                          ROWS=ROWS[dtype], PAIR_X=PAIR_X, PAIR_ROWS=PAIR_ROWS[dtype], PAIR_MINB=PAIR_MINB[dtype],
+                          ROWS=ROWS[dtype], PAIR_X=width, PAIR_ROWS=PAIR_ROWS[dtype], PAIR_MINB=minb,
                           TAIL=int(tail))
 
 
-def _kernel(dim, dtype, name, tail=False):
-    return _module(dim, dtype, tail).get_function(name)
+def _pair_minb(dtype, width):
+    """Blocks an SM relax_pair with tiles ``width`` wide is compiled for: PAIR_MINB for the widest
+    tile; for a narrower one as many threads, or the most blocks below that which compile with no
+    local memory (the same code on other tile sizes may need a register more)."""
+    key = (dtype, width, PAIR_MINB[dtype], PAIR_ROWS[dtype])
+    if width == PAIR_X:
+        return PAIR_MINB[dtype]
+    if key not in _MINBS:
+        minb = max(1, PAIR_MINB[dtype] * PAIR_X // width)
+        while minb > 1 and _module(3, dtype, False, width, minb).get_function("relax_pair").local_size_bytes:
+            minb -= 1
+        _MINBS[key] = minb
+    return _MINBS[key]
 
 
-def _launch(dim, dtype, name, shape3, args, tail=False):
+_MINBS = {}
+
+
+def _kernel(dim, dtype, name, tail=False, width=PAIR_X):
+    return _module(dim, dtype, tail, width).get_function(name)
+
+
+def _launch(dim, dtype, name, shape3, args, tail=False, width=PAIR_X):
     """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z.
     A cycle is a hundred or more launches whose host time adds up (it is the whole cost of a
     CUDA graph's capture), so each configuration is worked out once. ``tail``: the kernel built
-    for stencil.AxisLaplacian levels (TAIL in the source), which takes their numbers last."""
-    key = (dim, dtype, name, shape3, tail)
+    for stencil.AxisLaplacian levels (TAIL in the source), which takes their numbers last;
+    ``width``: relax_pair's tile width (pair_tile)."""
+    key = (dim, dtype, name, shape3, tail, width)
     cfg = _CONFIGS.get(key)
     if cfg is None:
-        cfg = _CONFIGS[key] = _configure(dim, dtype, name, shape3, tail)
+        cfg = _CONFIGS[key] = _configure(dim, dtype, name, shape3, tail, width)
     if cfg:
         cfg[0](cfg[1], cfg[2], args)
 
@@ -119,15 +142,15 @@ def _launch(dim, dtype, name, shape3, args, tail=False):
 _CONFIGS = {}
 
 
-def _configure(dim, dtype, name, shape3, tail=False):
+def _configure(dim, dtype, name, shape3, tail=False, width=PAIR_X):
     """(kernel, grid, block) for _launch, or () for an empty grid."""
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return ()
     dtype = numpy.dtype(dtype).name
-    kernel = _kernel(dim, dtype, name, bool(tail))
+    kernel = _kernel(dim, dtype, name, bool(tail), width)
     if name.startswith("relax_pair"):   # shape3 is the grid: (chunks of planes, tiles along i1, i2)
-        return kernel, (nx, n1, n0), _pair_block(dtype)
+        return kernel, (nx, n1, n0), _pair_block(dtype, width)
     # at most 128 threads a block, as few blocks as that allows, the threads spread evenly over
     # them (257 points: 3 blocks of 96, not 2 of 128 and one with a single thread)
     blocks = -(-nx // 128)
@@ -137,27 +160,41 @@ def _configure(dim, dtype, name, shape3, tail=False):
     return kernel, (blocks, n1, n0), (block,)
 
 
+def pair_tile(n2, dtype):
+    """relax_pair's tile width for rows of ``n2`` points: the even width of at most PAIR_X whose
+    tiles across a row launch the fewest warps, each weighted by the columns its tile reads
+    (width + 4); the widest of equals. A row of 200 takes five tiles of 40 (25 warps of 32 busy
+    threads) where tiles of 64 launch 32 warps, 7 of them idle."""
+    rows = PAIR_ROWS[numpy.dtype(dtype).name]
+
+    def cost(w):
+        return -(-n2 // w) * -(-(w // 2) * rows // 32) * (w + 4) / w
+    return min(range(PAIR_X, 31, -2), key=cost)
+
+
 def pair_planes(shape3, dtype):
-    """(planes a block of relax_pair marches through, its launch grid as _launch's shape3)."""
+    """(planes a block of relax_pair marches through, its launch grid as _launch's shape3, the
+    tile width)."""
     n0, n1, n2 = shape3
     dtype = numpy.dtype(dtype).name
-    t1, t2 = -(-n1 // PAIR_ROWS[dtype]), -(-n2 // PAIR_X)
-    planes = max(PAIR_MIN_PLANES, -(-n0 // max(1, pair_wave(dtype) // (t1 * t2))))
-    return planes, (-(-n0 // planes), t1, t2)
+    width = pair_tile(n2, dtype)
+    t1, t2 = -(-n1 // PAIR_ROWS[dtype]), -(-n2 // width)
+    planes = max(PAIR_MIN_PLANES, -(-n0 // max(1, pair_wave(dtype, width) // (t1 * t2))))
+    return planes, (-(-n0 // planes), t1, t2), width
 
 
-def _pair_block(dtype):
-    """relax_pair's thread block: an x-pair of the tile a thread, PAIR_X / 2 by PAIR_ROWS."""
-    return PAIR_X // 2, PAIR_ROWS[dtype]
+def _pair_block(dtype, width=PAIR_X):
+    """relax_pair's thread block: an x-pair of the tile a thread, width / 2 by PAIR_ROWS."""
+    return width // 2, PAIR_ROWS[dtype]
 
 
-def pair_wave(dtype):
-    """Blocks of relax_pair that the current device's SMs hold at once."""
+def pair_wave(dtype, width=PAIR_X):
+    """Blocks of relax_pair with tiles ``width`` wide that the current device's SMs hold at once."""
     dtype = numpy.dtype(dtype).name
-    key = (dtype, backend.device_id(backend.cupy))
+    key = (dtype, width, backend.device_id(backend.cupy))
     if key not in _WAVES:
-        tx, ty = _pair_block(dtype)
-        _WAVES[key] = backend.resident_blocks(_kernel(3, dtype, "relax_pair"), tx * ty)
+        tx, ty = _pair_block(dtype, width)
+        _WAVES[key] = backend.resident_blocks(_kernel(3, dtype, "relax_pair", width=width), tx * ty)
     return _WAVES[key]
 
 
@@ -272,7 +309,7 @@ class RedBlack:
             if scratch.shape != box.padded_shape or scratch.dtype != lap.dtype:
                 raise ValueError(f"RedBlack scratch: {box.padded_shape} {lap.dtype} wanted, got "
                                  f"{scratch.shape} {scratch.dtype}")
-            planes, grid3 = pair_planes((n0, n1, n2), lap.dtype)
+            planes, grid3, self._width = pair_planes((n0, n1, n2), lap.dtype)
             self._pair = {p: (grid3, [*_i32(n0, n1, n2, p, planes), *lap.coefs, self._scale]) for p in (0, 1)}
 
     def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
@@ -310,9 +347,9 @@ class RedBlack:
         grid3, tail = self._pair[parity]
         if zero_guess:
             at, flips = (sweeps - 1) % 2, sweeps - 1
-            _launch(lap.dim, lap.dtype, "relax_pair_zero", grid3, [bufs[at], u, f, *tail])
+            _launch(lap.dim, lap.dtype, "relax_pair_zero", grid3, [bufs[at], u, f, *tail], width=self._width)
         for _ in range(flips):
-            _launch(lap.dim, lap.dtype, "relax_pair", grid3, [bufs[1 - at], bufs[at], f, *tail])
+            _launch(lap.dim, lap.dtype, "relax_pair", grid3, [bufs[1 - at], bufs[at], f, *tail], width=self._width)
             at = 1 - at
         if sweeps - zero_guess - flips:
             self._sweep(u, f, (parity, 1 - parity), False, lambda u: u)

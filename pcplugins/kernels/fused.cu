@@ -140,7 +140,8 @@ extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, in
 #define PSX (PAIR_X + 4)
 #define PSY (PAIR_ROWS + 4)
 #define PLANE (PSX * PSY)
-#define PNT (32 * PAIR_ROWS)
+#define PXT (PAIR_X / 2)                         // threads along i2: an x-pair each
+#define PNT (PXT * PAIR_ROWS)
 #define PLOADS ((PLANE + PNT - 1) / PNT)
 #define PHALF (PAIR_X / 2 + 1)                  // first-colour points in a row of the ring-1 region
 #define PFIRST (((PAIR_ROWS + 2) * PHALF + PNT - 1) / PNT)
@@ -150,7 +151,7 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
                                                 T w0, T w1, T w2, T diag, T scale)
 {
     __shared__ T s[5 * PLANE];
-    const int x0 = blockIdx.x * PAIR_X, y0 = blockIdx.y * PAIR_ROWS, tid = threadIdx.x + 32 * threadIdx.y;
+    const int x0 = blockIdx.x * PAIR_X, y0 = blockIdx.y * PAIR_ROWS, tid = threadIdx.x + PXT * threadIdx.y;
     const int k0 = blockIdx.z * planes, k1 = min(k0 + planes, n0);
     STRIDES;
     const long F0 = (long)n1 * n2;

@@ -79,3 +79,20 @@ def test_anisotropic_even_box():
     mg, op, f, u, its = solve((40, 24), weights=[-1.0, -100.0])
     mg_odd = solve((39, 23), weights=[-1.0, -100.0])[4]
     assert its <= mg_odd + 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pair_tile_fits_the_row(dtype):
+    """relax_pair's tile width (fused.pair_tile): rows of 64k points keep the widest tile, 200
+    takes five of 40 (no idle thread), and no row launches more warps than with the widest tile."""
+    from pcplugins.core import fused
+    rows = fused.PAIR_ROWS[dtype]
+
+    def warps(n2, w):
+        return -(-n2 // w) * -(-(w // 2) * rows // 32)
+    assert fused.pair_tile(255, dtype) == fused.pair_tile(256, dtype) == fused.pair_tile(128, dtype) == 64
+    assert fused.pair_tile(200, dtype) == 40
+    for n2 in range(3, 700):
+        w = fused.pair_tile(n2, dtype)
+        assert w % 2 == 0 and 32 <= w <= fused.PAIR_X
+        assert warps(n2, w) <= warps(n2, fused.PAIR_X)

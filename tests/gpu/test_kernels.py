@@ -474,16 +474,20 @@ def pair_rows(request):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_pair_launch_is_one_wave_without_spills(dtype):
-    """relax_pair is compiled for PAIR_MINB blocks an SM without spilling registers to local
-    memory, and pair_planes covers a grid with at most one wave of the blocks the SMs hold."""
+    """relax_pair is compiled, for the tile width each row takes, without spilling registers to
+    local memory, for PAIR_MINB blocks an SM (the widest tile) or as many threads (a narrower one,
+    if that compiles without spills), and pair_planes covers a grid with at most one wave of the
+    blocks the SMs hold."""
     cp = backend.cupy
-    assert fused._kernel(3, dtype, "relax_pair").local_size_bytes == 0
-    wave = fused.pair_wave(dtype)
-    assert wave >= fused.PAIR_MINB[dtype] * cp.cuda.Device().attributes["MultiProcessorCount"]
-    for shape in [(255, 255, 255), (200, 200, 200), (300, 300, 300), (512, 256, 128), (9, 70, 130)]:
-        planes, (chunks, t1, t2) = fused.pair_planes(shape, dtype)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    for shape in [(255, 255, 255), (200, 200, 200), (257, 257, 257), (300, 300, 300), (512, 256, 128),
+                  (9, 70, 130)]:
+        planes, (chunks, t1, t2), width = fused.pair_planes(shape, dtype)
+        assert fused._kernel(3, dtype, "relax_pair", width=width).local_size_bytes == 0
+        wave = fused.pair_wave(dtype, width)
+        assert wave >= fused._pair_minb(dtype, width) * sms
         assert (chunks - 1) * planes < shape[0] <= chunks * planes
-        assert t1 == -(-shape[1] // fused.PAIR_ROWS[dtype]) and t2 == -(-shape[2] // fused.PAIR_X)
+        assert t1 == -(-shape[1] // fused.PAIR_ROWS[dtype]) and t2 == -(-shape[2] // width)
         assert chunks * t1 * t2 <= wave or planes == fused.PAIR_MIN_PLANES
 
 
