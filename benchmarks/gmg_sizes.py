@@ -2,7 +2,7 @@
 
     python benchmarks/gmg_sizes.py [-dim 3] [-sizes 255,200,256,257,300,320,512x256x128]
                                    [-baseline_sizes 255,256] [-convention interior|petsc]
-                                   [-skip name,...] [-out results.json]
+                                   [-skip name,...] [-repeat N] [-out results.json]
 
 The 7-point (5-point in 2D) Poisson system of gmg_poisson.py, CG to a true relative residual of
 1e-8, on each size; the first size is the reference, and every line reports the time per unknown
@@ -13,7 +13,8 @@ PCMG on the DMDA (Galerkin) and GAMG. With the interior convention ``n`` counts 
 axis (no boundary rows), with petsc the DMDA's points, boundary included. PCMG and GAMG run on
 the sizes of -baseline_sizes only (all by default): on the GPU they take seconds a size. Each
 figure is the faster of two timed runs after two untimed ones (setups of a few milliseconds vary
-by as much).
+by as much); with -repeat N the run of median total of N after one untimed run, every run's setup
+and solve times in the JSON.
 """
 import os
 import sys
@@ -78,6 +79,7 @@ def main():
     gmg_poisson.CONVENTION = opts.getString("convention", "interior")
     gpu = opts.getString("vec", "gpu" if backend.gpu_available() else "cpu") == "gpu"
     skip, out = opts.getString("skip", ""), opts.getString("out", "")
+    repeat = opts.getInt("repeat", 0)
     results, reference = [], {}
     reuse_systems()
 
@@ -92,8 +94,9 @@ def main():
         configs = {k: v for k, v in CONFIGS.items() if n in baseline_sizes or k not in BASELINES}
         if pcmg_levels(n, dim) < 3:     # PCMG's DMDA coarsening halves (points - 1): not here
             configs.pop("PETSc PCMG (DMDA, Galerkin)", None)
-        measure_configs(configs, skip, best_of_two, (n, dim, gpu), gpu, {"n": n, "dim": dim,
-                        "convention": gmg_poisson.CONVENTION}, (f"{label:>12s}", 50), results, out, line)
+        measure_configs(configs, skip, run if repeat else best_of_two, (n, dim, gpu), gpu,
+                        {"n": n, "dim": dim, "convention": gmg_poisson.CONVENTION}, (f"{label:>12s}", 50),
+                        results, out, line, repeat=max(repeat, 1))
     write(out, results, gpu)
 
 
