@@ -125,8 +125,11 @@ def sizes_section(name):
     """A size sweep (gmg_sizes.py): time per unknown beside the first size's, per solver."""
     rows = [r for r in load(name)["results"] if "error" not in r]
     solvers = list(dict.fromkeys(r["solver"] for r in rows))
+    repeat = rows[0].get("repeat") if rows else None
+    how = (f"the run of median total of {repeat} after one untimed run" if repeat else
+           "best of two runs after two untimed ones")
     out = head(name) + ["setup + solve in ms (CG iterations), and time per unknown relative to the first size's "
-                        "for the same solver (best of two runs after two untimed ones):", ""]
+                        f"for the same solver ({how}):", ""]
     sizes = list(dict.fromkeys(json.dumps(r["n"]) for r in rows))
     out.append("| solver | " + " | ".join(label(json.loads(s), rows[0]["dim"]) for s in sizes) + " |")
     out.append("|---" * (len(sizes) + 1) + "|")
