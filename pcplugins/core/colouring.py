@@ -101,7 +101,9 @@ def colour_order(mats, aggs, signs, colours, transfers, members):
     as much as the colour's product). Level k's unknowns are taken in the stable order of
     ``colours[k]`` (a level without colours, the coarsest among them, keeps its order); the
     matrices, aggregates, signs, prolongations (``transfers[k]``, a CSR matrix where ``aggs[k]``
-    is None) and restrictions (``members[k]``, sparse.members' form, or None) follow.
+    is None) and restrictions (``members[k]``, sparse.members' form, or None) follow; a level of
+    several ranks (distributed.Rows, its aggregates and restrictions this rank's) renumbers its
+    own rows, collectively.
     Returns them renumbered and each level's order (None: kept; the cycle's input is f[orders[0]])."""
     orders = [None if c is None else numpy.argsort(c, kind="stable") for c in colours]
     inverse = []
@@ -113,7 +115,8 @@ def colour_order(mats, aggs, signs, colours, transfers, members):
         inverse.append(q)
     # rows gathered, columns relabelled (each row's entries stay in their order: a product does
     # not need them sorted, and a restriction sums its members in the order it was made)
-    new_mats = [_moved(M, o, q) for M, o, q in zip(mats, orders, inverse)]
+    new_mats = [M if o is None else M.renumbered(o, q) if hasattr(M, "renumbered") else _moved(M, o, q)
+                for M, o, q in zip(mats, orders, inverse)]
     new_aggs, new_signs, new_transfers, new_members = [], [], [], []
     for k, (agg, sign, P, R) in enumerate(zip(aggs, signs, transfers, members)):
         o, q = orders[k], inverse[k + 1]

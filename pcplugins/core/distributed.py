@@ -49,6 +49,21 @@ class Rows:
     def n(self):
         return self.own.shape[0]
 
+    def renumbered(self, order, inverse):
+        """This rank's rows taken in the order ``order`` (``inverse`` its inverse), every rank's
+        alike: the global row lo + order[k] becomes lo + k (lo this rank's first). The ghost
+        columns take their new numbers from their owners, in one exchange. Collective."""
+        xp, lo = self.xp, int(self.starts[self.comm.rank])
+        moved = backend.to_host(self.halo(xp.asarray(inverse.astype(numpy.int64) + lo))).astype(numpy.int64)
+        sort = numpy.argsort(moved, kind="stable")
+        place = numpy.empty_like(sort)
+        place[sort] = numpy.arange(sort.size)
+        own, ghost = self.own[order], self.ghost[order]
+        own = type(own)((own.data, inverse[own.indices].astype(own.indices.dtype), own.indptr), shape=own.shape)
+        ghost = type(ghost)((ghost.data, place[ghost.indices].astype(ghost.indices.dtype), ghost.indptr),
+                            shape=ghost.shape)
+        return Rows(own, ghost, moved[sort], self.starts, self.comm, xp)
+
     def ghost_l1(self):
         """Row sums of |a_ij| over the ghost columns (added to the smoothers' diagonals)."""
         return sparse.l1_norms(self.ghost, self.xp) if self.ghost.shape[1] else self.xp.zeros(self.n)

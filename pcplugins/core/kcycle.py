@@ -212,11 +212,13 @@ class AggregationMG:
             if kinds[k] == "gs":
                 colours[k] = nullspace.node_colours(graph, bs, xp, MAX_COLOURS)
         # each level's unknowns in the cycle's order (colouring.colour_order; None: the matrix's),
-        # on the host, for the Gauss-Seidel levels
+        # on the host, for the Gauss-Seidel levels (on several ranks those of aggregates, each
+        # rank's own rows: a prolongation across ranks keeps its order)
         self.orders = [None] * len(mats)
         gs = [k < len(aggs) and kind == "gs" for k, kind in enumerate(kinds)]
-        if any(gs) and not parallel and not backend.is_gpu(xp):
-            colours = [None if not g else c if c is not None else colouring.colour_graph(M, xp, MAX_COLOURS)
+        if any(gs) and not backend.is_gpu(xp) and not (parallel and any(T is not None for T in transfers)):
+            colours = [None if not g else c if c is not None else
+                       colouring.colour_graph(M.own if parallel else M, xp, MAX_COLOURS)
                        for g, M, c in zip(gs, mats, colours)]
             mats, aggs, signs, colours, moved, members, self.orders = colouring.colour_order(
                 mats, aggs, signs, colours, transfers[:len(aggs)], members[:len(aggs)])
@@ -239,7 +241,7 @@ class AggregationMG:
                 # the aux grid goes on over the gathered level (a system's coarse levels have no
                 # nodes: pairwise there): its unknowns at their vertices' centroids, in rank
                 # order as GatheredRowsSolve gathers the rows
-                xyz = coords
+                xyz = coords if self.orders[0] is None else coords[self.orders[0]]
                 for agg, nc in zip(aggs, sizes[1:]):
                     xyz = aggregation.centroids(xyz, agg, nc, xp)
                 xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(xyz))))

@@ -318,6 +318,46 @@ def test_a_rank_that_owns_no_rows(method, gather):
 
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+@pytest.mark.parametrize("cycle", ["w", "k"])
+def test_ranks_renumber_their_rows_colour_by_colour(monkeypatch, method, cycle):
+    """On the host each rank numbers its rows of a distributed Gauss-Seidel level colour by colour
+    (colouring.colour_order, distributed.Rows.renumbered), so a colour is a slice: the ranks'
+    renumbered blocks make one matrix, the permutation of the whole one (each rank's rows kept on
+    it), and the cycle gives what the same hierarchy in the matrix's order gives. Three thread
+    ranks of unequal parts."""
+    from pcplugins.core import distributed
+    n = 29
+    A = lap2d(n)
+    f = numpy.random.default_rng(1).random(n * n)
+    xy = grid_coords(n)
+    cuts = [0, 250, 251, n * n]
+    kept = lambda mats, aggs, signs, colours, moved, members: (  # noqa: E731
+        mats, aggs, signs, colours, moved, members, [None] * len(mats))
+
+    def correction(comm, renumber):
+        lo, hi = cuts[comm.rank], cuts[comm.rank + 1]
+        part = A[lo:hi]
+        rows = distributed.Rows.from_csr(part.indptr, part.indices, part.data, comm, numpy)
+        opts = kcycle.Options(aggregation=method, coarse_size=10, gather_size=0, cycle=cycle, smoother="gs",
+                              nsmooths=0)
+        mg = kcycle.AggregationMG(rows, numpy, opts, xy[lo:hi], comm)
+        if renumber:
+            order = mg.orders[0]
+            assert order is not None and sorted(order) == list(range(hi - lo))
+            # the renumbered finest level is A with each rank's rows permuted by its order
+            perm = numpy.concatenate(comm.allgather(order + lo))
+            assert abs(mg.levels[0].rows.gathered() - A[perm][:, perm]).max() == 0
+            assert amg_galerkin_error(mg) <= 1e-12
+        return mg.cycle(f[lo:hi])
+
+    ours = numpy.concatenate(_on_threads(3, lambda comm: correction(comm, True)))
+    with monkeypatch.context() as m:
+        m.setattr(colouring, "colour_order", kept)
+        plain = numpy.concatenate(_on_threads(3, lambda comm: correction(comm, False)))
+    assert numpy.allclose(ours, plain, rtol=1e-12, atol=1e-12 * abs(plain).max())
+
+
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 def test_complex_kcycle_on_thread_ranks(method):
     """A complex symmetric matrix on two thread ranks with every level distributed: the K-cycle's
     inner products are complex global sums (their reduction took float() of one, which failed
