@@ -107,9 +107,9 @@ def _pair_minb(dtype, width):
     """Blocks an SM relax_pair with tiles ``width`` wide is compiled for: PAIR_MINB for the widest
     tile; for a narrower one as many threads, or the most blocks below that which compile with no
     local memory (the same code on other tile sizes may need a register more)."""
-    key = (dtype, width, PAIR_MINB[dtype], PAIR_ROWS[dtype])
     if width == PAIR_X:
         return PAIR_MINB[dtype]
+    key = (dtype, width, PAIR_MINB[dtype], PAIR_ROWS[dtype])
     if key not in _MINBS:
         minb = max(1, PAIR_MINB[dtype] * PAIR_X // width)
         while minb > 1 and _module(3, dtype, False, width, minb).get_function("relax_pair").local_size_bytes:

@@ -83,8 +83,9 @@ def test_anisotropic_even_box():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_pair_tile_fits_the_row(dtype):
-    """relax_pair's tile width (fused.pair_tile): rows of 64k points keep the widest tile, 200
-    takes five of 40 (no idle thread), and no row launches more warps than with the widest tile."""
+    """relax_pair's tile width (fused.pair_tile): rows of 128, 255 and 256 points keep the widest
+    tile, 200 takes five of 40 (no idle thread), and no row launches more warps than with the
+    widest tile."""
     from pcplugins.core import fused
     rows = fused.PAIR_ROWS[dtype]
 
