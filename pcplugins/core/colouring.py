@@ -115,7 +115,7 @@ def colour_order(mats, aggs, signs, colours, transfers, members):
         inverse.append(q)
     # rows gathered, columns relabelled (each row's entries stay in their order: a product does
     # not need them sorted, and a restriction sums its members in the order it was made)
-    new_mats = [M if o is None else M.renumbered(o, q) if hasattr(M, "renumbered") else _moved(M, o, q)
+    new_mats = [M if o is None else M.renumbered(o, q) if hasattr(M, "renumbered") else moved(M, o, q)
                 for M, o, q in zip(mats, orders, inverse)]
     new_aggs, new_signs, new_transfers, new_members = [], [], [], []
     for k, (agg, sign, P, R) in enumerate(zip(aggs, signs, transfers, members)):
@@ -126,13 +126,13 @@ def colour_order(mats, aggs, signs, colours, transfers, members):
         else:
             new_aggs.append(None)
         new_signs.append(sign if sign is None or o is None else sign[o])
-        new_transfers.append(None if P is None else _moved(P, o, q))          # fine rows, coarse columns
-        new_members.append(None if R is None else _moved(R, orders[k + 1], inverse[k]))   # the other way
+        new_transfers.append(None if P is None else moved(P, o, q))          # fine rows, coarse columns
+        new_members.append(None if R is None else moved(R, orders[k + 1], inverse[k]))   # the other way
     new_colours = [c if o is None else c[o] for c, o in zip(colours, orders)]
     return new_mats, new_aggs, new_signs, new_colours, new_transfers, new_members, orders
 
 
-def _moved(M, rows, columns):
+def moved(M, rows, columns):
     """The CSR matrix M with its rows in the order ``rows`` and column j renamed ``columns[j]``
     (either None: kept)."""
     M = M if rows is None else M[rows]

@@ -19,7 +19,7 @@ the rank that owns its coarse row.
 import numpy
 
 from .. import backend
-from . import sparse
+from . import colouring, sparse
 
 
 def starts_of(n, comm):
@@ -54,15 +54,12 @@ class Rows:
         alike: the global row lo + order[k] becomes lo + k (lo this rank's first). The ghost
         columns take their new numbers from their owners, in one exchange. Collective."""
         xp, lo = self.xp, int(self.starts[self.comm.rank])
-        moved = backend.to_host(self.halo(xp.asarray(inverse.astype(numpy.int64) + lo))).astype(numpy.int64)
-        sort = numpy.argsort(moved, kind="stable")
+        renamed = backend.to_host(self.halo(xp.asarray(inverse.astype(numpy.int64) + lo))).astype(numpy.int64)
+        sort = numpy.argsort(renamed, kind="stable")
         place = numpy.empty_like(sort)
         place[sort] = numpy.arange(sort.size)
-        own, ghost = self.own[order], self.ghost[order]
-        own = type(own)((own.data, inverse[own.indices].astype(own.indices.dtype), own.indptr), shape=own.shape)
-        ghost = type(ghost)((ghost.data, place[ghost.indices].astype(ghost.indices.dtype), ghost.indptr),
-                            shape=ghost.shape)
-        return Rows(own, ghost, moved[sort], self.starts, self.comm, xp)
+        own, ghost = colouring.moved(self.own, order, inverse), colouring.moved(self.ghost, order, place)
+        return Rows(own, ghost, renamed[sort], self.starts, self.comm, xp)
 
     def ghost_l1(self):
         """Row sums of |a_ij| over the ghost columns (added to the smoothers' diagonals)."""
