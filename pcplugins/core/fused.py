@@ -47,9 +47,8 @@ def homg_iteration(out, u, f_level, l, weights, diag, scale):
 def cubic_upsample(fine_pad, coarse_pad):
     """fine_pad = cubic interpolation of coarse_pad (both padded, fine = 2 coarse + 1 per axis)."""
     _contiguous(fine_pad, coarse_pad)
-    dim = fine_pad.ndim
     N, K = grid.dims3(fine_pad.shape), grid.dims3(coarse_pad.shape)
-    _launch(dim, fine_pad.dtype, "cubic_upsample", N, [fine_pad, coarse_pad, *_i32(*N, *K)])
+    _launch(fine_pad.ndim, fine_pad.dtype, "cubic_upsample", N, [fine_pad, coarse_pad, *_i32(*N, *K)])
     return fine_pad
 
 
@@ -60,14 +59,13 @@ ROWS = {"float64": 1, "float32": 2}
 _ROW_KERNELS = ("relax_colour", "residual", "copy_inside", "eliminate")
 
 
-# relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block at most, marching along i0
-# through enough planes that the launch is one wave of the blocks the SMs hold at once, at least
-# PAIR_MIN_PLANES (a block reads 4 planes more than it writes). A block waits on the latency of
-# each plane's loads and barriers, so the more blocks an SM holds the faster a sweep goes: the
-# kernel is compiled to leave room for PAIR_MINB blocks of the widest tile an SM
-# (__launch_bounds__; as many threads for a narrower tile), as many as its registers allow
-# without spilling. pair_tile narrows the tile to fit a row. benchmarks/gmg_kernels.py measures
-# the choices. The kernel source takes PAIR_X, PAIR_ROWS and PAIR_MINB from here (_module).
+# relax_pair's tile: PAIR_X x PAIR_ROWS points of (i2, i1) a block at most (pair_tile narrows it
+# to fit a row), marching along i0 through enough planes that the launch is one wave of the
+# blocks the SMs hold at once, at least PAIR_MIN_PLANES (a block reads 4 planes more than it
+# writes). A block waits on the latency of each plane's loads and barriers, so the more blocks an
+# SM holds the faster a sweep goes: the kernel is compiled for PAIR_MINB blocks of the widest tile
+# an SM (as many threads for a narrower one), as many as fit without spilling.
+# benchmarks/gmg_kernels.py measures the choices; the kernel source takes them from here (_module).
 PAIR_X = 64
 PAIR_ROWS = {"float64": 8, "float32": 8}
 PAIR_MINB = {"float64": 4, "float32": 6}
@@ -229,8 +227,7 @@ def _tail_args(op):
 
 
 class Laplacian:
-    """Fused residual and boundary elimination of a star stencil with axis weights ``weights``
-    (< 0): the constant stencil, or a stencil.AxisLaplacian (``tail``: its kernels' numbers)."""
+    """Fused residual of a star stencil of axis ``weights`` (< 0): constant, or a stencil.AxisLaplacian (tail)."""
 
     def __init__(self, op, weights):
         self.op, self.box, self.dim, self.dtype = op, op.box, op.box.dim, op.dtype
@@ -238,7 +235,6 @@ class Laplacian:
         self.weights = [t(0)] * (3 - self.dim) + [t(v) for v in weights]
         self.tail = _tail_args(op)
         self.coefs = self.weights + [t(0.0 if self.tail else op.diag)]
-        self._weights64 = [numpy.float64(v) for v in [0] * (3 - self.dim) + list(weights)]
         self._shape3 = grid.dims3(self.box.shape)
         self._sizes = _i32(*self._shape3)
         self._flags = {(a, b): _i32(a, b) for a in (0, 1) for b in (0, 1)}
@@ -252,30 +248,34 @@ class Laplacian:
                 [out, f, u_pad, *self._sizes, *flags, *self.coefs, *self.tail], bool(self.tail))
         return out
 
-    def eliminate(self, f, x, y, c):
-        """PETSc's DMDA convention, ``x`` and ``y`` (float64) over the grid with its outer layer
-        (this level's padded shape): y = c x on the layer (y inside untouched) and
-        f = x_I - A_IB y_B (in the operator's precision), in one pass."""
-        _contiguous(f, x, y)
-        if self.tail:
-            raise ValueError("eliminate: the fine level is a constant stencil")
-        if x.dtype != numpy.float64 or y.dtype != numpy.float64 or f.dtype != self.dtype:
-            raise TypeError(f"eliminate: x and y float64, f {self.dtype}; got {x.dtype}, {y.dtype}, {f.dtype}")
-        n0, n1, n2 = grid.dims3(self.box.shape)
-        grid3 = (n0 + 2 if self.dim == 3 else 1, n1 + 2, n2 + 2)
-        args = [y, f, x, *_i32(n0, n1, n2), numpy.float64(c), *self._weights64]
-        _launch(self.dim, self.dtype, "eliminate", grid3, args)
-        return f
 
-    def copy_inside(self, y, u_pad):
-        """y (float64) = u_pad (the operator's precision) inside the outer layer, both of this
-        level's padded shape: the cycle's result into PETSc's y after ``eliminate``."""
-        _contiguous(y, u_pad)
-        if y.dtype != numpy.float64 or u_pad.dtype != self.dtype or y.shape != u_pad.shape:
-            raise TypeError(f"copy_inside: y float64 and u {self.dtype} of one shape; got {y.dtype} {y.shape}, "
-                            f"{u_pad.dtype} {u_pad.shape}")
-        _launch(self.dim, self.dtype, "copy_inside", self._shape3, [y, u_pad, *self._sizes])
-        return y
+def eliminate(f, x, y, c, weights=(0.0, 0.0, 0.0), yb=None):
+    """PETSc's DMDA convention, ``x`` and ``y`` (float64) over the grid with its outer layer (f's padded
+    shape): y = c x on the layer (y inside untouched; ``c`` a number, or an array of x's shape in f's
+    precision), the same into ``yb`` (f's precision) where given, and f = x_I - A_IB y_B in one pass, A_IB
+    the constant star of 3 axis ``weights`` (axis 0 first; zeros: f = x_I, for a stored stencil's residual)."""
+    scalar = numpy.isscalar(c)
+    given = [a for a in (yb, None if scalar else c) if a is not None]
+    _contiguous(f, x, y, *given)
+    if {x.dtype, y.dtype} != {numpy.dtype(numpy.float64)} or any(a.dtype != f.dtype for a in given) or any(
+            a.shape != x.shape for a in [y] + given) or not scalar and any(weights):
+        raise TypeError(f"eliminate: x, y float64, f, yb, c {f.dtype} of x's shape, c a number with weights; got "
+                        f"{x.dtype}, {y.dtype}, {f.dtype}")
+    (n0, n1, n2), null = grid.dims3(f.shape), numpy.uint64(0)
+    args = [y, null if yb is None else yb, f, x, null if scalar else c, *_i32(n0, n1, n2),
+            numpy.float64(c if scalar else 0.0), *(numpy.float64(w) for w in weights)]
+    _launch(f.ndim, f.dtype, "eliminate", (n0 + 2 if f.ndim == 3 else 1, n1 + 2, n2 + 2), args)
+    return f
+
+
+def copy_inside(y, u_pad):
+    """y (float64) = u_pad (the cycle's precision, y's padded shape) inside the layer, after ``eliminate``."""
+    _contiguous(y, u_pad)
+    if y.dtype != numpy.float64 or y.shape != u_pad.shape:
+        raise TypeError(f"copy_inside: y float64 and u of one shape; got {y.dtype} {y.shape}, {u_pad.shape}")
+    shape3 = grid.dims3(tuple(n - 2 for n in y.shape))
+    _launch(y.ndim, u_pad.dtype, "copy_inside", shape3, [y, u_pad, *_i32(*shape3)])
+    return y
 
 
 class RedBlack:

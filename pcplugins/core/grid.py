@@ -184,13 +184,17 @@ def parity_lattice(box, parity):
     return tuple(lat)
 
 
-def face_lattices(box):
+def face_lattices(box, disjoint=False):
     """The points of the box's faces, a lattice per face (the two faces of an axis with one point
-    are one)."""
+    are one); ``disjoint``: each point in one lattice (an axis's faces leave out the points on the
+    faces of the axes before it), for updates in place."""
     lats = []
     for a, n in enumerate(box.shape):
         for first in sorted({0, n - 1}) if n else ():
-            lats.append(tuple((first, 1, 1) if b == a else (0, 1, m) for b, m in enumerate(box.shape)))
+            lat = tuple((first, 1, 1) if b == a else (1, 1, m - 2) if disjoint and b < a else (0, 1, m)
+                        for b, m in enumerate(box.shape))
+            if all(c > 0 for _, _, c in lat):
+                lats.append(lat)
     return lats
 
 

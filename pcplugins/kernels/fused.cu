@@ -301,7 +301,11 @@ extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f
 // PETSc's DMDA convention (identity rows on the grid's outer layer, which is this level's halo):
 // y = c x on the layer, and f = x - A_IB (c x_B) inside. One pass over x; y inside is left alone.
 // x and y are PETSc's (double), f the cycle's (T): a float32 cycle needs no conversion pass.
-extern "C" __global__ void eliminate(double* __restrict__ y, T* __restrict__ f, const double* __restrict__ x,
+// c is the layer's inverse diagonal: cb[p] where cb is given, else the one value c. yb, where
+// given, takes the layer's values too, in T (a stored level's face rows then subtract their
+// couplings to them: w0 = w1 = w2 = 0 here).
+extern "C" __global__ void eliminate(double* __restrict__ y, T* __restrict__ yb, T* __restrict__ f,
+                                     const double* __restrict__ x, const T* __restrict__ cb,
                                      int n0, int n1, int n2, double c, double w0, double w1, double w2)
 {
     int j0 = blockIdx.z, j2 = blockIdx.x * blockDim.x + threadIdx.x;
@@ -314,7 +318,9 @@ extern "C" __global__ void eliminate(double* __restrict__ y, T* __restrict__ f, 
         if (j1 >= n1 + 2) break;
         long p = j0 * P0 + j1 * P1 + j2;
         if (edge || j1 == 0 || j1 == n1 + 1) {
-            y[p] = c * x[p];
+            double v = (cb ? (double)cb[p] : c) * x[p];
+            y[p] = v;
+            if (yb) yb[p] = (T)v;
             continue;
         }
         double s = x[p];

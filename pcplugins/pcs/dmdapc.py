@@ -59,7 +59,7 @@ class DMDAPC(PythonPC):
         if any(self.mixed):
             # defect correction: the elimination and the fine residual in double, the cycle in single
             self.dtype = numpy.dtype(numpy.float64)
-        self._elim_fused = None
+        self._elim_fused, self._faces = None, ()
         self.mpi = mpi.Collective(pc)
         t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
@@ -144,8 +144,8 @@ class DMDAPC(PythonPC):
         tol = None if v["operator"] == "assembled" or nonzero is not None else 0.0
         op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=collective, nonzero=nonzero)
         w = stencil.laplacian_weights(op)
-        if layer and w is not None and numpy.isscalar(self._invdb):
-            self._use_fused_elimination(v, op, w)
+        if layer:
+            self._use_fused_elimination(v, op, w if w is not None and numpy.isscalar(self._invdb) else None)
         if op.constant:
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
@@ -165,8 +165,9 @@ class DMDAPC(PythonPC):
         op = stencil.StencilOperator(mgbox, found.offsets, found.consts, xp, dt)
         w = stencil.laplacian_weights(op)
         same = dict(zip(found.offsets, found.consts))
-        if found.layer and w is not None and all(same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)):
-            self._use_fused_elimination(v, op, w)
+        if found.layer:
+            self._use_fused_elimination(v, op, w if w is not None and all(
+                same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)) else None)
         return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)"
 
     def _check_interior(self, mgbox):
@@ -181,9 +182,10 @@ class DMDAPC(PythonPC):
                 "(-da_processors_x/y/z, DMDASetOwnershipRanges) that gives every rank an interior point")
 
     def _use_fused_elimination(self, v, op, w):
-        """The one-pass boundary elimination kernel: a constant Laplacian on one GPU rank."""
+        """fused.eliminate on one GPU rank: a constant star's weights ``w``, or (None) the face rows after."""
         if v.get("fused", True) and fused.supported(self.xp, self.dtype) and self.mpi.size == 1:
-            self._elim_fused = fused.Laplacian(op, w)
+            self._elim_fused = (0.0,) * (3 - op.box.dim) + tuple(w if w is not None else (0.0,) * op.box.dim)
+            self._faces = grid.face_lattices(op.box, disjoint=True) if w is None else ()
 
     # -- apply -------------------------------------------------------------------------------------------
     def _apply(self, pc, x, y):
@@ -221,8 +223,9 @@ class DMDAPC(PythonPC):
             self._f = xp.zeros(self.mg.fine_box.shape, self.dtype)
             self._ypad = xp.zeros(self.box.padded_shape, self.dtype) if self.mpi.size > 1 else None
         self._x_low = self._y_low = None
-        # the cycle's own copies of x and y, in its precision (the fused elimination reads x in
-        # double and the cycle's result is cast as it is copied out, so it needs none)
+        # the layer's values for the face rows (inside zero); the cycle's own copies of x and y, in
+        # its precision (the fused elimination reads x in double and casts y as it copies it out)
+        self._yb = xp.zeros(self.box.shape, self.dtype) if self._faces else None
         if self.dtype != numpy.float64 and self._elim_fused is None:
             self._x_low = xp.zeros(self.box.shape, self.dtype)
             self._y_low = xp.zeros(self.box.shape, self.dtype)
@@ -279,7 +282,7 @@ class DMDAPC(PythonPC):
             self._eliminate(self._f, x, out)
             u = self.mg.cycle(self._f)
             if self._elim_fused is not None:
-                self._elim_fused.copy_inside(out, u)
+                fused.copy_inside(out, u)
             else:
                 out[self._inner] = grid.interior(u)
         else:
@@ -327,7 +330,10 @@ class DMDAPC(PythonPC):
         stencil on the rows of the faces of this rank's box, the only ones that reach the layer
         or another rank's points (which are zero in y)."""
         if self._elim_fused is not None:
-            return self._elim_fused.eliminate(f, x, y, self._invdb)
+            fused.eliminate(f, x, y, self._invdb, self._elim_fused, self._yb)
+            for lat in self._faces:
+                self._elim.residual(grid.view(f, lat), grid.view(f, lat), self._yb, lat)
+            return f
         # in parallel a neighbouring boundary value may live on another rank: a ghost update;
         # on one rank y is its own halo
         yp = y if self.mpi.size == 1 else self._ypad
@@ -351,11 +357,8 @@ class DMDAPC(PythonPC):
             cycles, digits = self.mixed
             stop = " or ".join(([f"{cycles} cycles"] if cycles else [])
                                + ([f"{digits:g} digits gained"] if digits else []))
-            used = ""
-            if self.inner_cycles:
-                used = f" (last application: {self.inner_cycles[-1]} cycles)"
-            return (f"mixed defect correction: float32 cycles, float64 residual and update, "
-                    f"stopping after {stop}{used}")
+            used = f" (last application: {self.inner_cycles[-1]} cycles)" if self.inner_cycles else ""
+            return f"mixed defect correction: float32 cycles, float64 residual and update, stopping after {stop}{used}"
         return "double" if self.dtype == numpy.float64 else "single (float32 cycle in a float64 Krylov method)"
 
     def describe(self):
@@ -366,9 +369,8 @@ class DMDAPC(PythonPC):
         ranks = f", distributed over {self.mpi.size} MPI ranks" if self.mpi.size > 1 else ""
         lines = [f"{self.TITLE}: {self.WHAT} on the DMDA grid {gs}{ranks}",
                  f"device {self.device} ({f'CuPy, GPU {self.gpu_id}' if backend.is_gpu(self.xp) else 'NumPy'}), "
-                 "precision "
-                 + self._precision_note()
-                 + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp) else ""),
+                 "precision " + self._precision_note() + (f", CUDA graph {self.graph_note}" if backend.is_gpu(self.xp)
+                                                          else ""),
                  f"operator: {self.operator_kind}",
                  *([f"not a symmetric preconditioner: {self._cycle_not_symmetric()}; with CG use fcg, or "
                     "fgmres/bcgs"] if self._cycle_not_symmetric() else []),

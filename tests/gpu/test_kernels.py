@@ -577,8 +577,7 @@ def test_fused_elimination_matches_twin(shape, dtype, rows):
     grid.interior(y_ref)[...] = 0
     f_ref = stencil.laplacian(box, w, np).residual(np.zeros(shape), grid.interior(x), y_ref)
     y = cp.full(box.padded_shape, 5.0)
-    lap = fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w)
-    f = lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x), y, c)
+    f = fused.eliminate(cp.zeros(shape, dtype), cp.asarray(x), y, c, [0.0] * (3 - box.dim) + w)
     y = backend.to_host(y)
     assert np.all(grid.interior(y) == 5.0)            # the inside is the cycle's to write
     grid.interior(y)[...] = 0
@@ -587,16 +586,54 @@ def test_fused_elimination_matches_twin(shape, dtype, rows):
     assert f.dtype == np.dtype(dtype)
     assert np.allclose(backend.to_host(f), f_ref, rtol=tol, atol=tol)
     with pytest.raises(TypeError, match="float64"):
-        lap.eliminate(cp.zeros(shape, dtype), cp.asarray(x, np.float32), y, c)
+        fused.eliminate(cp.zeros(shape, dtype), cp.asarray(x, np.float32), cp.asarray(y), c)
     # the counterpart: the cycle's padded result into y inside the layer, the layer left alone
     u = np.random.default_rng(7).standard_normal(box.padded_shape)
     y = cp.asarray(x)
-    lap.copy_inside(y, cp.asarray(u, dtype))
+    fused.copy_inside(y, cp.asarray(u, dtype))
     expect = x.copy()
     grid.interior(expect)[...] = grid.interior(u.astype(dtype))
     assert np.array_equal(backend.to_host(y), expect)
     with pytest.raises(TypeError, match="copy_inside"):
-        lap.copy_inside(y, cp.asarray(u, np.float32 if dtype == "float64" else np.float64))
+        fused.copy_inside(y, cp.asarray(u[1:], dtype))
+
+
+@pytest.mark.parametrize("shape", [(9, 10, 11), (12, 13)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("per_point", [False, True])
+def test_stored_level_elimination_matches_twin(shape, dtype, per_point, rows):
+    """A stored stencil's elimination (dmdapc's fused path): the kernel writes y = c x on the
+    layer, the same into yb in the cycle's precision and f = x inside; the stencil's residual on
+    the disjoint face lattices, in place, finishes f_I = x_I - A_IB y_B. Against the generic code:
+    y = c x on the layer, f = x_I - A y on the overlapping face lattices, from x_I."""
+    cp = backend.cupy
+    box = grid.Box(shape)
+    rng = np.random.default_rng(8)
+    offsets = stencil.star_offsets(box.dim)
+    coefs = [rng.uniform(-2.0, -1.0, shape) if any(o) else rng.uniform(8.0, 9.0, shape) for o in offsets]
+    x = rng.standard_normal(box.padded_shape)
+    layer = np.ones(box.padded_shape, bool)
+    layer[tuple(slice(1, -1) for _ in shape)] = False
+    c = np.where(layer, rng.uniform(0.5, 2.0, box.padded_shape), 0.0) if per_point else 0.7
+    y_ref = np.where(layer, x * c, 0.0)
+    op_ref = stencil.StencilOperator(box, offsets, coefs, np)
+    f_ref = grid.interior(x).copy()
+    for lat in grid.face_lattices(box):
+        op_ref.residual(grid.view(f_ref, lat), grid.view(grid.interior(x), lat), y_ref, lat)
+    op = stencil.StencilOperator(box, offsets, [cp.asarray(a, dtype) for a in coefs], cp, dtype)
+    cd = c if not per_point else cp.asarray(c, dtype)
+    y, yb, f = cp.full(box.padded_shape, 5.0), cp.zeros(box.padded_shape, dtype), cp.zeros(shape, dtype)
+    fused.eliminate(f, cp.asarray(x), y, cd, (0.0, 0.0, 0.0), yb)
+    for lat in grid.face_lattices(box, disjoint=True):
+        face = grid.view(f, lat)
+        op.residual(face, face, yb, lat)
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    y, yb = backend.to_host(y), backend.to_host(yb)
+    assert np.all(y[~layer] == 5.0) and np.all(yb[~layer] == 0.0)
+    assert np.allclose(y[layer], y_ref[layer], rtol=tol, atol=0) and np.allclose(yb, y_ref, rtol=tol, atol=0)
+    assert np.allclose(backend.to_host(f), f_ref, rtol=tol, atol=tol * np.abs(f_ref).max())
+    with pytest.raises(TypeError, match="eliminate"):          # a per-point c with the star's weights
+        fused.eliminate(cp.zeros(shape, dtype), cp.asarray(x), cp.asarray(y), cp.asarray(c, dtype), (1.0, 1.0, 1.0))
 
 
 @pytest.mark.parametrize("shape,variable", [((31, 31, 31), False), ((63, 63), True)])

@@ -54,6 +54,32 @@ def test_single_precision_cycle_cuda_matches_host(smoother):
 
 
 @real_scalars
+@pytest.mark.parametrize("n,dim", [(33, 3), (20, 3), (34, 2), (33, 2)])
+@pytest.mark.parametrize("pattern", ["boxes", "checkerboard"])
+@pytest.mark.parametrize("precision,tol", [("double", 1e-10), ("single", 1e-5)])
+def test_stored_fine_level_eliminates_the_layer_in_one_pass(n, dim, pattern, precision, tol):
+    """Variable coefficients in PETSc's convention (identity rows on the outer layer: one diagonal
+    value where the jumps stay inside (boxes), one a point where they reach the faces
+    (checkerboard)): on CUDA vectors fused.eliminate reads PETSc's x once, the face rows are
+    finished in place and fused.copy_inside writes y; the solution equals the host's."""
+    from petsc4py import PETSc
+
+    from problems import poisson_system
+    out = []
+    for extra in ({}, {"mat_type": "aijcusparse"}):
+        with petsc_options(dict(extra, pc_gmg_precision=precision)):
+            da, A, b = poisson_system(n, dim, "petsc", jump=2.0, pattern=pattern)
+            ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", max_it=4,
+                                 norm_type=PETSc.KSP.NormType.NONE)
+        out.append((x.getArray().copy(), ksp.getPC().getPythonContext(), ksp))
+    (host, hctx, _), (dev, dctx, _) = out
+    assert hctx.device == "cpu" and dctx.device == "gpu" and dctx.layer
+    assert dctx._elim_fused == (0.0, 0.0, 0.0) and dctx._faces and hctx._elim_fused is None
+    assert np.isscalar(dctx._invdb) == (pattern == "boxes")
+    assert np.linalg.norm(host - dev) <= tol * np.linalg.norm(host)
+
+
+@real_scalars
 @pytest.mark.parametrize("extra", [{}, {"pc_gmg_precision": "single"}, {"pc_gmg_fused": "0"},
                                    {"pc_gmg_graph": "0"}])
 def test_nan_on_cuda_vectors_sets_failed_reason(extra):
