@@ -99,23 +99,16 @@ class StencilOperator:
 
     def _entries(self):
         """(rows, columns, values) of the level's matrix, on the host; a periodic axis couples its
-        ends."""
-        box = self.box
-        pos = numpy.indices(box.shape)
-        idx = numpy.arange(box.size).reshape(box.shape)
-        rows, cols, vals = [], [], []
-        for c, o in zip(self.host_coefs(), self.offsets):
-            q = [p + oo for p, oo in zip(pos, o)]
-            inside = numpy.ones(box.shape, bool)
-            for a, (m, periodic) in enumerate(zip(box.shape, box.periodic)):
-                if periodic:
-                    q[a] %= m
-                else:
-                    inside &= (q[a] >= 0) & (q[a] < m)
-            rows.append(idx[inside])
-            cols.append(numpy.ravel_multi_index([qa[inside] for qa in q], box.shape))
-            vals.append(numpy.full(rows[-1].size, c, self.dtype) if self.constant else c[inside])
-        return numpy.concatenate(rows), numpy.concatenate(cols), numpy.concatenate(vals)
+        ends. All offsets at once: the coarsest level of a Galerkin hierarchy has 27."""
+        box, d = self.box, self.box.dim
+        shape, periodic = (numpy.asarray(v).reshape((1, d) + (1,) * d) for v in (box.shape, box.periodic))
+        q = numpy.indices(box.shape)[None] + numpy.asarray(self.offsets).reshape((-1, d) + (1,) * d)
+        q = numpy.where(periodic, q % shape, q)
+        inside = ((q >= 0) & (q < shape)).all(axis=1)
+        k, *i = numpy.nonzero(inside)
+        cols = numpy.ravel_multi_index([q[:, a][inside] for a in range(d)], box.shape)
+        C = numpy.asarray(self.host_coefs(), self.dtype)      # K numbers, or K arrays
+        return numpy.ravel_multi_index(i, box.shape), cols, C[k] if self.constant else C[inside]
 
     def host_coefs(self):
         """The coefficients on the host (numbers where constant), in one copy from the GPU."""
@@ -397,4 +390,10 @@ def compress(box, offsets, coefs, xp, dtype, tol=0.0, comm=None, nonzero=None):
             consts.append(lo if hi - lo <= tol * max(abs(lo), abs(hi)) else None)
     if all(v is not None for v in consts):
         return StencilOperator(box, keep_o, consts, xp, dtype)
+    if any(getattr(c, "dtype", dtype) != dtype for c in keep_c):
+        # one array of planes, which the fused kernels take as it is (fused_stored.coefficient_planes)
+        block = xp.empty((len(keep_c),) + tuple(box.shape), dtype)
+        for plane, c in zip(block, keep_c):
+            plane[...] = c
+        keep_c = list(block)
     return StencilOperator(box, keep_o, keep_c, xp, dtype)

@@ -202,3 +202,22 @@ def test_nonzero_stats_say_which_offsets_have_a_nonzero(one_array):
     assert got.shape == (5, 3) and [bool(v) for v in got[:, 0]] == want
     if not one_array:
         assert not detect.nonzero_stats([0.0, np.zeros((2, 3))])[:, 0].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compress_keeps_stored_coefficients_as_planes_of_one_array(dtype):
+    """A stored operator's coefficients come out of compress as consecutive planes of one array in
+    the operator's precision (fused_stored.coefficient_planes then takes them as they are, not a
+    copy at each use), equal to the arrays it was given, an all-zero offset dropped."""
+    rng = np.random.default_rng(3)
+    box = grid.Box((5, 4, 6))
+    offsets = stencil.star_offsets(3)
+    coefs = [rng.uniform(6.0, 7.0, box.shape) if not any(o) else -rng.random(box.shape) for o in offsets]
+    coefs[0] = np.zeros(box.shape)
+    masked = stencil.inside_planes(box, offsets, coefs, np, np.float64)
+    op = stencil.compress(box, offsets, masked, np, dtype, tol=None)
+    assert op.offsets == offsets[1:] and len(op.coefs) == len(offsets) - 1
+    first = op.coefs[0].__array_interface__["data"][0]
+    assert all(c.dtype == dtype and c.flags.c_contiguous and c.__array_interface__["data"][0] == first + k * c.nbytes
+               for k, c in enumerate(op.coefs))
+    assert all(np.array_equal(c, m.astype(dtype)) for c, m in zip(op.coefs, masked[1:]))
