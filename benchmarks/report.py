@@ -44,6 +44,7 @@ BENCHMARKS = {
                        "amg_poisson_3d_mesh_h100.json", "amg_poisson_cpu_local.json",
                        "amg_elasticity_cpu_local.json"],
     "amg_convection.py": ["amg_convection_cpu.json"],
+    "amg_ranks.py": ["amg_ranks_cpu2_local.json"],
     "shifted_laplace.py": ["shifted_laplace_dezeeuw_complex_h200.json", "shifted_laplace_dezeeuw_complex_h100.json",
                            "shifted_laplace_dezeeuw_real_h100.json", "shifted_laplace_3d_complex_h100.json",
                            "shifted_laplace_even_cpu_local.json"],
@@ -220,7 +221,8 @@ def fmg_section(name):
     return out
 
 
-SECTIONS = {"gmg_sizes.py": sizes_section, "gmg_mpi.py": mpi_section, "gmg_kernels.py": kernels_section,
+SECTIONS = {"gmg_sizes.py": sizes_section, "gmg_mpi.py": mpi_section, "amg_ranks.py": mpi_section,
+            "gmg_kernels.py": kernels_section,
             "tridiag.py": tridiag_section, "fft_dst.py": dst_section, "gmg_fmg_fft.py": fmg_section}
 
 

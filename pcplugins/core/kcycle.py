@@ -79,7 +79,7 @@ class Options:
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
-    gather_size: int = 65536       # several ranks: gather the first level this small onto every rank
+    gather_size: int = 65536       # several ranks: gather the first level this small (or a pair: unsmoothed, smoothed)
     graph: bool = True             # on the GPU, capture the gathered levels' cycle as a CUDA graph
     storage: str = "auto"          # auto (coarse on the GPU, csr on the host) | coarse | csr | ell
 
@@ -136,16 +136,16 @@ class AggregationMG:
             # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
             # than the cycle gains
             o.coarse_size = 2048 if backend.is_gpu(xp) else 400
-        if o.cycle not in ("k", "v", "w"):
-            raise ValueError(f"unknown cycle {o.cycle!r}")
-        if o.storage not in ("auto", "coarse", "csr", "ell"):
-            raise ValueError(f"unknown storage {o.storage!r}")
+        if o.cycle not in ("k", "v", "w") or o.storage not in ("auto", "coarse", "csr", "ell"):
+            raise ValueError(f"unknown cycle {o.cycle!r} or storage {o.storage!r}")
         self.smoothing = None             # why auto chose (un)smoothed aggregation, for describe()
         if o.nsmooths is None:
             system = block_size > 1 or near_null is not None
             o.nsmooths, self.smoothing = smoothed.auto(mine, xp, o.aggregation, coords is not None,
                                                        system, A.ghost if parallel else None,
                                                        comm.allsum if parallel else None)
+        if isinstance(o.gather_size, tuple):     # the defaults of unsmoothed and smoothed aggregation
+            o.gather_size = o.gather_size[bool(o.nsmooths)]
         if o.smoother == "auto":
             o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
         o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))

@@ -25,11 +25,12 @@ from ..core import kcycle, nullspace, smoothed
 from ..petsc import compose, csrcomm, errors, log, mat, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
-# the first coarse level gathered onto every rank under MPI: on the GPU every visit of a
-# distributed level costs exchanges, and a gathered level's repeated work costs each GPU
-# little; on the host the gathered levels' work is repeated on every rank, so fewer are gathered
-# (docs/amg.md, MPI)
-GATHER_SIZE = {"gpu": 300000, "cpu": 1024}
+# the first coarse level gathered onto every rank under MPI, for unsmoothed and smoothed
+# aggregation: on the GPU every visit of a distributed level costs exchanges, and a gathered
+# level's repeated work costs each GPU little; on the host the gathered levels' work is repeated
+# on every rank, so fewer are gathered, and fewer still of smoothed aggregation, whose coarse
+# rows are several times longer (docs/amg.md, MPI)
+GATHER_SIZE = {"gpu": (300000, 300000), "cpu": (8192, 1024)}
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
@@ -75,7 +76,8 @@ OPTIONS = [
     options.Option("pc_amg_gather_size", "int", None,
            "MPI: gather the first coarse level with at most this many unknowns onto every rank "
            "(a serial hierarchy continues there); 0: keep every level distributed; default "
-           f"{GATHER_SIZE['gpu']} on the GPU, {GATHER_SIZE['cpu']} on the host", lo=0),
+           f"{GATHER_SIZE['gpu'][0]} on the GPU, on the host {GATHER_SIZE['cpu'][0]} ({GATHER_SIZE['cpu'][1]} for "
+           "smoothed aggregation)", lo=0),
     options.Option("pc_amg_ghost_transport", "str", "auto",
            "MPI on the GPU: how ghost values travel between ranks: host (MPI through host buffers), device "
            "(CUDA IPC, ordered by counters on the GPU; for ranks whose kernels run at the same time: one GPU "
