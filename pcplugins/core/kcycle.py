@@ -369,12 +369,12 @@ class _Replicated:
     def __init__(self, M, xp, opts, whole, xyz=None, block_size=1, near_null=None):
         self.mg = AggregationMG(M, xp, opts, xyz, block_size=block_size, near_null=near_null)
         self.whole = whole
-        n = M.shape[0]
+        n, dt = M.shape[0], M.dtype                 # complex for a complex matrix: never a real buffer
         self.run = self._run
-        self.out = xp.zeros(n)
+        self.out = xp.zeros(n, dt)
         if backend.is_gpu(xp) and opts.graph and self.mg.coarse.capturable:
             self.run = backend.CycleGraphs(self._run, backend.cupy.cuda.MemoryPool(),
-                                           buffers=(xp.zeros(n), xp.zeros(n)))
+                                           buffers=(xp.zeros(n, dt), xp.zeros(n, dt)))
 
     @property
     def capturable(self):

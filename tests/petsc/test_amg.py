@@ -358,11 +358,15 @@ def test_ranks_renumber_their_rows_colour_by_colour(monkeypatch, method, cycle):
 
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
-def test_complex_kcycle_on_thread_ranks(method):
-    """A complex symmetric matrix on two thread ranks with every level distributed: the K-cycle's
-    inner products are complex global sums (their reduction took float() of one, which failed
-    under MPI), and the cycle converges about as on one rank (Richardson, 8 cycles: measured 9e-4
-    on one rank, 3e-3 aux grid and 1.3e-3 pairwise on two)."""
+@pytest.mark.parametrize("gather", [0, 200, 10 ** 6])
+def test_complex_kcycle_on_thread_ranks(method, gather):
+    """A complex symmetric matrix on two thread ranks, every level distributed (gather 0), the
+    coarse levels gathered onto both (200) or the whole problem (10^6): the K-cycle's inner
+    products are complex global sums (their reduction took float() of one, which failed under
+    MPI), the gathered levels' buffers are complex (they were real: the correction lost its
+    imaginary part, and GMRES on ksp ex11 stopped at a true residual of 0.7), and the cycle
+    converges about as on one rank (Richardson, 8 cycles: measured 9e-4 on one rank, 3e-3 aux
+    grid and 1.3e-3 pairwise on two with every level distributed)."""
     from pcplugins.core import distributed
     n = 31
     A = (lap2d(n) + (0.2 + 0.5j) * scipy.sparse.identity(n * n)).tocsr()
@@ -374,7 +378,7 @@ def test_complex_kcycle_on_thread_ranks(method):
         lo, hi = cuts[comm.rank], cuts[comm.rank + 1]
         part = A[lo:hi]
         rows = distributed.Rows.from_csr(part.indptr, part.indices, part.data, comm, numpy)
-        mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(aggregation=method, coarse_size=10, gather_size=0),
+        mg = kcycle.AggregationMG(rows, numpy, kcycle.Options(aggregation=method, coarse_size=10, gather_size=gather),
                                   xy[lo:hi], comm)
         x = numpy.zeros(n * n, complex)
         for _ in range(8):
@@ -383,7 +387,9 @@ def test_complex_kcycle_on_thread_ranks(method):
 
     one = _on_threads(1, lambda comm: richardson(comm, [0, n * n]))[0]
     two = _on_threads(2, lambda comm: richardson(comm, [0, 500, n * n]))
-    assert two[0] == two[1] and one < 2e-3 and two[0] < 5 * one, (one, two)
+    # the serial hierarchy over gathered centroids converges a little slower (measured 5.9e-3
+    # aux grid, gather 200); with real buffers it stalled near 0.5
+    assert two[0] == two[1] and one < (2e-3 if gather == 0 else 1e-2) and two[0] < 5 * one, (one, two)
 
 
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
