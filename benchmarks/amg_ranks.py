@@ -18,7 +18,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 
 import petsc4py
 
@@ -33,20 +32,13 @@ from gmg_mpi import scaling, size_name  # noqa: E402
 import pcplugins  # noqa: E402
 
 import meshes  # noqa: E402
-from gmg_poisson import write  # noqa: E402
-from problems import poisson_system  # noqa: E402
+from gmg_poisson import options_in_database, write  # noqa: E402
+from problems import poisson_system, timed_solve  # noqa: E402
 
 AMG = {"pc_type": "python", "pc_python_type": "pcplugins.AMG"}
 CASES = {"mesh": ("pcplugins.AMG (K-cycle, fcg)", dict(AMG, ksp_type="fcg", ksp_fcg_mmax=1, pc_amg_cycle="k",
                                                         ksp_norm_type="unpreconditioned", ksp_rtol=1e-8)),
          "513": ("pcplugins.AMG (defaults, cg)", dict(AMG, ksp_type="cg", ksp_rtol=1e-5))}
-
-
-def true_relative_residual(A, b, x):
-    r = b.duplicate()
-    A.mult(x, r)
-    r.aypx(-1.0, b)
-    return r.norm() / b.norm()
 
 
 def system(case, comm):
@@ -69,28 +61,20 @@ def worker(opts):
         name, da, M, b, coords = system(case, comm)
         x, runs = b.duplicate(), []
         for _ in range(opts.getInt("repeats", 7)):
-            db = PETSc.Options()
-            for k, v in options.items():
-                db[k] = v
-            ksp = PETSc.KSP().create(comm=comm)
-            if da is not None:
-                ksp.setDM(da)
-                ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
-            ksp.setOperators(M)
-            ksp.setFromOptions()
-            if coords is not None:
-                pcplugins.set_coordinates(ksp.getPC(), coords)
-            comm.barrier()
-            t0 = time.perf_counter()
-            ksp.setUp()
-            t1 = time.perf_counter()
-            ksp.solve(b, x)
-            t2 = time.perf_counter()
-            runs.append({"setup_s": t1 - t0, "solve_s": t2 - t1, "total_s": t2 - t0,
-                         "iterations": ksp.getIterationNumber(), "true_rel_residual": true_relative_residual(M, b, x)})
+            with options_in_database(options):
+                ksp = PETSc.KSP().create(comm=comm)
+                if da is not None:
+                    ksp.setDM(da)
+                    ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
+                ksp.setOperators(M)
+                ksp.setFromOptions()
+                if coords is not None:
+                    pcplugins.set_coordinates(ksp.getPC(), coords)
+                comm.barrier()
+                setup, solve, residual = timed_solve(ksp, M, b, x)
+            runs.append({"setup_s": setup, "solve_s": solve, "total_s": setup + solve,
+                         "iterations": ksp.getIterationNumber(), "true_rel_residual": residual})
             ksp.destroy()
-            for k in options:
-                db.delValue(k)
         best = min(runs, key=lambda r: r["total_s"])
         results.append(dict(best, solver=solver, n=[name], dim=2, ranks=comm.getSize(), options=options,
                             runs_total_s=[r["total_s"] for r in runs]))
