@@ -1,5 +1,6 @@
 """Fused CUDA kernels for the fast path: the constant-coefficient 5/7-point Laplacian (any axis
-weights) with red-black Gauss-Seidel and (bi/tri)linear transfers.
+weights) with red-black Gauss-Seidel (the smoother: smoothers/redblack.py) and (bi/tri)linear
+transfers.
 
 The generic code builds each step from strided sub-lattice views (one ElementwiseKernel per
 parity lattice and per transfer class, each indexing many strided arrays). Here each step is one
@@ -10,6 +11,7 @@ kernel             NumPy twin (the generic code, compared with it in tests/gpu/t
 =================  =====================================================================
 ``relax_colour``   one colour of ``smoothers.ColourGS(op, 'redblack')``
 ``relax_pair``     one sweep of it, both colours, out of place (3D)
+``relax_face``     its first colour on the faces between ranks (then relax_pair the rest)
 ``residual``       ``StencilOperator.residual``
 ``restrict_fw``    ``transfer.Transfer(..., 'linear').restrict`` (full weighting)
 ``prolong_add``    ``transfer.Transfer(..., 'linear').prolong_add``
@@ -35,20 +37,20 @@ HOMG_ROWS = 8       # rows of x per block of homg_iterate (defined for the kerne
 def homg_iteration(out, u, f_level, l, weights, diag, scale):
     """out = one HOMG iteration on the level of stride ``l`` from ``u`` (whole padded grids;
     ``f_level`` the level's compact right-hand side, boundary included): homg.HOMG's twin."""
-    _contiguous(out, u, f_level)
+    contiguous(out, u, f_level)
     dim, t = u.ndim, u.dtype.type
     N, K = grid.dims3(u.shape), grid.dims3(f_level.shape)
     w = [t(0)] * (3 - dim) + [t(v) for v in weights]
-    args = [out, u, f_level, *_i32(*N, *K, l), *w, t(diag), t(1.0 / (l * l)), t(scale)]
-    _launch(dim, u.dtype, "homg_iterate", (N[0], -(-N[1] // HOMG_ROWS), N[2]), args)
+    args = [out, u, f_level, *i32(*N, *K, l), *w, t(diag), t(1.0 / (l * l)), t(scale)]
+    launch(dim, u.dtype, "homg_iterate", (N[0], -(-N[1] // HOMG_ROWS), N[2]), args)
     return out
 
 
 def cubic_upsample(fine_pad, coarse_pad):
     """fine_pad = cubic interpolation of coarse_pad (both padded, fine = 2 coarse + 1 per axis)."""
-    _contiguous(fine_pad, coarse_pad)
+    contiguous(fine_pad, coarse_pad)
     N, K = grid.dims3(fine_pad.shape), grid.dims3(coarse_pad.shape)
-    _launch(fine_pad.ndim, fine_pad.dtype, "cubic_upsample", N, [fine_pad, coarse_pad, *_i32(*N, *K)])
+    launch(fine_pad.ndim, fine_pad.dtype, "cubic_upsample", N, [fine_pad, coarse_pad, *i32(*N, *K)])
     return fine_pad
 
 
@@ -123,7 +125,7 @@ def _kernel(dim, dtype, name, tail=False, width=PAIR_X):
     return _module(dim, dtype, tail, width).get_function(name)
 
 
-def _launch(dim, dtype, name, shape3, args, tail=False, width=PAIR_X):
+def launch(dim, dtype, name, shape3, args, tail=False, width=PAIR_X):
     """One kernel on a grid over ``shape3`` = (n0, n1, nx): x threads, blockIdx.y, blockIdx.z.
     A cycle is a hundred or more launches whose host time adds up (it is the whole cost of a
     CUDA graph's capture), so each configuration is worked out once. ``tail``: the kernel built
@@ -141,7 +143,7 @@ _CONFIGS = {}
 
 
 def _configure(dim, dtype, name, shape3, tail=False, width=PAIR_X):
-    """(kernel, grid, block) for _launch, or () for an empty grid."""
+    """(kernel, grid, block) for launch, or () for an empty grid."""
     n0, n1, nx = shape3
     if nx <= 0 or n1 <= 0 or n0 <= 0:
         return ()
@@ -171,7 +173,7 @@ def pair_tile(n2, dtype):
 
 
 def pair_planes(shape3, dtype):
-    """(planes a block of relax_pair marches through, its launch grid as _launch's shape3, the
+    """(planes a block of relax_pair marches through, its launch grid as launch's shape3, the
     tile width)."""
     n0, n1, n2 = shape3
     dtype = numpy.dtype(dtype).name
@@ -199,11 +201,11 @@ def pair_wave(dtype, width=PAIR_X):
 _WAVES = {}
 
 
-def _i32(*v):
+def i32(*v):
     return [numpy.int32(x) for x in v]
 
 
-def _contiguous(*arrays):
+def contiguous(*arrays):
     for a in arrays:
         if not a.flags.c_contiguous:
             raise ValueError("fused kernels need C-contiguous arrays")
@@ -223,7 +225,7 @@ def _tail_args(op):
         return []
     t = op.dtype.type
     tail = [(_NO_LAST, 0.0, 1.0)] * (3 - op.box.dim) + op.tail()
-    return _i32(*(L for L, _, _ in tail)) + [t(k) for _, k, _ in tail] + [t(m) for _, _, m in tail]
+    return i32(*(L for L, _, _ in tail)) + [t(k) for _, k, _ in tail] + [t(m) for _, _, m in tail]
 
 
 class Laplacian:
@@ -236,15 +238,15 @@ class Laplacian:
         self.tail = _tail_args(op)
         self.coefs = self.weights + [t(0.0 if self.tail else op.diag)]
         self._shape3 = grid.dims3(self.box.shape)
-        self._sizes = _i32(*self._shape3)
-        self._flags = {(a, b): _i32(a, b) for a in (0, 1) for b in (0, 1)}
+        self._sizes = i32(*self._shape3)
+        self._flags = {(a, b): i32(a, b) for a in (0, 1) for b in (0, 1)}
 
     def residual(self, out, f, u_pad):
         """out = f - A u; ``out`` and ``f`` each unpadded or padded (then their interior is used)."""
-        _contiguous(out, f, u_pad)
+        contiguous(out, f, u_pad)
         padded = self.box.padded_shape
         flags = self._flags[out.shape == padded, f.shape == padded]
-        _launch(self.dim, self.dtype, "residual", self._shape3,
+        launch(self.dim, self.dtype, "residual", self._shape3,
                 [out, f, u_pad, *self._sizes, *flags, *self.coefs, *self.tail], bool(self.tail))
         return out
 
@@ -256,109 +258,26 @@ def eliminate(f, x, y, c, weights=(0.0, 0.0, 0.0), yb=None):
     the constant star of 3 axis ``weights`` (axis 0 first; zeros: f = x_I, for a stored stencil's residual)."""
     scalar = numpy.isscalar(c)
     given = [a for a in (yb, None if scalar else c) if a is not None]
-    _contiguous(f, x, y, *given)
+    contiguous(f, x, y, *given)
     if {x.dtype, y.dtype} != {numpy.dtype(numpy.float64)} or any(a.dtype != f.dtype for a in given) or any(
             a.shape != x.shape for a in [y] + given) or not scalar and any(weights):
         raise TypeError(f"eliminate: x, y float64, f, yb, c {f.dtype} of x's shape, c a number with weights; got "
                         f"{x.dtype}, {y.dtype}, {f.dtype}")
     (n0, n1, n2), null = grid.dims3(f.shape), numpy.uint64(0)
-    args = [y, null if yb is None else yb, f, x, null if scalar else c, *_i32(n0, n1, n2),
+    args = [y, null if yb is None else yb, f, x, null if scalar else c, *i32(n0, n1, n2),
             numpy.float64(c if scalar else 0.0), *(numpy.float64(w) for w in weights)]
-    _launch(f.ndim, f.dtype, "eliminate", (n0 + 2 if f.ndim == 3 else 1, n1 + 2, n2 + 2), args)
+    launch(f.ndim, f.dtype, "eliminate", (n0 + 2 if f.ndim == 3 else 1, n1 + 2, n2 + 2), args)
     return f
 
 
 def copy_inside(y, u_pad):
     """y (float64) = u_pad (the cycle's precision, y's padded shape) inside the layer, after ``eliminate``."""
-    _contiguous(y, u_pad)
+    contiguous(y, u_pad)
     if y.dtype != numpy.float64 or y.shape != u_pad.shape:
         raise TypeError(f"copy_inside: y float64 and u of one shape; got {y.dtype} {y.shape}, {u_pad.shape}")
     shape3 = grid.dims3(tuple(n - 2 for n in y.shape))
-    _launch(y.ndim, u_pad.dtype, "copy_inside", shape3, [y, u_pad, *_i32(*shape3)])
+    launch(y.ndim, u_pad.dtype, "copy_inside", shape3, [y, u_pad, *i32(*shape3)])
     return y
-
-
-class RedBlack:
-    """Red-black Gauss-Seidel (SOR for omega != 1) on a constant star stencil.
-
-    With a ``scratch`` array (3D, no ghost exchange between the colours: one rank or a
-    replicated level) on a level of at least PAIR_MIN_SIZE points a sweep is one relax_pair pass
-    from u into scratch or back, so ``scratch`` (u's padded shape, zero halo) must be free
-    whenever the smoother runs: the level's r. Elsewhere, one relax_colour kernel per colour, in
-    place."""
-
-    def __init__(self, lap, omega=1.0, scratch=None):
-        self.lap, self.omega = lap, omega
-        box = lap.box
-        base = sum(s + 1 for s in box.start)     # colour = parity of the grid indices' sum (grid.py)
-        self._parity = [(c - base) % 2 for c in (0, 1)]
-        # the TAIL kernels divide omega by the diagonal at each point
-        self._scale = lap.dtype.type(omega if lap.tail else omega / lap.op.diag)
-        n0, n1, n2 = grid.dims3(box.shape)
-        # each parity's launch shape and trailing arguments, worked out once
-        self._first = {p: ((n0, n1, n2), [*_i32(n0, n1, n2, p), self._scale, *lap.weights, *lap.tail])
-                       for p in (0, 1)}
-        self._colour = {p: ((n0, n1, (n2 + 1) // 2), [*_i32(n0, n1, n2, p), *lap.coefs, self._scale, *lap.tail])
-                        for p in (0, 1)}
-        # relax_pair has no TAIL form: an AxisLaplacian level sweeps a colour a kernel (the
-        # levels after an even axis's first coarsening are small enough that the colour kernels
-        # are as fast)
-        self.scratch = scratch if lap.dim == 3 and not lap.tail and box.size >= PAIR_MIN_SIZE else None
-        if self.scratch is not None:
-            _contiguous(scratch)
-            if scratch.shape != box.padded_shape or scratch.dtype != lap.dtype:
-                raise ValueError(f"RedBlack scratch: {box.padded_shape} {lap.dtype} wanted, got "
-                                 f"{scratch.shape} {scratch.dtype}")
-            planes, grid3, self._width = pair_planes((n0, n1, n2), lap.dtype)
-            self._pair = {p: (grid3, [*_i32(n0, n1, n2, p, planes), *lap.coefs, self._scale]) for p in (0, 1)}
-
-    def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
-        _contiguous(u, f)
-        parities = self._parity[::-1] if reverse else self._parity
-        if sweeps == 0:
-            if zero_guess:
-                u[...] = 0
-            return u
-        if self.scratch is not None:
-            return self._smooth_pairs(u, f, sweeps, parities[0], zero_guess)
-        for sweep in range(sweeps):
-            self._sweep(u, f, parities, zero_guess and sweep == 0, exchange)
-        return u
-
-    def _sweep(self, u, f, parities, zero_guess, exchange):
-        """One sweep in place, a kernel per colour."""
-        lap = self.lap
-        for k, par in enumerate(parities):
-            if zero_guess and k == 0:
-                shape3, args = self._first[par]
-                _launch(lap.dim, lap.dtype, "relax_first", shape3, [u, f, *args], bool(lap.tail))
-            else:
-                shape3, args = self._colour[par]
-                _launch(lap.dim, lap.dtype, "relax_colour", shape3, [u, f, *args], bool(lap.tail))
-            exchange(u)
-
-    def _smooth_pairs(self, u, f, sweeps, parity, zero_guess):
-        """Sweeps by relax_pair, alternating between u and scratch so the last lands in u: a
-        sweep from zero reads only u's halo and may write anywhere; an odd count of the others
-        leaves one in-place sweep of two colour kernels. Scratch's halo (zero) stands for u's:
-        one rank or a replicated level, whose halo is the zero Dirichlet layer."""
-        lap, bufs = self.lap, (u, self.scratch)
-        at, flips = 0, sweeps - sweeps % 2
-        grid3, tail = self._pair[parity]
-        if zero_guess:
-            at, flips = (sweeps - 1) % 2, sweeps - 1
-            _launch(lap.dim, lap.dtype, "relax_pair_zero", grid3, [bufs[at], u, f, *tail], width=self._width)
-        for _ in range(flips):
-            _launch(lap.dim, lap.dtype, "relax_pair", grid3, [bufs[1 - at], bufs[at], f, *tail], width=self._width)
-            at = 1 - at
-        if sweeps - zero_guess - flips:
-            self._sweep(u, f, (parity, 1 - parity), False, lambda u: u)
-        return u
-
-    def describe(self):
-        w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
-        how = "one fused kernel per sweep" if self.scratch is not None else "fused kernel per colour"
-        return f"red-black Gauss-Seidel{w} ({how})"
 
 
 class LinearTransfer:
@@ -372,29 +291,29 @@ class LinearTransfer:
             raise ValueError("fused.LinearTransfer: no kernel for a virtual last coarse point (grid.Box.virtual_end)")
         self.dim = self.fine.dim
         pad = 3 - self.dim
-        flags = _i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))
+        flags = i32(*((0,) * pad + tuple(int(c) for c in twin.coarsened)), *((0,) * pad + tuple(twin.phase)))
         self.tail = twin.omegas is not None
         if self.tail:
             last = [self.coarse.global_shape[a] - 1 - self.coarse.start[a] if w is not None else _NO_LAST
                     for a, w in enumerate(twin.omegas)]
             omegas = [0.5 if w is None else w for w in twin.omegas]
             t = numpy.dtype(dtype).type
-            flags += _i32(*([_NO_LAST] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
+            flags += i32(*([_NO_LAST] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
         fine3, coarse3 = grid.dims3(self.fine.shape), grid.dims3(self.coarse.shape)
-        self._restrict = coarse3, [*_i32(*coarse3, *fine3[1:]), *flags]
+        self._restrict = coarse3, [*i32(*coarse3, *fine3[1:]), *flags]
         # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point may be -1 (phase 1)
         c3, ph3 = grid.dims3(twin.coarsened), grid.dims3(twin.phase)
         blocks = [-(-(n + int(c) * ph) // 2) for n, c, ph in zip(fine3[1:], c3[1:], ph3[1:])]
-        self._prolong = (fine3[0], *blocks), [*_i32(*fine3, *coarse3[1:]), *flags]
+        self._prolong = (fine3[0], *blocks), [*i32(*fine3, *coarse3[1:]), *flags]
 
     def restrict(self, coarse_out, fine_pad):
-        _contiguous(coarse_out, fine_pad)
+        contiguous(coarse_out, fine_pad)
         shape3, args = self._restrict
-        _launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, [coarse_out, fine_pad, *args], self.tail)
+        launch(self.dim, fine_pad.dtype, "restrict_fw", shape3, [coarse_out, fine_pad, *args], self.tail)
         return coarse_out
 
     def prolong_add(self, fine_pad, coarse_pad):
-        _contiguous(fine_pad, coarse_pad)
+        contiguous(fine_pad, coarse_pad)
         shape3, args = self._prolong
-        _launch(self.dim, fine_pad.dtype, "prolong_add", shape3, [fine_pad, coarse_pad, *args], self.tail)
+        launch(self.dim, fine_pad.dtype, "prolong_add", shape3, [fine_pad, coarse_pad, *args], self.tail)
         return fine_pad

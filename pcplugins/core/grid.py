@@ -69,6 +69,12 @@ class Box:
     def padded_shape(self):
         return tuple(n + 2 for n in self.shape)
 
+    def rank_faces(self):
+        """Bit 2a (2a + 1) set where this box's first (last) points along axis a border another
+        rank's part of the grid or wrap round (a periodic axis): its halo there is ghost values."""
+        return sum((p or s > 0) << 2 * a | (p or s + n < m) << 2 * a + 1
+                   for a, (s, n, m, p) in enumerate(zip(self.start, self.shape, self.global_shape, self.periodic)))
+
     def coarsenable(self):
         """Which axes the coarsening rule allows to coarsen."""
         return tuple(m % 2 == 0 and m >= 6 if p else m >= 3 for m, p in zip(self.global_shape, self.periodic))

@@ -205,11 +205,10 @@ class Multigrid:
         opt = self.options
         allsum = (lambda x: x) if lev.replicated else self.comm.allsum
         allmax = (lambda x: x) if lev.replicated else self.comm.allmax
-        # fused red-black takes both colours in one pass where no ghost update comes between
-        # them, with r as its scratch (the residual is formed after the smoother runs)
-        pair = lev.replicated or self.comm.size == 1
-        return smoothers.make(opt.smoother, lev.op, opt.omega, fused_level=lev.fused,
-                              scratch=lev.r if pair else None, exchange=self._exchange(lev),
+        # fused red-black takes both colours in one pass, with r as its scratch (the residual is
+        # formed after the smoother runs); on a distributed level the faces between the ranks first
+        return smoothers.make(opt.smoother, lev.op, opt.omega, fused_level=lev.fused, scratch=lev.r,
+                              faces=0 if lev.replicated else lev.box.rank_faces(), exchange=self._exchange(lev),
                               dot=lambda a, b: allsum(float(lev.op.xp.vdot(a, b))), allsum=allsum, allmax=allmax)
 
     # -- cycles ------------------------------------------------------------------------------------

@@ -136,6 +136,9 @@ extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, in
 // and f once and writes dst once, where two colour passes read u twice and write it twice. dst
 // must not be src (a neighbour's ring would read new values), except in relax_pair_zero, which
 // takes src's interior as zero and reads only its halo. dst's halo is not written.
+// On a box that borders other ranks' parts, bit 2a of `skip` (2a + 1) marks the face i_a = 0
+// (n_a - 1) whose first colour relax_face has updated and a ghost update has sent: the first
+// colour is not updated there again, and relax_pair_zero reads those faces too.
 #if DIM == 3
 #define PSX (PAIR_X + 4)
 #define PSY (PAIR_ROWS + 4)
@@ -147,12 +150,15 @@ extern "C" __global__ void relax_first(T* u, const T* __restrict__ f, int n0, in
 #define PFIRST (((PAIR_ROWS + 2) * PHALF + PNT - 1) / PNT)
 template <bool ZERO>
 __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __restrict__ src, const T* __restrict__ f,
-                                                int n0, int n1, int n2, int parity, int planes,
+                                                int n0, int n1, int n2, int parity, int planes, int skip,
                                                 T w0, T w1, T w2, T diag, T scale)
 {
     __shared__ T s[5 * PLANE];
     const int x0 = blockIdx.x * PAIR_X, y0 = blockIdx.y * PAIR_ROWS, tid = threadIdx.x + PXT * threadIdx.y;
     const int k0 = blockIdx.z * planes, k1 = min(k0 + planes, n0);
+    // the first colour's range along each axis: [lo_a, hi_a)
+    const int lo0 = skip & 1, hi0 = n0 - (skip >> 1 & 1), lo1 = skip >> 2 & 1, hi1 = n1 - (skip >> 3 & 1),
+              lo2 = skip >> 4 & 1, hi2 = n2 - (skip >> 5 & 1);
     STRIDES;
     const long F0 = (long)n1 * n2;
     // A thread's points are the same in every plane (only the colours swap from plane to plane),
@@ -164,7 +170,7 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
     for (int l = 0; l < PLOADS; ++l) {
         int i = tid + l * PNT, ly = i / PSX, gy = y0 - 2 + ly, gx = x0 - 2 + i - ly * PSX;
         at[l] = i < PLANE && gy >= -1 && gy <= n1 && gx >= -1 && gx <= n2 ? (gy + 1) * P1 + gx + 1 : -1;
-        inside |= (unsigned)(gy >= 0 && gy < n1 && gx >= 0 && gx < n2) << l;
+        inside |= (unsigned)(gy >= lo1 && gy < hi1 && gx >= lo2 && gx < hi2) << l;
     }
     // First colour on the ring-1 region, an x-pair each: slot and f offsets of its first point;
     // in plane k the pair's point (k + bit l of fc) & 1 has the colour, bit 2 l + e of fok says
@@ -177,8 +183,9 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
         fq[l] = (r + 1) * PSX + 2 * j + 1;
         fo[l] = gy * n2 + gx;
         fc |= (unsigned)((gy + x0 - 1 + parity) & 1) << l;
-        bool row = i < (PAIR_ROWS + 2) * PHALF && gy >= 0 && gy < n1;
-        fok |= ((unsigned)(row && gx >= 0 && gx < n2) | (unsigned)(row && gx + 1 < n2) << 1) << (2 * l);
+        bool row = i < (PAIR_ROWS + 2) * PHALF && gy >= lo1 && gy < hi1;
+        fok |= ((unsigned)(row && gx >= lo2 && gx < hi2) | (unsigned)(row && gx + 1 >= lo2 && gx + 1 < hi2) << 1)
+               << (2 * l);
     }
     // Second colour: a thread takes an x-pair of the tile (one point of each colour), stores both.
     const int sy = y0 + threadIdx.y, sx = x0 + 2 * threadIdx.x, sc = (sy + x0 + parity + 1) & 1;
@@ -188,7 +195,7 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
     T held[PLOADS], fr[PFIRST], fs = 0;
     auto fetch = [&](int k) {                   // plane k of src into registers (0 off the array)
         const T* sp = src + (long)(k + 1) * P0;
-        bool plane = k >= -1 && k <= n0, interior = ZERO && k >= 0 && k < n0;
+        bool plane = k >= -1 && k <= n0, interior = ZERO && k >= lo0 && k < hi0;
 #pragma unroll
         for (int l = 0; l < PLOADS; ++l)
             held[l] = plane && at[l] >= 0 && !(interior && (inside >> l & 1)) ? sp[at[l]] : (T)0;
@@ -208,7 +215,7 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
         }
     };
     auto first = [&](int k, T* c, const T* lo, const T* hi) {   // in place in plane k's slot c
-        if (k < 0 || k >= n0) return;
+        if (k < lo0 || k >= hi0) return;
 #pragma unroll
         for (int l = 0; l < PFIRST; ++l) {
             int e = (k + (fc >> l)) & 1, q = fq[l] + e;
@@ -268,8 +275,8 @@ __device__ __forceinline__ void relax_pair_body(T* __restrict__ dst, const T* __
 }
 
 #define RELAX_PAIR_ARGS T* __restrict__ dst, const T* __restrict__ src, const T* __restrict__ f, \
-    int n0, int n1, int n2, int parity, int planes, T w0, T w1, T w2, T diag, T scale
-#define RELAX_PAIR_PASS dst, src, f, n0, n1, n2, parity, planes, w0, w1, w2, diag, scale
+    int n0, int n1, int n2, int parity, int planes, int skip, T w0, T w1, T w2, T diag, T scale
+#define RELAX_PAIR_PASS dst, src, f, n0, n1, n2, parity, planes, skip, w0, w1, w2, diag, scale
 extern "C" __global__ void __launch_bounds__(PNT, PAIR_MINB) relax_pair(RELAX_PAIR_ARGS)
 {
     relax_pair_body<false>(RELAX_PAIR_PASS);
@@ -280,6 +287,32 @@ extern "C" __global__ void __launch_bounds__(PNT, PAIR_MINB) relax_pair_zero(REL
     relax_pair_body<true>(RELAX_PAIR_PASS);
 }
 #endif
+
+// The first colour of a sweep (i0 + i1 + i2 + parity even) on the face i_axis = index of a box
+// that borders another rank's part, in place, before relax_pair sweeps the rest (its `skip`, here
+// `faces`): a point also on a face of a lower axis that `faces` marks is left to that face's
+// launch. With `zero` (a zero initial guess, relax_first) the face's first colour becomes
+// scale f and its second colour 0. Launched over the face: x threads along its last free axis,
+// blockIdx.y its other one.
+extern "C" __global__ void relax_face(T* u, const T* __restrict__ f, int n0, int n1, int n2, int parity,
+                                      int axis, int index, int faces, int zero, T w0, T w1, T w2, T diag, T scale)
+{
+    int a = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+    int i0 = axis == 0 ? index : b, i1 = axis == 1 ? index : (axis == 0 ? b : a), i2 = axis == 2 ? index : a;
+    if (i0 >= n0 || i1 >= n1 || i2 >= n2)
+        return;
+    int i[3] = {i0, i1, i2}, n[3] = {n0, n1, n2};
+    for (int c = 0; c < axis; ++c)
+        if (((faces >> 2 * c & 1) && i[c] == 0) || ((faces >> (2 * c + 1) & 1) && i[c] == n[c] - 1))
+            return;
+    STRIDES;
+    long p = PADDED(i0, i1, i2);
+    bool first = !((i0 + i1 + i2 + parity) & 1);
+    if (zero)
+        u[p] = first ? scale * f[FLAT(i0, i1, i2)] : (T)0;
+    else if (first)
+        u[p] += scale * (f[FLAT(i0, i1, i2)] - stencil(u, p, P0, P1, w0, w1, w2, diag));
+}
 
 extern "C" __global__ void residual(T* __restrict__ out, const T* __restrict__ f, const T* __restrict__ u,
                                     int n0, int n1, int n2, int out_pad, int f_pad,

@@ -1,12 +1,14 @@
 """The GPU kernels and cycles against their NumPy twins, on arrays only (no PETSc; skipped where
 CuPy or a GPU is missing)."""
+import itertools
+
 import numpy as np
 import pytest
 
 from pcplugins import backend
 from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
 
-from conftest import gpu, random_stencil_matrix
+from conftest import gpu, on_threads, random_stencil_matrix
 
 pytestmark = gpu
 
@@ -194,7 +196,7 @@ def test_fused_smoother_and_residual_match_twin(box, omega, zero, rows):
     ref = smoothers.ColourGS(op, "redblack", omega).smooth(u.copy(), f, 2, reverse=True, zero_guess=zero)
     ref_r = op.residual(np.zeros(box.shape), f, ref)
     lap = fused.Laplacian(stencil.laplacian(box, w, cp), w)
-    got = fused.RedBlack(lap, omega).smooth(cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
+    got = smoothers.RedBlack(lap, omega).smooth(cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
     got_r = lap.residual(cp.zeros(box.padded_shape), cp.asarray(f), got)
     assert np.allclose(backend.to_host(got), ref, rtol=1e-13, atol=1e-13)
     assert np.allclose(backend.to_host(grid.interior(got_r)), ref_r, rtol=1e-12, atol=1e-12)
@@ -416,7 +418,7 @@ def test_fused_axis_laplacian_matches_twin(box, omega, zero):
     ref_r = op.residual(np.zeros(box.shape), f, ref)
     lap = fused.Laplacian(stencil.AxisLaplacian(box, w, r, cp), w)
     assert lap.tail
-    got = fused.RedBlack(lap, omega, scratch=cp.zeros(box.padded_shape)).smooth(
+    got = smoothers.RedBlack(lap, omega, scratch=cp.zeros(box.padded_shape)).smooth(
         cp.asarray(u), cp.asarray(f), 2, reverse=True, zero_guess=zero)
     got_r = lap.residual(cp.zeros(box.padded_shape), cp.asarray(f), got)
     assert np.allclose(backend.to_host(got), ref, rtol=1e-13, atol=1e-13)
@@ -507,7 +509,7 @@ def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_
     ref = smoothers.ColourGS(stencil.laplacian(box, w, np), "redblack", 1.3).smooth(
         u.copy(), f, sweeps, reverse=reverse, zero_guess=zero)
     scratch = cp.zeros(box.padded_shape, dtype)
-    sm = fused.RedBlack(fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w), 1.3, scratch=scratch)
+    sm = smoothers.RedBlack(fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w), 1.3, scratch=scratch)
     assert "one fused kernel per sweep" in sm.describe()
     got = sm.smooth(cp.asarray(u, dtype), cp.asarray(f, dtype), sweeps, reverse=reverse, zero_guess=zero)
     tol = 1e-13 if dtype == "float64" else 1e-5
@@ -515,6 +517,66 @@ def test_fused_sweep_pairs_match_twin(shape, dtype, sweeps, zero, reverse, pair_
     halo = backend.to_host(scratch).copy()
     halo[(slice(1, -1),) * 3] = 0
     assert not halo.any()
+
+
+# process grids that split one axis (two or three uneven parts), two axes, or all three
+@pytest.mark.parametrize("shape,dims", [((21, 20, 19), (1, 1, 2)), ((20, 23, 18), (3, 1, 1)),
+                                        ((17, 22, 26), (1, 2, 2)), ((16, 15, 17), (2, 2, 2))])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("sweeps,zero,reverse", [(1, True, False), (2, True, True), (3, True, False),
+                                                 (2, False, False), (3, False, True)])
+def test_distributed_pair_sweeps_match_twin(shape, dims, dtype, sweeps, zero, reverse, monkeypatch):
+    """On a grid split over thread ranks, RedBlack with ``faces`` (relax_face on the faces
+    between the parts, a ghost update, relax_pair skipping those faces' first colour, a ghost
+    update) gives the twin's sweeps on the whole grid, with two ghost updates a sweep as the
+    colour kernels take."""
+    from pcplugins.core import smoothers
+    monkeypatch.setattr(fused, "PAIR_MIN_SIZE", 0)
+    cp = backend.cupy
+    w = [-1.0, -4.0, -0.5]
+    rng = np.random.default_rng(7)
+    u, f = np.pad(rng.standard_normal(shape), 1), rng.standard_normal(shape)
+    ref = smoothers.ColourGS(stencil.laplacian(grid.Box(shape), w, np), "redblack", 1.3).smooth(
+        u.copy(), f, sweeps, reverse=reverse, zero_guess=zero)
+    cuts = [np.linspace(0, m, d + 1).round().astype(int) for m, d in zip(shape, dims)]
+    coords = list(itertools.product(*(range(d) for d in dims)))
+
+    def work(arg):
+        rank, common = arg
+        c = coords[rank]
+        start = [int(cuts[a][c[a]]) for a in range(3)]
+        box = grid.Box(shape, start, [int(cuts[a][c[a] + 1]) - s for a, s in enumerate(start)])
+        inner = tuple(slice(s, s + n) for s, n in zip(start, box.shape))
+        padded = tuple(slice(s, s + n + 2) for s, n in zip(start, box.shape))
+        slots, barrier, count = common["slots"], common["barrier"], [0]
+
+        def exchange(a):          # the neighbours' faces into a's halo, as DMDAComm.exchange
+            count[0] += 1
+            cp.cuda.Device().synchronize()
+            slots[rank] = a
+            barrier.wait()
+            for ax in range(3):
+                for side, step in ((0, -1), (1, 1)):
+                    nc = list(c)
+                    nc[ax] += step
+                    if 0 <= nc[ax] < dims[ax]:
+                        theirs = slots[coords.index(tuple(nc))]
+                        dst, src = [slice(1, -1)] * 3, [slice(1, -1)] * 3
+                        dst[ax], src[ax] = (0, -2) if side == 0 else (-1, 1)
+                        a[tuple(dst)] = theirs[tuple(src)]
+            cp.cuda.Device().synchronize()
+            barrier.wait()
+            return a
+        sm = smoothers.RedBlack(fused.Laplacian(stencil.laplacian(box, w, cp, dtype), w), 1.3,
+                                scratch=cp.zeros(box.padded_shape, dtype), faces=box.rank_faces())
+        assert "one fused kernel per sweep" in sm.describe() and sm._faces
+        got = sm.smooth(cp.asarray(u[padded], dtype), cp.asarray(f[inner], dtype), sweeps, exchange=exchange,
+                        reverse=reverse, zero_guess=zero)
+        return backend.to_host(got)[(slice(1, -1),) * 3], inner, count[0]
+    tol = 1e-13 if dtype == "float64" else 1e-5
+    for got, inner, count in on_threads(len(coords), work, lambda rank, common: (rank, common)):
+        assert count == 2 * sweeps
+        assert np.allclose(got, ref[tuple(slice(s.start + 1, s.stop + 1) for s in inner)], rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("shape", [(31, 31, 31), (20, 17, 9), (5, 33, 65), (127, 127), (40, 63), (32, 30, 100),

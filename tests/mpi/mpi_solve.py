@@ -24,6 +24,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from conftest import amg_galerkin_error, petsc_solve  # noqa: E402  (tests/conftest.py; adds examples/ to the path)
 from problems import convection_system, helmholtz_system, natural_array, poisson_system  # noqa: E402
 
+# -test_pair_min_size N: relax_pair's sweeps on levels of N points or more (fused.PAIR_MIN_SIZE),
+# so that small grids take the distributed sweep's path (the faces between the ranks first)
+if PETSc.Options().getInt("test_pair_min_size", -1) >= 0:
+    from pcplugins.core import fused
+    fused.PAIR_MIN_SIZE = PETSc.Options().getInt("test_pair_min_size")
 # pcplugins.GMG / ShiftedLaplace unless the options choose the PC (bjacobi with pcplugins.AMG blocks)
 mg = "-pc_type" not in sys.argv
 if convention == "helmholtz":
@@ -54,6 +59,7 @@ if mg:
     transport = getattr(comm, "transport", "")
     graphs = getattr(ctx, "_graphs", None)        # its note, once a cycle was captured
     graph = graphs.note if graphs is not None and graphs.graphs else ""
+    view = "\n".join(ctx.describe())
 elif pc.getType() == "python" and pc.getPythonType() == "pcplugins.AMG":
     galerkin_error = amg_galerkin_error(pc.getPythonContext().mg)
     levels = len(pc.getPythonContext().mg.levels)

@@ -75,6 +75,7 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
 # the same on the GPU (CUDA Vecs, aijcusparse): the ghost layers go device to device through CUDA
 # IPC, or through pinned host buffers; every rank on GPU 0, as on a one-GPU machine
 GPU = ["-mat_type", "aijcusparse"]
+PAIRS = ["-pc_gmg_operator", "laplacian", "-pc_gmg_pre", "3", "-pc_gmg_post", "3", "-test_pair_min_size", "0"]
 GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6], CASES[8],
              ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"]),
              # the layers through pinned host buffers, and CUDA IPC ordered by MPI messages
@@ -86,7 +87,12 @@ GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6], CASES[8],
              (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "device"]),
              (CASES[5][0], CASES[5][1] + ["-pc_gmg_ghost_transport", "device"]),
              ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single",
-                                         "-pc_gmg_ghost_transport", "device"])]
+                                         "-pc_gmg_ghost_transport", "device"]),
+             # relax_pair on every level: the distributed levels sweep the faces between the ranks
+             # first; 3 sweeps, an odd count (one sweep by colour kernels), each transport
+             *[((31, 3, "interior", 0.0), NOGATHER + PAIRS + t) for t in ([], ["-pc_gmg_ghost_transport", "device"],
+                                                                        ["-pc_gmg_ghost_transport", "host"])],
+             ((33, 3, "petsc", 0.0), NOGATHER + PAIRS + ["-pc_gmg_precision", "single"])]
 
 
 @gpu
@@ -106,6 +112,9 @@ def test_gpu_fixed_iterations_equal_serial(tmp_path, problem, options):
         if "-pc_gmg_ghost_transport" in options:
             assert str(got["transport"]) == options[options.index("-pc_gmg_ghost_transport") + 1]
         assert str(got["graph"]).startswith("on") == (str(got["transport"]) == "device"), got["graph"]
+        if "-test_pair_min_size" in options:        # the distributed finest level sweeps by relax_pair
+            assert "level 0:" in str(got["view"]) and "one fused kernel per sweep" in str(got["view"]).split(
+                "level 1:")[0], got["view"]
 
 
 @real_scalars  # pcplugins.GMG

@@ -13,7 +13,7 @@ whatever ``u`` holds.
   (HostColourGS: the Gauss-Seidel of stored coefficients on the host, by SciPy CSR products);
 - ``lines``: zebra line Gauss-Seidel and ADI (anisotropic problems);
 - ``csr``: the same methods on CSR levels, and their hybrid form across ranks;
-- fused.RedBlack: red-black Gauss-Seidel as fused CUDA kernels (the fast path);
+- RedBlack (redblack.py): red-black Gauss-Seidel as fused CUDA kernels (the fast path);
   fused_stored.StoredGS: multicolour Gauss-Seidel of stored stencils, a CUDA kernel per colour.
 """
 import numpy
@@ -21,6 +21,7 @@ import numpy
 from .. import fused, fused_stored
 from .csr import CSRChebyshev, CSRColourGS, CSRHybrid, CSRL1Jacobi
 from .lines import LineGS
+from .redblack import RedBlack
 from .stencil import (
     Chebyshev,
     ColourGS,
@@ -36,8 +37,8 @@ from .stencil import (
 )
 
 __all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev", "ColourGS", "HostColourGS", "Jacobi",
-           "LineGS", "asymmetry", "capped_lambda_max", "chebyshev_steps", "estimate_lambda_max", "gershgorin",
-           "lanczos_lambda_max", "make", "make_csr"]
+           "LineGS", "RedBlack", "asymmetry", "capped_lambda_max", "chebyshev_steps", "estimate_lambda_max",
+           "gershgorin", "lanczos_lambda_max", "make", "make_csr"]
 
 
 def make_csr(kind, A, xp, colours=None, rows=None, M=None):
@@ -56,18 +57,19 @@ def make_csr(kind, A, xp, colours=None, rows=None, M=None):
     return CSRHybrid(smoother, rows) if rows else smoother
 
 
-def make(kind, op, omega=None, fused_level=None, scratch=None, exchange=_noop, dot=None, allsum=None,
+def make(kind, op, omega=None, fused_level=None, scratch=None, faces=0, exchange=_noop, dot=None, allsum=None,
          allmax=None):
     """The smoother ``kind`` (multigrid.SMOOTHERS) of a stencil level ``op``: the one factory of
     the geometric hierarchy. ``omega`` None: 1 for Gauss-Seidel and lines, 2/3 for Jacobi;
     ``fused_level``: the level's fused.Laplacian where the fast path applies (red-black then runs
-    fused, ``scratch`` a padded work array that lets it sweep both colours in one pass), or its
+    fused, ``scratch`` a padded work array that lets it sweep both colours in one pass, ``faces``
+    the faces of a distributed level's box that border other ranks: RedBlack), or its
     fused_stored.Stored (multicolour Gauss-Seidel then runs a kernel per colour);
     ``exchange``, ``dot`` (a global inner product), ``allsum`` and ``allmax`` (global sums and
     maxima of host numbers) for Chebyshev's eigenvalue estimate and its cap (capped_lambda_max)."""
     gs_omega = 1.0 if omega is None else omega
     if isinstance(fused_level, fused.Laplacian) and kind == "redblack":
-        return fused.RedBlack(fused_level, gs_omega, scratch=scratch)
+        return RedBlack(fused_level, gs_omega, scratch=scratch, faces=faces)
     if kind in ("redblack", "multicolor"):
         if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in op.offsets):
             kind = "multicolor"   # red-black is not a valid colouring of a box stencil
