@@ -69,6 +69,7 @@ def worker(opts):
     sizes = parse_sizes(opts.getString("sizes", "127,255"))
     weak = opts.getBool("weak", False)
     skip, out = opts.getString("skip", ""), opts.getString("out")
+    opts.hasName("label")                       # the parent's: recorded in the results it writes
     repeats = opts.getInt("repeats", 2)
 
     def fastest(name, options, n, dim, gpu):
@@ -129,6 +130,8 @@ def main():
         return worker(opts)
     ranks = [int(p) for p in opts.getString("ranks", "1,2").split(",")]
     out, label = opts.getString("out", ""), opts.getString("label", "")
+    for name in ("sizes", "skip", "weak", "repeats", "vec"):     # the workers' options: not left unused here
+        opts.hasName(name)
     passed = [a for a in sys.argv[1:] if a not in ("-out", out, "-ranks", opts.getString("ranks", ""))]
     results, meta = [], None
     with tempfile.TemporaryDirectory() as tmp:
