@@ -133,11 +133,11 @@ class AggregationMG:
         parallel = isinstance(A, distributed.Rows)
         mine = A.own if parallel else A           # this rank's own rows and columns
         if o.coarse_size is None:
-            # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more
-            # than the cycle gains
+            # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more than the cycle gains
             o.coarse_size = 2048 if backend.is_gpu(xp) else 400
-        if o.cycle not in ("k", "v", "w") or o.storage not in ("auto", "coarse", "csr", "ell"):
-            raise ValueError(f"unknown cycle {o.cycle!r} or storage {o.storage!r}")
+        for name, value, known in (("cycle", o.cycle, "k v w"), ("storage", o.storage, "auto coarse csr ell")):
+            if value not in known.split():
+                raise ValueError(f"unknown {name} {value!r}")
         self.smoothing = None             # why auto chose (un)smoothed aggregation, for describe()
         if o.nsmooths is None:
             system = block_size > 1 or near_null is not None
