@@ -1,4 +1,5 @@
 import contextlib
+import itertools
 import os
 import sys
 
@@ -328,3 +329,33 @@ def on_threads(size, work, make_comm, timeout=60):
     if errors:
         raise errors[0]
     return out
+
+
+# whole grids and the cuts of their axes into ranks' parts: odd and even sizes, uneven parts,
+# parts of one point, boxes whose axes keep their ends (with a virtual last point)
+HALO_SPLITS = [((21, 20), [(0, 7, 21), (0, 9, 13, 20)], {}), ((17, 16), [(0, 8, 9, 17), (0, 16)], {}),
+               ((19, 18, 16), [(0, 6, 19), (0, 9, 18), (0, 5, 11, 16)], {}),
+               ((12, 15, 17), [(0, 12), (0, 7, 8, 15), (0, 3, 17)], {}),
+               ((17, 16), [(0, 9, 17), (0, 5, 16)], {"keep_ends": True}),
+               ((16, 14), [(0, 7, 16), (0, 6, 14)], {"keep_ends": True, "virtual_end": True})]
+
+
+def halo_fill_cases(kinds=("linear", "paper")):
+    """(whole box, its coarse box, the parts' (box, coarse box), coarsened axes, kind, omegas) for
+    transfer.Transfer's fill_halo against the whole grid's prolongation."""
+    from pcplugins.core import grid
+    for shape, cuts, kw in HALO_SPLITS:
+        whole = grid.Box(shape, **kw)
+        for kept in range(-1, len(shape)):
+            ax = tuple(a != kept for a in range(len(shape)))
+            cwhole = whole.coarsen(ax)
+            parts = []
+            for lo in itertools.product(*(range(len(c) - 1) for c in cuts)):
+                start = [c[i] for c, i in zip(cuts, lo)]
+                box = grid.Box(shape, start, [c[i + 1] - s for c, i, s in zip(cuts, lo, start)], **kw)
+                parts.append((box, box.coarsen(ax)))
+            for kind in kinds:
+                omegas = [None] * len(shape)
+                if kind == "linear" and not kw:    # a non-uniform last cell on odd axes
+                    omegas = [0.3 + 0.1 * a if c and m % 2 else None for a, (c, m) in enumerate(zip(ax, shape))]
+                yield whole, cwhole, parts, ax, kind, omegas

@@ -301,10 +301,16 @@ class LinearTransfer:
             flags += i32(*([_NO_LAST] * pad + last)) + [t(w) for w in [0.5] * pad + omegas]
         fine3, coarse3 = grid.dims3(self.fine.shape), grid.dims3(self.coarse.shape)
         self._restrict = coarse3, [*i32(*coarse3, *fine3[1:]), *flags]
-        # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point may be -1 (phase 1)
+        # prolong_add: a thread a 2 x 2 block of (i1, i2) whose first point is coincident along a
+        # coarsened axis, so may lie before the points written; those are the owned ones and the
+        # halo on the twin's faces (fill_halo), an axis of the 3D view per bit pair
+        self.fills_halo, halo = twin.fills_halo, twin.faces << 2 * pad
         c3, ph3 = grid.dims3(twin.coarsened), grid.dims3(twin.phase)
-        blocks = [-(-(n + int(c) * ph) // 2) for n, c, ph in zip(fine3[1:], c3[1:], ph3[1:])]
-        self._prolong = (fine3[0], *blocks), [*i32(*fine3, *coarse3[1:]), *flags]
+        lo = [-(halo >> 2 * a & 1) for a in range(3)]
+        hi = [n + (halo >> 2 * a + 1 & 1) for a, n in enumerate(fine3)]
+        first = [l - ((l - ph) & 1) if c else l for l, c, ph in zip(lo, c3, ph3)]
+        blocks = [-(-(h - f) // 2) for h, f in zip(hi[1:], first[1:])]
+        self._prolong = (hi[0] - lo[0], *blocks), [*i32(*fine3, *coarse3[1:], halo), *flags]
 
     def restrict(self, coarse_out, fine_pad):
         contiguous(coarse_out, fine_pad)

@@ -8,7 +8,8 @@ on the non-uniform last cell an even axis leaves, stencil.AxisLaplacian) or Gale
 R A P (any other operator), formed stencil-wise by probing.
 
 Ghost values come through ``comm.exchange(level, u)`` and global sums through ``comm.allsum``
-(comm.Comm: on one rank the wrap of periodic halos; petsc/mpi.py: DMDA ghost updates under MPI).
+(comm.Comm: on one rank the wrap of periodic halos; petsc/mpi.py: DMDA ghost updates under MPI);
+the linear prolongation adds the correction to the ghosts too, so it needs no update after it.
 """
 import contextlib
 import dataclasses
@@ -57,6 +58,7 @@ class Level:
         self.smoother = self.transfer = self.coarse_solve = None   # transfer: to the next coarser level
         self.fused = None      # fused.Laplacian or fused_stored.Stored when the fast path applies
         self.replicated = False  # under MPI: every rank holds the whole level
+        self.fills_halo = False  # the prolongation to this level leaves its ghosts current
 
     def residual(self):
         """r = f - A u on this level's work arrays."""
@@ -107,6 +109,7 @@ class Multigrid:
             if fine.replicated:           # the whole grid on every rank: so is the coarse one
                 cbox = cbox.whole()
             fine.transfer = self._transfer(fine, cbox, ax, omegas)
+            fine.fills_halo = getattr(fine.transfer, "fills_halo", False)
             if replicated and not fine.replicated:
                 fine.transfer = transfer.Gathered(fine.transfer, cbox, self.comm, l, fine.op.xp, self.dtype)
                 cbox = cbox.whole()
@@ -170,7 +173,8 @@ class Multigrid:
             return transfer.MatrixDependent(fine.box, cbox, ax, fine.op, self._exchange(fine))
         if self.transfer_kind == "blackbox":
             return transfer.BlackBox(fine.box, cbox, ax, fine.op, self._exchange(fine))
-        return transfer.Transfer(fine.box, cbox, ax, self.transfer_kind, omegas)
+        return transfer.Transfer(fine.box, cbox, ax, self.transfer_kind, omegas,   # periodic: wrap
+                                 fill_halo=not any(fine.box.periodic))
 
     def _galerkin(self, fine, cbox, cxp):
         # a coarse level gathered onto every rank wraps its own periodic halo
@@ -318,13 +322,12 @@ class Multigrid:
             self._cycle(l + 1, again, False)
         with ev("prolong"):
             lev.transfer.prolong_add(lev.u, nxt.u)
-            ex(lev.u)
+            if not lev.fills_halo:
+                ex(lev.u)
         with ev("smooth"):
             lev.smoother.smooth(lev.u, lev.f, opt.post, ex, reverse=True)
 
-    @property
-    def fine_box(self):
-        return self.levels[0].box
+    fine_box = property(lambda self: self.levels[0].box)
 
     @property
     def coarsest_rhs(self):
@@ -334,16 +337,14 @@ class Multigrid:
     # -- reporting ---------------------------------------------------------------------------------
     def residual_norm(self, f, u):
         lev = self.levels[0]
-        lev.op.residual(grid.interior(lev.r), f, u)
-        r = grid.interior(lev.r)
+        lev.op.residual(r := grid.interior(lev.r), f, u)
         return self.comm.allsum(float(self.xp.vdot(r, r).real)) ** 0.5
 
     def solve(self, f, rtol=1e-6, maxit=100):
         """Cycles as a stand-alone solver from a zero guess: (u, iterations, residual history)."""
         top = self.levels[0]
         u = self.xp.zeros(top.box.padded_shape, self.dtype)
-        r0 = self.residual_norm(f, u)
-        hist = [r0]
+        hist = [r0 := self.residual_norm(f, u)]
         for it in range(1, maxit + 1):
             self.cycle(f, u)
             hist.append(self.residual_norm(f, u))

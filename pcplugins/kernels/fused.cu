@@ -468,17 +468,33 @@ __device__ __forceinline__ int gather(int i, int c, int ph, int pad, int* next)
     return (j + 1) / 2 + pad - 1;
 }
 
+// The first point of the first block along an axis whose points [lo, hi) are written: a
+// coincident one (at or before lo) where the axis is coarsened.
+__device__ __forceinline__ int first_block(int lo, int c, int ph)
+{
+    return c ? lo - ((lo - ph) & 1) : lo;
+}
+
+// ``halo``: bit 2a (2a + 1) set: the halo point before (after) axis a's owned points is written
+// too (transfer.Transfer's fill_halo: the faces between the ranks); the coarse points it needs lie
+// in the coarse halo.
 extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ e,
-                                       int n0, int n1, int n2, int m1, int m2,
+                                       int n0, int n1, int n2, int m1, int m2, int halo,
                                        int c0, int c1, int c2, int ph0, int ph1, int ph2 TRANSFER_PARAMS)
 {
-    int i0 = blockIdx.z, t1 = blockIdx.y, t2 = blockIdx.x * blockDim.x + threadIdx.x;
-    int a1 = 2 * t1 - c1 * ph1, a2 = 2 * t2 - c2 * ph2;    // the block's first point: -1 is off the grid
-    if (a2 >= n2 || a1 >= n1) return;
+    int lo1 = -(halo >> 2 & 1), hi1 = n1 + (halo >> 3 & 1), lo2 = -(halo >> 4 & 1), hi2 = n2 + (halo >> 5 & 1);
+    int i0 = (int)blockIdx.z - (halo & 1), t1 = blockIdx.y, t2 = blockIdx.x * blockDim.x + threadIdx.x;
+    int a1 = first_block(lo1, c1, ph1) + 2 * t1, a2 = first_block(lo2, c2, ph2) + 2 * t2;   // may be off the grid
+    if (a2 >= hi2 || a1 >= hi1) return;
     int s0, l0 = gather(i0, c0, ph0, PAD0, &s0);
     int k1 = c1 ? (a1 - ph1) / 2 : a1, k2 = c2 ? (a2 - ph2) / 2 : a2;   // >= -1: the coarse halo
     long Q1 = m2 + 2, Q0 = (long)(m1 + 2) * Q1, d0 = s0 * Q0;
     const T* c = e + l0 * Q0 + (k1 + 1) * Q1 + k2 + 1;
+    // the block's second column (row) only where its second point is written: past the last
+    // point filled the next coarse column may lie beyond the coarse halo
+    bool in0 = a2 >= lo2, in1 = a2 + 1 < hi2, row0 = a1 >= lo1, row1 = a1 + 1 < hi1;
+    int D2 = in1;
+    long D1 = row1 ? Q1 : 0;
     // the plane's values at coarse (k1, k2), (k1, k2 + 1), (k1 + 1, k2), (k1 + 1, k2 + 1); twice
     // the value where the plane is coincident (d0 = 0), so each is halved below
     T h = (T)0.5, q = (T)0.25;
@@ -486,15 +502,15 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
     // the point after the last coarse point takes W from it (and 1 - W from the halo's zero)
     bool e0 = s0 && l0 - PAD0 == LC0;
     T A0 = e0 ? 2 * W0 : (T)1, B0 = e0 ? 2 - 2 * W0 : (T)1;
-    T z00 = A0 * c[0] + B0 * c[d0], z01 = A0 * c[1] + B0 * c[d0 + 1];
-    T z10 = A0 * c[Q1] + B0 * c[Q1 + d0], z11 = A0 * c[Q1 + 1] + B0 * c[Q1 + d0 + 1];
+    T z00 = A0 * c[0] + B0 * c[d0], z01 = A0 * c[D2] + B0 * c[d0 + D2];
+    T z10 = A0 * c[D1] + B0 * c[D1 + d0], z11 = A0 * c[D1 + D2] + B0 * c[D1 + d0 + D2];
     T al1 = k1 == LC1 ? W1 : h, al2 = k2 == LC2 ? W2 : h;
     T x0 = c2 ? h * (al2 * z00 + (1 - al2) * z01) : h * z01;
     T x1 = c2 ? h * (al2 * z10 + (1 - al2) * z11) : h * z11;
     T y0 = c1 ? h * (al1 * z00 + (1 - al1) * z10) : h * z10;
     T y1 = c1 ? al1 * x0 + (1 - al1) * x1 : x1;
 #else
-    T z00 = c[0] + c[d0], z01 = c[1] + c[d0 + 1], z10 = c[Q1] + c[Q1 + d0], z11 = c[Q1 + 1] + c[Q1 + d0 + 1];
+    T z00 = c[0] + c[d0], z01 = c[D2] + c[d0 + D2], z10 = c[D1] + c[D1 + d0], z11 = c[D1 + D2] + c[D1 + d0 + D2];
     T x0 = c2 ? q * (z00 + z01) : h * z01;                 // second point of the first row
     T x1 = c2 ? q * (z10 + z11) : h * z11;                 // ... of the second row's columns
     T y0 = c1 ? q * (z00 + z10) : h * z10;                 // first point of the second row
@@ -502,7 +518,6 @@ extern "C" __global__ void prolong_add(T* __restrict__ u, const T* __restrict__ 
 #endif
     STRIDES;
     long p = PADDED(i0, a1, a2);
-    bool in0 = a2 >= 0, in1 = a2 + 1 < n2, row0 = a1 >= 0, row1 = a1 + 1 < n1;
     T v00 = 0, v01 = 0, v10 = 0, v11 = 0;                  // loads before stores
     if (row0 && in0) v00 = u[p];
     if (row0 && in1) v01 = u[p + 1];

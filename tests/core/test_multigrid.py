@@ -6,6 +6,8 @@ import scipy.sparse as sp
 from pcplugins import backend
 from pcplugins.core import fft, galerkin, grid, kernels, multigrid, stencil, transfer
 
+from conftest import halo_fill_cases
+
 
 def laplacian2d(n, xp=np):
     return stencil.laplacian(grid.Box((n, n)), [-1.0, -1.0], xp)
@@ -77,6 +79,30 @@ def test_virtual_last_point(shape):
     cuts = [0, m // 3, 2 * m // 3, m]
     parts = [fine.coarse_range(s, e, 0) for s, e in zip(cuts[:-1], cuts[1:])]
     assert parts[0][0] == 0 and parts[-1][1] == m // 2 + 1 and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+
+
+@pytest.mark.parametrize("case", list(halo_fill_cases()), ids=lambda c: f"{c[0].global_shape}-{c[3]}-{c[4]}")
+def test_prolongation_fills_the_halo_between_ranks(case):
+    """With fill_halo a part's prolongation also adds P e to its halo on the faces between the
+    parts (edges and corners between them included), from its coarse part with halo: the result
+    is the whole grid's, bit for bit, on the part's whole padded array (the halo on the grid's
+    boundary untouched), as a ghost update after the prolongation would leave it."""
+    whole, cwhole, parts, ax, kind, omegas = case
+    rng = np.random.default_rng(5)
+    U, E = np.pad(rng.standard_normal(whole.shape), 1), np.pad(rng.standard_normal(cwhole.shape), 1)
+    W = transfer.Transfer(whole, cwhole, ax, kind, omegas).prolong_add(U.copy(), E)
+    assert transfer.Transfer(whole, cwhole, ax, kind, omegas, fill_halo=True).faces == 0
+    filled = 0
+    for box, cbox in parts:
+        T = transfer.Transfer(box, cbox, ax, kind, omegas, fill_halo=True)
+        assert T.fills_halo and T.faces == box.rank_faces()
+        pad = tuple(slice(s, s + n + 2) for s, n in zip(box.start, box.shape))
+        cpad = tuple(slice(s, s + n + 2) for s, n in zip(cbox.start, cbox.shape))
+        got = T.prolong_add(U[pad].copy(), E[cpad])
+        assert np.array_equal(got, W[pad]), box
+        plain = transfer.Transfer(box, cbox, ax, kind, omegas).prolong_add(U[pad].copy(), E[cpad])
+        filled += int((plain != got).sum())
+    assert filled > 0             # the halo between the parts changed
 
 
 def test_any_all_helpers_match_numpy():

@@ -8,7 +8,7 @@ import pytest
 from pcplugins import backend
 from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
 
-from conftest import gpu, on_threads, random_stencil_matrix
+from conftest import gpu, halo_fill_cases, on_threads, random_stencil_matrix
 
 pytestmark = gpu
 
@@ -456,6 +456,35 @@ def test_fused_transfers_with_omegas_match_twin(box, coarsened, dtype):
     tol = 1e-14 if dtype == "float64" else 1e-6
     assert np.allclose(backend.to_host(got_r), ref_r, rtol=tol, atol=tol)
     assert np.allclose(backend.to_host(got_p), ref_p, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", [c for c in halo_fill_cases(("linear",)) if not c[0].virtual_end],
+                         ids=lambda c: f"{c[0].global_shape}-{c[3]}-{c[0].keep_ends[0]}")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_prolongation_fills_the_halo_as_twin(case, dtype):
+    """prolong_add with the twin's fill_halo, on every part of a grid split over ranks: the
+    whole grid's generic prolongation on each part's padded array, and each part's halo between
+    the parts bit for bit what its neighbour computed for the points it owns (so the ranks' copies
+    of a point never differ, as after a ghost update)."""
+    cp = backend.cupy
+    whole, cwhole, parts, ax, kind, omegas = case
+    rng = np.random.default_rng(5)
+    U, E = np.pad(rng.standard_normal(whole.shape), 1), np.pad(rng.standard_normal(cwhole.shape), 1)
+    W = transfer.Transfer(whole, cwhole, ax, kind, omegas).prolong_add(U.copy(), E)
+    U, E = U.astype(dtype), E.astype(dtype)
+    G, out = U.copy(), []
+    for box, cbox in parts:
+        fast = fused.LinearTransfer(transfer.Transfer(box, cbox, ax, kind, omegas, fill_halo=True), dtype)
+        assert fast.fills_halo
+        pad = tuple(slice(s, s + n + 2) for s, n in zip(box.start, box.shape))
+        cpad = tuple(slice(s, s + n + 2) for s, n in zip(cbox.start, cbox.shape))
+        got = backend.to_host(fast.prolong_add(cp.asarray(U[pad]), cp.asarray(E[cpad])))
+        out.append((pad, got))
+        G[tuple(slice(s + 1, s + n + 1) for s, n in zip(box.start, box.shape))] = grid.interior(got)
+    tol = 1e-14 if dtype == "float64" else 1e-6
+    assert np.allclose(G, W, rtol=tol, atol=tol)
+    for pad, got in out:
+        assert np.array_equal(got, G[pad])
 
 
 @pytest.fixture(params=[(4, None), (8, None), (8, 1)], ids=lambda p: f"pair_rows{p[0]}-minb{p[1] or 'default'}")

@@ -57,10 +57,19 @@ class Transfer:
     others (stencil.AxisLaplacian: omega = r / (1 + r), linear interpolation on the
     non-uniform spacing; 1/2 on a uniform axis). Such a P is the uniform one with that fine plane
     scaled by 2 omega (its one coarse neighbour has weight 1/2 there), S P, and R = P^T S / 2^c:
-    the generic code applies S in a padded fine work array."""
+    the generic code applies S in a padded fine work array.
 
-    def __init__(self, fine, coarse, coarsened, kind="linear", omegas=None):
+    ``fill_halo``: prolong_add also adds P e to the halo on the faces that border other ranks
+    (grid.Box.rank_faces): the coarse points those halo points need lie in the coarse halo, and
+    the fine halo holds the neighbours' values, so afterwards it holds the neighbours' new values,
+    edges and corners included, and the cycle needs no ghost update after the prolongation."""
+
+    def __init__(self, fine, coarse, coarsened, kind="linear", omegas=None, fill_halo=False):
         self.fine, self.coarse, self.coarsened, self.kind = fine, coarse, coarsened, kind
+        if fill_halo and any(fine.periodic):
+            raise ValueError("transfer.Transfer: fill_halo needs a grid without periodic axes")
+        self.fills_halo = bool(fill_halo)
+        self.faces = fine.rank_faces() if fill_halo else 0
         self.omegas = tuple(omegas) if omegas is not None and any(w is not None for w in omegas) else None
         if self.omegas is not None and kind != "linear":
             raise ValueError("non-uniform spacing needs the linear transfer")
@@ -157,16 +166,18 @@ class Transfer:
         plan = []
         per_axis = []
         for a, c in enumerate(self.coarsened):
-            nf = self.fine.shape[a]
+            # the fine points [lo, hi): the owned ones, and the halo on the faces filled
+            lo, hi = -(self.faces >> 2 * a & 1), self.fine.shape[a] + (self.faces >> 2 * a + 1 & 1)
             if not c:
-                per_axis.append([((0, 1, nf), None)])
+                per_axis.append([((lo, 1, hi - lo), None)])
                 continue
             ph = self.phase[a]
             opts = []
-            for cls, f0 in ((0, ph), (1, 1 - ph)):
-                cnt = (nf - f0 + 1) // 2 if nf > f0 else 0
+            for cls in (0, 1):
+                f0 = lo + (lo - ph + cls) % 2           # the first point of the class
+                cnt = (hi - f0 + 1) // 2 if hi > f0 else 0
                 # coarse padded index of the coarse point at or left of fine f0
-                c0 = (f0 - ph) // 2 + 1 if cls == 0 else (f0 - ph - 1) // 2 + 1
+                c0 = (f0 - ph - cls) // 2 + 1
                 opts.append(((f0, 2, cnt), (cls, c0)))
             per_axis.append(opts)
         for combo in itertools.product(*per_axis):
@@ -202,7 +213,8 @@ class Transfer:
         return plan
 
     def prolong_add(self, fine_pad, coarse_pad):
-        """fine (interior of padded) += P e, from a padded coarse array with current ghosts."""
+        """fine (interior of padded, and the halo on ``faces``) += P e, from a padded coarse array
+        with current ghosts."""
         if self.omegas is not None:
             t = self._work(fine_pad)
             t[...] = 0
