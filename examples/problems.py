@@ -205,8 +205,13 @@ def stencil_system(n, dim, outside, weight=None, identity=None):
                 diag += w
         A.setValueStencil(row, row, diag)
     A.assemble()
+    # the same right-hand side on any number of ranks: drawn in natural (grid) order
+    bn = da.createNaturalVec()
+    lo, hi = bn.getOwnershipRange()
+    bn.setArray(numpy.random.default_rng(0).standard_normal(bn.getSize())[lo:hi])
     b = A.createVecLeft()
-    b.setArray(numpy.random.default_rng(0).standard_normal(b.getLocalSize()))
+    da.naturalToGlobal(bn, b)
+    bn.destroy()
     return da, A, b
 
 

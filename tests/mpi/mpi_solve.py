@@ -6,7 +6,8 @@ natural ordering, the iteration count and the converged reason.
 Poisson (poisson_system) with CG and pcplugins.GMG (``convention`` periodic: the interior
 convention, periodic along every axis; periodic_x: along x only); with ``convention`` convection, upwind
 convection-diffusion at cell Peclet number ``jump`` (convection_system) with GMRES and
-pcplugins.GMG; or with ``convention`` helmholtz MP1 on (n + 1)^dim points with k = ``jump``
+pcplugins.GMG; with ``convention`` neumann_vertex or neumann_cell, the pure Neumann Laplacian
+(neumann_system) with CG and pcplugins.GMG; or with ``convention`` helmholtz MP1 on (n + 1)^dim points with k = ``jump``
 (helmholtz_system) with right-preconditioned Bi-CGSTAB and pcplugins.ShiftedLaplace.
 """
 import os
@@ -22,7 +23,7 @@ from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from conftest import amg_galerkin_error, petsc_solve  # noqa: E402  (tests/conftest.py; adds examples/ to the path)
-from problems import convection_system, helmholtz_system, natural_array, poisson_system  # noqa: E402
+from problems import convection_system, helmholtz_system, natural_array, neumann_system, poisson_system  # noqa: E402
 
 # -test_pair_min_size N: relax_pair's sweeps on levels of N points or more (fused.PAIR_MIN_SIZE),
 # so that small grids take the distributed sweep's path (the faces between the ranks first)
@@ -38,6 +39,9 @@ if convention == "helmholtz":
 elif convention == "convection":
     da, A, b = convection_system(n, dim, jump)
     ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
+elif convention.startswith("neumann"):      # neumann_vertex, neumann_cell: the null space attached
+    da, A, b = neumann_system(n, dim, convention.split("_")[1])
+    ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
 elif convention.startswith("periodic"):
     da, A, b = poisson_system(n, dim, "interior", jump=jump,
                               periodic=[convention == "periodic" or a == 0 for a in range(dim)])

@@ -55,7 +55,12 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          ((40, 2, "periodic", 2.0), NOGATHER), (("20x28x16", 3, "periodic_x", 3.0), NOGATHER),
          # an odd periodic axis, kept by the coarsening, below levels gathered onto every rank: the
          # black box transfer between two gathered levels is built on the whole coarse grid
-         (("41x24", 2, "periodic_x", 2.0), []), (("21x16x16", 3, "periodic_x", 2.0), [])]
+         (("41x24", 2, "periodic_x", 2.0), []), (("21x16x16", 3, "periodic_x", 2.0), []),
+         # the linear transfers' prolongation into the halo between the ranks on grids that keep
+         # their ends (vertex-centred Neumann) and on cell-centred ones, and Feng et al.'s transfer
+         *[(p, NOGATHER + ["-pc_gmg_transfer", "linear"]) for p in
+           ((33, 2, "neumann_vertex", 0.0), (17, 3, "neumann_vertex", 0.0), (20, 2, "neumann_cell", 0.0))],
+         ((33, 2, "petsc", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_transfer", "paper"])]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
