@@ -97,7 +97,9 @@ GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6], CASES[8],
              # first; 3 sweeps, an odd count (one sweep by colour kernels), each transport
              *[((31, 3, "interior", 0.0), NOGATHER + PAIRS + t) for t in ([], ["-pc_gmg_ghost_transport", "device"],
                                                                         ["-pc_gmg_ghost_transport", "host"])],
-             ((33, 3, "petsc", 0.0), NOGATHER + PAIRS + ["-pc_gmg_precision", "single"])]
+             ((33, 3, "petsc", 0.0), NOGATHER + PAIRS + ["-pc_gmg_precision", "single"]),
+             # the fused prolongation into the halo between the ranks on a grid that keeps its ends
+             ((17, 3, "neumann_vertex", 0.0), NOGATHER + ["-pc_gmg_transfer", "linear"])]
 
 
 @gpu
