@@ -148,7 +148,10 @@ def mpi_section(name):
     """Ranks beside one rank on the same device (gmg_mpi.py)."""
     rows = [r for r in load(name)["results"] if "error" not in r]
     out = head(name) + ["setup + solve in ms (CG iterations); for more than one rank the ghost updates per "
-                        "application and milliseconds each (rank 0), and setup + solve over one rank's on the same "
+                        "application and milliseconds each (rank 0, each level's updates timed alone and launched "
+                        "from the host, so their sum against an application's time, which can exceed 100% where a "
+                        "CUDA graph replays the cycle, bounds their share from above), and setup + solve over "
+                        "one rank's on the same "
                         "grid (strong scaling), or for a grid of n^3 per rank (-weak) the weak-scaling efficiency: "
                         "one rank's time on n^3 over the ranks' time:", "",
                         "| solver | size | ranks | setup + solve (its) | ghost updates | vs one rank |",
