@@ -60,7 +60,11 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          # their ends (vertex-centred Neumann) and on cell-centred ones, and Feng et al.'s transfer
          *[(p, NOGATHER + ["-pc_gmg_transfer", "linear"]) for p in
            ((33, 2, "neumann_vertex", 0.0), (17, 3, "neumann_vertex", 0.0), (20, 2, "neumann_cell", 0.0))],
-         ((33, 2, "petsc", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_transfer", "paper"])]
+         ((33, 2, "petsc", 0.0), NOGATHER + ["-pc_gmg_operator", "laplacian", "-pc_gmg_transfer", "paper"]),
+         # the design card's other Krylov methods around GMG: BiCGStab on an odd cube, GMRES on a box
+         # with jumps
+         ((19, 3, "interior", 0.0), NOGATHER + ["-ksp_type", "bcgs"]),
+         (("26x21", 2, "interior", 1.0), NOGATHER + ["-ksp_type", "gmres"])]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
