@@ -12,6 +12,7 @@ kernel             NumPy twin (compared with it in tests/gpu/test_kernels.py)
 =================  =====================================================================
 ``stored_residual``  ``StencilOperator.residual``
 ``stored_colour``    one colour of ``smoothers.ColourGS`` (red-black or 2^d colours)
+``stored_sweeps``    whole sweeps of ``smoothers.ColourGS`` in one block (small levels)
 ``blackbox_rap``     ``galerkin.stencil_product`` (setup: R A P with black box transfers)
 ``blackbox_class``   ``transfer.BlackBox._class`` (setup: one class of its weights)
 ``blackbox_columns``  ``transfer.BlackBox._columns`` (setup: P's columns from the weights)
@@ -33,6 +34,11 @@ from . import grid, stencil
 # galerkin_product splits each coarse point's sums over 9 threads on 3D coarse grids smaller than
 # this: there the kernel's few threads, each a long chain of loads, leave the GPU idle
 SPLIT_RAP_SIZE = 2 ** 17
+# StoredGS sweeps a level of at most this many points, whole on this rank, in one block of
+# BLOCK_THREADS, all its colours in one launch: there a colour's kernel costs its launch, not its
+# work (the 15^3 and 7^3 levels of a 255^3 grid)
+BLOCK_SWEEPS_SIZE = 4096
+BLOCK_THREADS = 512
 
 
 def _launch(kernel, shape3, args):
@@ -52,10 +58,9 @@ def _module(dtype, dim, k, coefficients=None, **defines):
 
 
 def galerkin_product(op, T, cbox, dtype):
-    """({coarse offset: array}, nonzero): R A P of the fine StencilOperator ``op`` (on the GPU) and
-    the transfer.BlackBox ``T`` (its weight_planes), one thread per coarse point, each array zero
-    where the neighbour lies outside the coarse grid, and whether each array has a nonzero (a host
-    list; None where the kernel's partial sums cannot tell); the twin is galerkin.stencil_product."""
+    """{coarse offset: array}: R A P of the fine StencilOperator ``op`` (on the GPU) and the
+    transfer.BlackBox ``T`` (its weight_planes), one thread per coarse point, each array zero
+    where the neighbour lies outside the coarse grid; the twin is galerkin.stencil_product."""
     xp, d = op.xp, op.box.dim
     A = coefficient_planes(op, dtype)
     W = xp.asarray(T.weight_planes, dtype)
@@ -66,7 +71,6 @@ def galerkin_product(op, T, cbox, dtype):
     # one thread a point writes the planes of one array (detect.class_stats and compress take them
     # as they are), nine write nine sets of planes
     out = xp.empty(((parts,) if parts > 1 else ()) + (len(offsets),) + cbox.shape, dtype)
-    nonzero = xp.zeros(1, numpy.uint32)
     # blackbox_rap takes its offsets and coarsened axes as compile-time constants
     pad = (0,) * (3 - d)
     ax = pad + tuple(int(c) for c in T.coarsened)
@@ -76,12 +80,8 @@ def galerkin_product(op, T, cbox, dtype):
     i32 = [numpy.int32(v) for v in (*grid.dims3(op.box.shape), *grid.dims3(cbox.shape),
                                      *([0] * (3 - d) + list(T.phase)))]
     c0, c1, c2 = grid.dims3(cbox.shape)
-    _launch(kernel, (c0 * parts, c1, c2), [out, nonzero, A, W, *i32, numpy.dtype(dtype).type(T.rscale),
-                                           numpy.int32(parts)])
-    if parts > 1:
-        return dict(zip(offsets, out.sum(axis=0))), None
-    bits = int(nonzero.get()[0])
-    return dict(zip(offsets, out)), [bool(bits >> k & 1) for k in range(len(offsets))]
+    _launch(kernel, (c0 * parts, c1, c2), [out, A, W, *i32, numpy.dtype(dtype).type(T.rscale), numpy.int32(parts)])
+    return dict(zip(offsets, out.sum(axis=0) if parts > 1 else out))
 
 
 def coefficient_planes(op, dtype):
@@ -151,7 +151,7 @@ class Stored:
         P0 = (self.box.shape[-2] + 2) * P1
         self.delta = xp.asarray([(o[-3] * P0 if self.dim == 3 else 0) + o[-2] * P1 + o[-1] for o in op.offsets],
                                 numpy.int32)
-        module = _module(self.dtype, self.dim, len(op.offsets), self.coefficients)
+        self._module = module = _module(self.dtype, self.dim, len(op.offsets), self.coefficients)
         self._residual = module.get_function("stored_residual")
         self._colour = module.get_function("stored_colour")
         self._sizes = [numpy.int32(n) for n in self.shape3]
@@ -171,9 +171,12 @@ class Stored:
 
 class StoredGS:
     """Multicolour Gauss-Seidel (SOR for omega != 1) on a Stored level, a kernel per colour:
-    'redblack' (star stencils) or 'multicolor' (2^d colours); fused twin of smoothers.ColourGS."""
+    'redblack' (star stencils) or 'multicolor' (2^d colours); fused twin of smoothers.ColourGS.
+    ``whole``: the level lies whole on this rank (no ghosts to refresh between colours): one of at
+    most BLOCK_SWEEPS_SIZE points then sweeps in one block (stored_sweeps), the same updates in
+    the same order."""
 
-    def __init__(self, stored, kind="multicolor", omega=1.0):
+    def __init__(self, stored, kind="multicolor", omega=1.0, whole=False):
         self.stored, self.kind, self.omega = stored, kind, omega
         box, t = stored.box, stored.dtype.type
         n0, n1, n2 = stored.shape3
@@ -199,10 +202,21 @@ class StoredGS:
                 self._launches.append((tuple(counts3), [split, stored.delta, *sizes, *flags, *tail]))
         else:
             raise ValueError(f"fused_stored.StoredGS: unknown colouring {kind!r}")
+        self._block = None           # stored_sweeps' colour table and arguments after u and f
+        if whole and 0 < box.size <= BLOCK_SWEEPS_SIZE:
+            colours = [args[5:9] for _, args in filter(None, self._launches)]
+            table = stored.op.xp.asarray([[int(v) for v in c] for c in colours], numpy.int32)
+            self._sweeps = stored._module.get_function("stored_sweeps")
+            self._block = [split, stored.delta, *sizes, table, numpy.int32(len(colours))], tail
 
     def smooth(self, u, f, sweeps, exchange=lambda u: u, reverse=False, zero_guess=False):
         if zero_guess:
             u[...] = 0
+        if self._block is not None:
+            head, tail = self._block
+            self._sweeps((1,), (BLOCK_THREADS,), [u, f, *head, numpy.int32(sweeps), numpy.int32(reverse), *tail])
+            exchange(u)
+            return u
         order = self._launches[::-1] if reverse else self._launches
         kernel = self.stored._colour
         for _ in range(sweeps):

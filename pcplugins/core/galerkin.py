@@ -29,8 +29,9 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
     and the transfer ``T``, with the fine and coarse levels' ghost updates (None: none) and the
     communicator of a distributed coarse level (None: it is whole on this rank). On one rank no
     ghost update comes between the probes' kernels, so plain transfers take them in batches.
-    The coarse operator of a stored (variable) one stays stored: only all-zero offsets are
-    dropped, with no search for constant coefficients (passes over every coefficient array)."""
+    The coarse operator of a stored (variable) one stays stored, with no search for constant
+    coefficients (passes over every coefficient array): the host drops its all-zero offsets, the
+    GPU's fused product only those with no neighbour in the grid."""
     xp = op.xp
     tol = 0.0 if op.constant else None
     one_rank = comm is None or comm.size == 1
@@ -39,8 +40,11 @@ def coarse_operator(op, T, cbox, cxp, dtype, exchange_fine, exchange_coarse=None
         if not backend.is_gpu(xp):
             return stencil_product(op, T, cbox, dtype, tol)
         if fused.supported(xp, dtype):     # its thousands of array passes in one kernel
-            coefs, nonzero = fused_stored.galerkin_product(op, T, cbox, dtype)
-            return stencil.compress(cbox, list(coefs), list(coefs.values()), xp, dtype, tol, nonzero=nonzero)
+            coefs = fused_stored.galerkin_product(op, T, cbox, dtype)
+            # every offset that has a neighbour in the grid stays: which planes hold only zeros
+            # would wait for the GPU at every level, where the setup's launches run ahead of it
+            inside = [all(m > 1 for m, v in zip(cbox.shape, o) if v) for o in coefs]
+            return stencil.compress(cbox, list(coefs), list(coefs.values()), xp, dtype, tol, nonzero=inside)
     batch = None
     if one_rank and type(T) in (transfer.Transfer, transfer.BlackBox):
         limit = BATCH_VALUES["gpu" if backend.is_gpu(xp) else "host"]

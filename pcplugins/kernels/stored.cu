@@ -68,30 +68,11 @@ extern "C" __global__ void stored_residual(T* out, const T* __restrict__ f, cons
     out[out_padded ? p : q] = (f_padded ? f[p] : f[q]) - s;
 }
 
-// One colour of Gauss-Seidel (SOR for omega != 1) in place: u += omega (f - A u) / a_diag on the
-// colour's points. redblack 1: the points with i2 = i0 + i1 + s2 (mod 2), one thread each
-// (a star stencil's two colours; s0, s1 unused); redblack 0: the lattice i_a = s_a + 2 j_a, one
-// thread per point of it (2^d colours, valid for box stencils too). The colour's points never
-// read each other, so the order of the threads does not matter.
-extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const TS* __restrict__ S,
-                                         const int* __restrict__ delta, int n0, int n1, int n2,
-                                         int s0, int s1, int s2, int redblack, int kdiag, T omega)
+// The Gauss-Seidel (SOR for omega != 1) update of point (i0, i1, i2): u += omega (f - A u) / a_diag
+__device__ __forceinline__ void relax_point(T* u, const T* __restrict__ f, const TS* __restrict__ S,
+                                            const int* __restrict__ delta, int i0, int i1, int i2,
+                                            int n0, int n1, int n2, int kdiag, T omega)
 {
-    int x = blockIdx.x * blockDim.x + threadIdx.x, i0, i1, i2;
-    if (redblack) {
-        i0 = blockIdx.z;
-        i1 = blockIdx.y;
-        i2 = 2 * x + ((s2 + i0 + i1) & 1);
-    } else {
-#if DIM == 3
-        i0 = s0 + 2 * blockIdx.z;
-#else
-        i0 = 0;
-#endif
-        i1 = s1 + 2 * blockIdx.y;
-        i2 = s2 + 2 * x;
-    }
-    if (i0 >= n0 || i1 >= n1 || i2 >= n2) return;
     STRIDES;
     const long p = PADDED(i0, i1, i2), q = FLAT(i0, i1, i2);
     long H;
@@ -100,13 +81,76 @@ extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const TS
     u[p] += omega * (f[q] - s) / (T)S[kdiag * H + at];
 }
 
+// Point x of a colour's thread lattice: redblack 1: the points with i2 = i0 + i1 + s2 (mod 2), x
+// running along axis 2 (a star stencil's two colours; s0, s1 unused); redblack 0: the lattice
+// i_a = s_a + 2 j_a (2^d colours, valid for box stencils too). (j0, j1, x) are the thread's
+// lattice indices; false where the point lies beyond the grid.
+__device__ __forceinline__ bool colour_point(int j0, int j1, int x, int s0, int s1, int s2, int redblack,
+                                             int n0, int n1, int n2, int* i0, int* i1, int* i2)
+{
+    if (redblack) {
+        *i0 = j0;
+        *i1 = j1;
+        *i2 = 2 * x + ((s2 + j0 + j1) & 1);
+    } else {
+#if DIM == 3
+        *i0 = s0 + 2 * j0;
+#else
+        *i0 = 0;
+#endif
+        *i1 = s1 + 2 * j1;
+        *i2 = s2 + 2 * x;
+    }
+    return *i0 < n0 && *i1 < n1 && *i2 < n2;
+}
+
+// One colour of Gauss-Seidel in place, one thread a point of the colour's lattice (colour_point).
+// The colour's points never read each other, so the order of the threads does not matter.
+extern "C" __global__ void stored_colour(T* u, const T* __restrict__ f, const TS* __restrict__ S,
+                                         const int* __restrict__ delta, int n0, int n1, int n2,
+                                         int s0, int s1, int s2, int redblack, int kdiag, T omega)
+{
+    int i0, i1, i2;
+    if (colour_point(blockIdx.z, blockIdx.y, blockIdx.x * blockDim.x + threadIdx.x, s0, s1, s2, redblack,
+                     n0, n1, n2, &i0, &i1, &i2))
+        relax_point(u, f, S, delta, i0, i1, i2, n0, n1, n2, kdiag, omega);
+}
+
+// ``sweeps`` sweeps over all C colours in one block, for a level whole on this rank (no ghost
+// update between colours) and so small that the launches, not the work, set the pace: the
+// threads take a colour's points in turn and meet before the next colour. Colour c is
+// stored_colour's (s0, s1, s2, redblack) = lat[4c .. 4c + 3]; reverse: the colours last to first.
+// The same updates in the same order as C launches of stored_colour per sweep.
+extern "C" __global__ void stored_sweeps(T* u, const T* __restrict__ f, const TS* __restrict__ S,
+                                         const int* __restrict__ delta, int n0, int n1, int n2,
+                                         const int* __restrict__ lat, int C, int sweeps, int reverse,
+                                         int kdiag, T omega)
+{
+    for (int sweep = 0; sweep < sweeps; ++sweep)
+        for (int k = 0; k < C; ++k) {
+            const int* l = lat + 4 * (reverse ? C - 1 - k : k);
+            const int rb = l[3];
+            // the colour's thread lattice, as stored_colour's launch grid
+            const int m0 = rb || DIM == 2 ? n0 : (n0 - l[0] + 1) / 2, m1 = rb ? n1 : (n1 - l[1] + 1) / 2;
+            const int m2 = rb ? (n2 + 1) / 2 : (n2 - l[2] + 1) / 2;
+            const long count = (long)m0 * m1 * m2;
+            for (long t = threadIdx.x; t < count; t += blockDim.x) {
+                int i0, i1, i2;
+                const long r = t / m2;
+                if (colour_point((int)(r / m1), (int)(r % m1), (int)(t % m2), l[0], l[1], l[2], rb,
+                                 n0, n1, n2, &i0, &i1, &i2))
+                    relax_point(u, f, S, delta, i0, i1, i2, n0, n1, n2, kdiag, omega);
+            }
+            __syncthreads();
+        }
+}
+
 // The Galerkin product R A P of a stored fine stencil with black box multigrid's prolongation,
 // one thread per coarse point I (galerkin.stencil_product is its NumPy twin; the formula is
 // there): A holds the K fine coefficient planes (couplings to points outside the grid are
 // skipped), W the 2^d weight planes of the padded fine grid by corner (bit a set where the
 // corner lies at +1 along axis a, galerkin's corner index). out gets the 3^d coarse planes, box
-// offsets in itertools order, times rscale, zero where the coarse neighbour lies outside the grid;
-// nonzero gets bit k set where plane k has a nonzero (parts 1).
+// offsets in itertools order, times rscale, zero where the coarse neighbour lies outside the grid.
 // Compiled apart from the kernels above, with the offsets and the coarsened axes as constants:
 // OFFS the K offsets (3 ints each, axis 0 first), AX0..AX2 = 1 on a coarsened axis (coarse point
 // I on fine point ph_a + 2 I), 0 on a kept one (fine = coarse).
@@ -135,7 +179,7 @@ __device__ __forceinline__ unsigned window(int f, int n)
     return bits;
 }
 
-extern "C" __global__ void blackbox_rap(T* __restrict__ out, unsigned* __restrict__ nonzero,
+extern "C" __global__ void blackbox_rap(T* __restrict__ out,
                                         const T* __restrict__ A, const T* __restrict__ W,
                                         int n0, int n1, int n2, int c0, int c1, int c2,
                                         int ph0, int ph1, int ph2, T rscale, int parts)
@@ -202,22 +246,14 @@ extern "C" __global__ void blackbox_rap(T* __restrict__ out, unsigned* __restric
     }
     const long Nc = (long)c0 * c1 * c2, qc = ((long)I0 * c1 + I1) * c2 + I2;
     const int I[3] = {I0, I1, I2}, c[3] = {c0, c1, c2};
-    unsigned bits = 0;
 #pragma unroll
     for (int k = 0; k < NC; ++k) {
         const int O[3] = {DIM == 3 ? k / 9 - 1 : 0, (DIM == 3 ? k / 3 % 3 : k / 3) - 1, k % 3 - 1};
         bool inside = true;
         for (int a = 0; a < 3; ++a)
             inside = inside && I[a] + O[a] >= 0 && I[a] + O[a] < c[a];
-        const T value = inside ? rscale * acc[k] : (T)0;
-        out[(part * NC + k) * Nc + qc] = value;
-        bits |= (unsigned)(value != (T)0) << k;
+        out[(part * NC + k) * Nc + qc] = inside ? rscale * acc[k] : (T)0;
     }
-    // one atomic per warp
-    const unsigned lanes = __activemask();
-    bits = __reduce_or_sync(lanes, bits);
-    if ((threadIdx.x & 31) == __ffs(lanes) - 1)
-        atomicOr(nonzero, bits);
 }
 #endif
 

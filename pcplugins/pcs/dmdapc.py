@@ -129,8 +129,7 @@ class DMDAPC(PythonPC):
             # the couplings of interior rows to the boundary values: f_I = x_I - A_IB y_B
             self._elim = stencil.StencilOperator(mgbox, offsets, coefs, xp, dt)
         # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
-        dtype = numpy.result_type(coefs[0].dtype, numpy.float64)
-        masked = stencil.inside_planes(mgbox, offsets, coefs, xp, dtype) if layer else coefs
+        masked = stencil.inside_planes(mgbox, offsets, coefs, xp, dt) if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
         keep = () if layer else detect.neumann_axes(mgbox, masked, d, collective)
         if any(keep):

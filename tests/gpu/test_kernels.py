@@ -211,11 +211,12 @@ STORED_BOXES = SUBBOXES + [grid.Box((12, 13, 14), (3, 0, 5), (9, 13, 8), keep_en
 @pytest.mark.parametrize("kind", ["redblack", "multicolor"])
 @pytest.mark.parametrize("dtype,coefficients", [("float64", None), ("float32", None), ("float64", "float32")])
 @pytest.mark.parametrize("omega,zero,reverse", [(1.0, False, False), (1.3, False, True), (1.0, True, False)])
-def test_fused_stored_stencil_matches_twin(box, kind, dtype, coefficients, omega, zero, reverse):
+def test_fused_stored_stencil_matches_twin(box, kind, dtype, coefficients, omega, zero, reverse, monkeypatch):
     """kernels/stored.cu against the generic residual and ColourGS on random variable
     coefficients: star stencils (red-black and 2^d colours) and box stencils (2^d colours), on
     rank boxes and on grids that keep their ends; float32 coefficients under a float64 sweep
-    against the twin on the same coefficients rounded, to float64's accuracy."""
+    against the twin on the same coefficients rounded, to float64's accuracy. The sweeps run a
+    kernel per colour and in one block (stored_sweeps), bit for bit alike."""
     from pcplugins.core import fused_stored, smoothers
     cp = backend.cupy
     rng = np.random.default_rng(5)
@@ -231,9 +232,16 @@ def test_fused_stored_stencil_matches_twin(box, kind, dtype, coefficients, omega
     dop = stencil.StencilOperator(box, offs, [cp.asarray(c) for c in coefs], cp, dtype)
     fast = fused_stored.Stored(dop, coefficients)
     assert fast.split.dtype == (coefficients or dtype)
-    smoother = smoothers.make(kind, dop, omega, fused_level=fast)
-    assert isinstance(smoother, fused_stored.StoredGS)
-    got = smoother.smooth(cp.asarray(u, dtype), cp.asarray(f, dtype), 2, reverse=reverse, zero_guess=zero)
+    runs = []
+    for limit in (0, 10 ** 9):          # a kernel per colour; the whole sweeps in one block
+        monkeypatch.setattr(fused_stored, "BLOCK_SWEEPS_SIZE", limit)
+        smoother = smoothers.make(kind, dop, omega, fused_level=fast)
+        assert isinstance(smoother, fused_stored.StoredGS) and (smoother._block is not None) == bool(limit)
+        runs.append(smoother.smooth(cp.asarray(u, dtype), cp.asarray(f, dtype), 2, reverse=reverse,
+                                    zero_guess=zero))
+    # the same updates in the same order
+    assert bool((runs[0] == runs[1]).all())
+    got = runs[1]
     got_r = fast.residual(cp.zeros(box.padded_shape, dtype), cp.asarray(f, dtype), got)
     got_r2 = fast.residual(cp.zeros(box.shape, dtype), cp.asarray(np.pad(f, 1), dtype), got)
     tol = 1e-12 if dtype == "float64" else 2e-5
@@ -277,7 +285,8 @@ def blackbox_case(shape, keep, coarsened, points, seed):
 def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, dtype, monkeypatch):
     """kernels/stored.cu's blackbox_rap against galerkin.stencil_product (NumPy) on variable
     coefficients: odd and even sizes, grids that keep their ends, semi-coarsening; a thread per
-    coarse point and (3D) 9 (fused_stored.SPLIT_RAP_SIZE), and which planes have a nonzero."""
+    coarse point and (3D) 9 (fused_stored.SPLIT_RAP_SIZE); the coarse operator keeps the offsets
+    with a neighbour in the grid (galerkin.coarse_operator)."""
     from pcplugins.core import fused_stored, galerkin
     cp = backend.cupy
     # constant: couplings across the boundary given, which the kernel skips
@@ -289,11 +298,13 @@ def test_blackbox_galerkin_kernel_matches_twin(shape, keep, coarsened, points, d
     Dr = ref.to_dense()
     for split in (0, 2 ** 62):
         monkeypatch.setattr(fused_stored, "SPLIT_RAP_SIZE", split)
-        coefs, nonzero = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)   # zero beyond the grid
-        # the kernel's flags say which planes have a nonzero (with one thread a coarse point)
-        flags = [bool(cp.count_nonzero(c)) for c in coefs.values()]
-        assert nonzero == (None if split and box.dim == 3 else flags)
-        Dg = stencil.compress(cbox, list(coefs), list(coefs.values()), cp, dtype, nonzero=nonzero).to_dense()
+        coefs = fused_stored.galerkin_product(ops[1], Ts[1], cbox, dtype)   # zero beyond the grid
+        coarse = galerkin.coarse_operator(ops[1], Ts[1], cbox, cp, dtype, None)
+        if points != "constant":      # a constant fine stencil's coarse one is searched for constants
+            assert coarse.offsets == [o for o in coefs if all(m > 1 for m, v in zip(cbox.shape, o) if v)]
+            for plane, o in zip(coarse.coefs, coarse.offsets):
+                assert bool((plane == coefs[o]).all())
+        Dg = coarse.to_dense()
         tol = 1e-13 if dtype == "float64" else 1e-5
         assert np.abs(Dr - Dg).max() <= tol * np.abs(Dr).max(), split
 

@@ -74,7 +74,7 @@ def make(kind, op, omega=None, fused_level=None, scratch=None, faces=0, exchange
         if kind == "redblack" and any(sum(abs(v) for v in o) > 1 for o in op.offsets):
             kind = "multicolor"   # red-black is not a valid colouring of a box stencil
         if isinstance(fused_level, fused_stored.Stored):
-            return fused_stored.StoredGS(fused_level, kind, gs_omega)
+            return fused_stored.StoredGS(fused_level, kind, gs_omega, whole=not faces)
         if op.xp is numpy and not op.constant:     # stored coefficients on the host: SciPy CSR products
             return HostColourGS(op, kind, gs_omega)
         return ColourGS(op, kind, gs_omega)
