@@ -6,9 +6,10 @@ natural ordering, the iteration count and the converged reason.
 Poisson (poisson_system) with CG and pcplugins.GMG (``convention`` periodic: the interior
 convention, periodic along every axis; periodic_x: along x only); with ``convention`` convection, upwind
 convection-diffusion at cell Peclet number ``jump`` (convection_system) with GMRES and
-pcplugins.GMG; with ``convention`` neumann_vertex or neumann_cell, the pure Neumann Laplacian
-(neumann_system) with CG and pcplugins.GMG; or with ``convention`` helmholtz MP1 on (n + 1)^dim points with k = ``jump``
-(helmholtz_system) with right-preconditioned Bi-CGSTAB and pcplugins.ShiftedLaplace.
+pcplugins.GMG (or the PC the options choose); with ``convention`` neumann_vertex or neumann_cell,
+the pure Neumann Laplacian (neumann_system) with CG and pcplugins.GMG; or with ``convention``
+helmholtz MP1 on (n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned
+Bi-CGSTAB and pcplugins.ShiftedLaplace.
 """
 import os
 import sys
@@ -38,7 +39,7 @@ if convention == "helmholtz":
                          pc="pcplugins.ShiftedLaplace", rtol=1e-6, max_it=200)
 elif convention == "convection":
     da, A, b = convection_system(n, dim, jump)
-    ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
+    ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 elif convention.startswith("neumann"):      # neumann_vertex, neumann_cell: the null space attached
     da, A, b = neumann_system(n, dim, convention.split("_")[1])
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
