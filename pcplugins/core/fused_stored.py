@@ -231,7 +231,8 @@ class StoredGS:
         name = "red-black" if self.kind == "redblack" else f"{2 ** self.stored.dim}-colour"
         w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
         c = "" if self.stored.coefficients == self.stored.dtype else f", {self.stored.coefficients.name} coefficients"
-        return f"{name} Gauss-Seidel{w} (fused kernel per colour{c})"
+        how = "every colour in one fused kernel" if self._block is not None else "fused kernel per colour"
+        return f"{name} Gauss-Seidel{w} ({how}{c})"
 
 
 class BlackBoxTransfer:

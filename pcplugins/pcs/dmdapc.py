@@ -14,7 +14,7 @@ The solver object ``self.mg`` offers ``cycle(f)`` (returns a padded u), ``fine_b
 import numpy
 
 from .. import backend
-from ..core import detect, fused, grid, kernels, stencil
+from ..core import defect, detect, fused, grid, kernels, stencil
 from ..core.comm import Comm
 from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
 from ..petsc.pcbase import PythonPC
@@ -290,32 +290,16 @@ class DMDAPC(PythonPC):
     _MAX_INNER = 50
 
     def _defect_correction(self, x, out):
-        """Mixed-precision defect correction (Goddeke and Strzodka): u += B32 (f - A u) with the
-        residual and the update in double and the multigrid cycle B32 in single, for
-        ``mixed_inner_cycles`` cycles or until the residual fell by ``mixed_inner_digits`` digits."""
-        if self.layer:
-            self._eliminate(self._f, x, out)
-            f = self._f
-        else:
-            f = x
-        u, r = self._u64, self._r64
-        ui = grid.interior(u)
-        u[...] = 0
-        r[...] = f
+        """Mixed-precision defect correction (core/defect.py): ``mixed_inner_cycles`` float32 cycles
+        or until the residual fell by ``mixed_inner_digits`` digits."""
+        f = self._eliminate(self._f, x, out) if self.layer else x
         cycles, digits = self.mixed
-        target = 10.0 ** -digits * self._norm(f) if digits else None
-        reached = target is None
-        for c in range(cycles or self._MAX_INNER):
-            self._r32[...] = r
-            ui += grid.interior(self.mg.cycle(self._r32))
-            self.comm.exchange(0, u)
-            self._op64.residual(r, f, u)
-            if target is not None and self._norm(r) <= target:
-                reached = True
-                break
-        if target is not None:
-            self.inner_cycles.append(c + 1 if reached else f"{c + 1}, short of the digits asked for")
+        used, reached = defect.correct(self.mg.cycle, self._op64, f, self._u64, self._r64, self._r32,
+                                       lambda u: self.comm.exchange(0, u), self._norm, cycles, digits, self._MAX_INNER)
+        if digits:
+            self.inner_cycles.append(used if reached else f"{used}, short of the digits asked for")
         self.stalled = not reached          # the PC reports a failure (no silent inaccurate answer)
+        ui = grid.interior(self._u64)
         if self.layer:
             out[self._inner] = ui
         else:
