@@ -31,12 +31,9 @@ class StencilOperator:
             raise ValueError("stencil has no diagonal entry")
         self.kdiag = self.offsets.index(zero)
         self.diag = self.coefs[self.kdiag]
-        if self.constant:
-            if not self.diag > 0:
-                raise ValueError(f"diagonal of the operator must be positive, got {self.diag}")
-            self.invdiag = 1.0 / self.diag
-        else:
-            self.invdiag = 1.0 / self.diag
+        if self.constant and not abs(self.diag) > 0:
+            raise ValueError(f"diagonal of the operator must be nonzero, got {self.diag}")
+        self.invdiag = 1.0 / self.diag
 
     # -- stencil terms on a lattice ---------------------------------------------------------------
     def _coef(self, k, lat):

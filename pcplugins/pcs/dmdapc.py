@@ -19,6 +19,10 @@ from ..core.comm import Comm
 from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
+# a negative definite operator (a negative diagonal everywhere: div(k grad u) = -f, snes ex25): each
+# sweep, transfer and coarse solve of -A gives the negative of A's, so the PC is -A's, output negated
+NEGATED = "; negative definite (a negative diagonal everywhere): the hierarchy is built from -A, its output negated"
+
 
 class DMDAPC(PythonPC):
     WHAT = ""
@@ -59,7 +63,7 @@ class DMDAPC(PythonPC):
         if any(self.mixed):
             # defect correction: the elimination and the fine residual in double, the cycle in single
             self.dtype = numpy.dtype(numpy.float64)
-        self._elim_fused, self._faces = None, ()
+        self._elim_fused, self._faces, self.negated = None, (), False    # negated: see NEGATED
         self.mpi = mpi.Collective(pc)
         t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
@@ -99,14 +103,14 @@ class DMDAPC(PythonPC):
         if v["operator"] == "laplacian":
             w, layer, bdiag = dmda.sample_laplacian(M if mat.is_aij(M) else None, box, dm, collective)
             mgbox = dmda.interior_box(box) if layer else box
+            self.negated = all(c > 0 for c in w)     # the couplings of A: the elimination takes them
+            op = stencil.laplacian(mgbox, [-c for c in w] if self.negated else w, xp, dt)
             if layer:
                 self._check_interior(mgbox)
-            op = stencil.laplacian(mgbox, w, xp, dt)
-            if layer:
-                self._elim = op
+                self._elim = stencil.laplacian(mgbox, w, xp, dt) if self.negated else op
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
                 self._use_fused_elimination(v, op, w)
-            return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
+            return op, layer, "declared constant-coefficient Laplacian (matrix-free)" + NEGATED * self.negated
         offsets, coefs, stats = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
         one = stats is not None and collective.size == 1     # the reading kernel's class statistics
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
@@ -131,6 +135,10 @@ class DMDAPC(PythonPC):
         # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
         masked = stencil.inside_planes(mgbox, offsets, coefs, xp, dt) if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
+        self.negated = collective.allmax(float(d.max()) if d.size else -1.0) < 0
+        if self.negated:              # the arrays are this setup's own (the elimination keeps A's)
+            for c in masked:
+                c *= -1
         keep = () if layer else detect.neumann_axes(mgbox, masked, d, collective)
         if any(keep):
             # the boundary nodes across these axes are unknowns of a Neumann-type condition (ex29,
@@ -143,13 +151,14 @@ class DMDAPC(PythonPC):
         tol = None if v["operator"] == "assembled" or nonzero is not None else 0.0
         op = stencil.compress(mgbox, offsets, masked, xp, dt, tol=tol, comm=collective, nonzero=nonzero)
         w = stencil.laplacian_weights(op)
-        if layer:
-            self._use_fused_elimination(v, op, w if w is not None and numpy.isscalar(self._invdb) else None)
+        if layer:        # the fused elimination takes the weights of A (not of -A) as the star's
+            self._use_fused_elimination(v, op, w if w is not None and numpy.isscalar(self._invdb)
+                                        and not self.negated else None)
         if op.constant:
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
-        return op, layer, kind
+        return op, layer, kind + NEGATED * self.negated
 
     def _constant_operator(self, v, found, box, offsets):
         """The fine operator of a constant stencil read from the matrix (detect.ConstantRead):
@@ -161,13 +170,15 @@ class DMDAPC(PythonPC):
             self._check_interior(mgbox)
             self._invdb = 1.0 / found.layer_diagonal
             self._elim = stencil.StencilOperator(mgbox, offsets, found.elim, xp, dt)
-        op = stencil.StencilOperator(mgbox, found.offsets, found.consts, xp, dt)
+        self.negated = found.consts[found.offsets.index((0,) * box.dim)] < 0
+        op = stencil.StencilOperator(mgbox, found.offsets, [-c if self.negated else c for c in found.consts], xp, dt)
         w = stencil.laplacian_weights(op)
         same = dict(zip(found.offsets, found.consts))
         if found.layer:
-            self._use_fused_elimination(v, op, w if w is not None and all(
+            self._use_fused_elimination(v, op, w if w is not None and not self.negated and all(
                 same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)) else None)
-        return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)"
+        return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)" + NEGATED * (
+            self.negated)
 
     def _check_interior(self, mgbox):
         """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
@@ -279,13 +290,19 @@ class DMDAPC(PythonPC):
     def _cycle_in_precision(self, x, out):
         if self.layer:
             self._eliminate(self._f, x, out)
-            u = self.mg.cycle(self._f)
+            u = self._signed(self.mg.cycle(self._f))
             if self._elim_fused is not None:
                 fused.copy_inside(out, u)
             else:
                 out[self._inner] = grid.interior(u)
         else:
-            out[...] = grid.interior(self.mg.cycle(x))
+            out[...] = grid.interior(self._signed(self.mg.cycle(x)))
+
+    def _signed(self, u):
+        """The cycle's output u for A: for a negative definite A, built from -A, its negative."""
+        if self.negated:
+            u *= -1
+        return u
 
     _MAX_INNER = 50
 
@@ -299,7 +316,7 @@ class DMDAPC(PythonPC):
         if digits:
             self.inner_cycles.append(used if reached else f"{used}, short of the digits asked for")
         self.stalled = not reached          # the PC reports a failure (no silent inaccurate answer)
-        ui = grid.interior(self._u64)
+        ui = grid.interior(self._signed(self._u64))
         if self.layer:
             out[self._inner] = ui
         else:

@@ -50,6 +50,10 @@ elif convention.startswith("periodic"):
 else:
     da, A, b = poisson_system(n, dim, convention, jump=jump)
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
+if PETSc.Options().getBool("test_negate", False):     # the same system negated (negative definite)
+    A.scale(-1.0)
+    b.scale(-1.0)
+    ksp.solve(b, x)
 u = natural_array(da, x)
 levels = replicated = axis_levels = 0
 galerkin_error = -1.0

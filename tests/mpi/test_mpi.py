@@ -64,7 +64,10 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          # the design card's other Krylov methods around GMG: BiCGStab on an odd cube, GMRES on a box
          # with jumps
          ((19, 3, "interior", 0.0), NOGATHER + ["-ksp_type", "bcgs"]),
-         (("26x21", 2, "interior", 1.0), NOGATHER + ["-ksp_type", "gmres"])]
+         (("26x21", 2, "interior", 1.0), NOGATHER + ["-ksp_type", "gmres"]),
+         # a negative definite operator (-A, -b: the hierarchy of A, its output negated), with jumps
+         (("26x21", 2, "interior", 1.0), NOGATHER + ["-ksp_type", "gmres", "-test_negate"]),
+         ((19, 3, "interior", 0.0), NOGATHER + ["-ksp_type", "bcgs", "-test_negate"])]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))
@@ -78,6 +81,7 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
         assert got["axis_levels"] == ref["axis_levels"] and (ref["axis_levels"] > 0) == (problem[0] in (34, "40x26"))
         if options[:2] == NOGATHER:
             assert got["replicated"] < got["levels"] - 1     # some coarse level stays distributed
+        assert ("negative definite" in str(got["view"])) == ("-test_negate" in options)
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 

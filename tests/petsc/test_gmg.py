@@ -440,6 +440,54 @@ def test_error_wide_stencil():
     assert "stencils of width 1" in setup_error(da, B)
 
 
+def negated_rows(da, A, b, convention):
+    """D A and D b for D = -1 on the unknowns' rows and +1 on PETSc's identity rows of the outer
+    layer (convention petsc): the operator's sign flipped, as div(k grad u) = -f (snes ex25)."""
+    shape = da.getSizes()[::-1]
+    outer = np.zeros(shape, bool)
+    if convention == "petsc":
+        for a, m in enumerate(shape):
+            outer[(slice(None),) * a + ([0, m - 1],)] = True
+    d = da.createGlobalVec()
+    d.setArray(np.where(outer, 1.0, -1.0).ravel())
+    A2, b2 = A.duplicate(copy=True), b.duplicate()
+    A2.diagonalScale(L=d)
+    b2.pointwiseMult(b, d)
+    return A2, b2
+
+
+@pytest.mark.parametrize("dim,n,convention,jump,operator", [
+    (2, 33, "interior", 0.0, "auto"), (2, 32, "interior", 2.0, "auto"), (3, 17, "interior", 0.0, "auto"),
+    (2, 33, "petsc", 0.0, "auto"), (2, 20, "petsc", 2.0, "auto"), (3, 16, "petsc", 2.0, "auto"),
+    (2, 33, "petsc", 0.0, "laplacian"), (3, 16, "interior", 0.0, "laplacian")])
+@pytest.mark.parametrize("ksp_type", ["richardson", "gmres", "bcgs"])
+def test_negative_definite_operator(dim, n, convention, jump, operator, ksp_type):
+    """A negative definite operator (the unknowns' rows negated, PETSc's identity rows on the outer
+    layer kept: div(k grad u) = -f, as snes ex25 writes it; constant and jumping coefficients, and
+    the Laplacian declared): GMG builds the hierarchy of -A and negates its output, so each KSP
+    takes the steps it takes on A, to the last digits; Richardson, which a preconditioner of the
+    wrong sign sends diverging, included."""
+    da, A, b = poisson_system(n, dim, convention, jump=jump, rhs="random")
+    options = dict(GMG, pc_gmg_operator=operator)
+    ref, x_ref = solve(da, A, b, options, ksp_type=ksp_type, rtol=1e-8)
+    A2, b2 = negated_rows(da, A, b, convention)
+    ksp, x = solve(da, A2, b2, options, ksp_type=ksp_type, rtol=1e-8)
+    ctx = ksp.getPC().getPythonContext()
+    assert ctx.negated and "negative definite" in "\n".join(ctx.describe())
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() == ref.getIterationNumber() <= 30
+    assert np.linalg.norm(x.getArray() - x_ref.getArray()) <= 1e-10 * np.linalg.norm(x_ref.getArray())
+    assert true_relative_residual(A2, b2, x) <= 1e-6
+
+
+def test_error_mixed_sign_diagonal_stays():
+    """Diagonals of both signs are no definite operator: still the error naming the point."""
+    da, A, _ = poisson_system(9, 2)
+    A2, _ = negated_rows(da, A, da.createGlobalVec(), "interior")
+    A2.setValue(40, 40, 4.0)
+    A2.assemble()
+    assert "positive diagonal" in setup_error(da, A2)
+
+
 def test_error_negative_diagonal():
     da, A, _ = poisson_system(9, 2)
     A.setValue(40, 40, -1.0)
