@@ -21,7 +21,7 @@ from ..petsc.pcbase import PythonPC
 
 # a negative definite operator (a negative diagonal everywhere: div(k grad u) = -f, snes ex25): each
 # sweep, transfer and coarse solve of -A gives the negative of A's, so the PC is -A's, output negated
-NEGATED = "; negative definite (a negative diagonal everywhere): the hierarchy is built from -A, its output negated"
+NEGATED = "; negative definite (a negative diagonal everywhere): the preconditioner of -A, its output negated"
 
 
 class DMDAPC(PythonPC):
