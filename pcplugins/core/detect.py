@@ -138,8 +138,9 @@ def constant_read(box, offsets, stats, dtype, tol=0.0):
             continue
         keep_o.append(o)
         consts.append(const(lo, hi))
+    # a diagonal of either sign: a negative one is a negative definite operator, which the PC negates
     if any(c is None for c in consts) or not abs(consts[keep_o.index((0,) * d)]) > 0:
-        return None                   # (a negative diagonal: a negative definite operator, negated)
+        return None
     if not layer:
         return ConstantRead(False, keep_o, consts, _constant_neumann_axes(box, keep_o, consts, dtype))
     elim = [const(*over(k, (INNER, TO_LAYER))[1:]) for k in range(len(offsets))]

@@ -1,5 +1,6 @@
-// Fused kernels of stored (variable-coefficient) stencils on padded grids: the residual and one
-// colour of multicolour Gauss-Seidel, for any K offsets in {-1, 0, 1}^d (5/7-point stars, 9/27-point
+// Fused kernels of stored (variable-coefficient) stencils on padded grids: the residual, one colour
+// of multicolour Gauss-Seidel (or a small level's whole sweeps in one block), the black box
+// transfers and their setup, for any K offsets in {-1, 0, 1}^d (5/7-point stars, 9/27-point
 // boxes, the Galerkin coarse operators). Defines: T, DIM, K (TS: the residual's and sweep's
 // coefficient type, T unless given); blackbox_rap also OFFS, AX0..AX2.
 // Wrapper: pcplugins/core/fused_stored.py; NumPy twins: core/stencil.py (StencilOperator.residual),
