@@ -256,7 +256,9 @@ def test_distributed_amg(tmp_path, problem, options):
 KSP_CASES = [("cg", (45, 2, "interior", 3.0), []),
              ("bcgs", (15, 3, "interior", 2.0), []),
              ("gmres", (45, 2, "interior", 3.0), ["-pc_amg_aggregation", "pairwise"]),
-             ("gmres", (33, 2, "convection", 2.0), ["-pc_amg_aggregation", "pairwise"])]
+             ("gmres", (33, 2, "convection", 2.0), ["-pc_amg_aggregation", "pairwise"]),
+             # -A x = -b: a negative definite matrix (the hierarchy of A, its output negated)
+             ("bcgs", (45, 2, "interior", 3.0), ["-test_negate"])]
 
 
 @pytest.mark.parametrize("ksp,problem,options", KSP_CASES, ids=lambda c: "-".join(map(str, c)) if isinstance(
@@ -265,7 +267,7 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
     """pcplugins.AMG's default cycle under cg, bcgs and gmres on 1-4 ranks, the levels distributed
     (-pc_amg_gather_size 0): the solution matches a direct solve and the count stays within two of
     one rank's. Measured on 1-4 ranks: cg 20, 20, 20, 20; bcgs 10, 10, 11, 10; gmres 15, 15, 15, 15;
-    gmres on the convection problem 16, 17, 17, 16."""
+    gmres on the convection problem 16, 17, 17, 16; and a negative definite matrix under bcgs."""
     exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
     its = []
     for P in (1, 2, 3, 4):
@@ -273,6 +275,7 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
                                          "-pc_amg_coarse_size", "10", "-pc_amg_gather_size", "0"] + options)
         assert int(got["reason"]) > 0 and got["levels"] >= 3, (P, got["reason"], got["levels"])
         assert "W-cycle" in str(got["view"]), got["view"]
+        assert ("negative definite" in str(got["view"])) == ("-test_negate" in options)
         assert np.linalg.norm(got["u"] - exact) <= 1e-6 * np.linalg.norm(exact), P
         its.append(int(got["its"]))
     assert max(its) <= its[0] + 2, its

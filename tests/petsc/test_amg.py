@@ -671,6 +671,24 @@ def test_amg_as_bjacobi_sub_pc():
     assert ksp.getPC().getType() == "bjacobi" and res < 1e-6 and it <= 40
 
 
+@pytest.mark.parametrize("cycle,ksp_type", [("w", "richardson"), ("w", "gmres"), ("w", "bcgs"), ("k", "fgmres")])
+@pytest.mark.parametrize("coords", [True, False], ids=["auxgrid", "pairwise"])
+def test_negative_definite_matrix(cycle, ksp_type, coords):
+    """-A x = -b (a negative diagonal everywhere, as div(k grad u) = -f gives): the hierarchy of A,
+    its output negated, so each KSP takes the steps it takes on A, to the last digits; Richardson,
+    which a preconditioner of the wrong sign sends diverging, included."""
+    A, xy = lap2d(31), grid_coords(31) if coords else None
+    rhs = numpy.random.default_rng(4).random(A.shape[0])
+    its, res, ksp = amg_solve(A, xy, {}, ksp_type, 1e-8, rhs=rhs, cycle=cycle)
+    its2, res2, ksp2 = amg_solve(-A, xy, {}, ksp_type, 1e-8, rhs=-rhs, cycle=cycle)
+    ctx = ksp2.getPC().getPythonContext()
+    assert ctx.negated and not ksp.getPC().getPythonContext().negated
+    assert any("negative definite" in line for line in ctx.describe())
+    assert ksp2.getConvergedReason() > 0 and its2 == its <= 60 and res2 <= 1e-7
+    x, x2 = ksp.getSolution().getArray(), ksp2.getSolution().getArray()
+    assert numpy.linalg.norm(x2 - x) <= 1e-10 * numpy.linalg.norm(x)
+
+
 @pytest.mark.parametrize("case,message", [
     ("rectangular", "must be square"),
     ("dense", "assembled AIJ"),
