@@ -21,7 +21,7 @@ fcg computes its VecMTDot on the host there.
 import numpy
 
 from .. import backend
-from ..core import distributed, kcycle, nullspace, smoothed
+from ..core import distributed, kcycle, nullspace, smoothed, sparse
 from ..petsc import compose, csrcomm, errors, log, mat, options, pcbase, vec
 from ..petsc.pcbase import PythonPC
 
@@ -102,7 +102,7 @@ class AMG(PythonPC):
     def __init__(self):
         super().__init__()
         self._bad = self._run = self.comm = None
-        self.empty, self.block_size, self._symmetric, self.system, self.negated = False, 1, None, None, False
+        self.empty, self.block_size, self._symmetric, self.system, self.signs = False, 1, None, None, None
 
     def _release(self):
         if self.comm is not None:
@@ -137,8 +137,8 @@ class AMG(PythonPC):
                 self._run(xa, ya)
                 out = ya
             else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
-                out = self.mg.cycle(backend.to_namespace(xa, xp))
-                ya[...] = backend.to_host(-out if self.negated else out)
+                out = self.mg.cycle(self._signed(backend.to_namespace(xa, xp)))
+                ya[...] = backend.to_host(out)
             # NaN/Inf: checked where the result was computed, the flag read at the next
             # application (no synchronisation here)
             self._bad = ~xp.isfinite(xp.sum(out))
@@ -146,9 +146,11 @@ class AMG(PythonPC):
             pcbase.set_failed(pc, True)
 
     def _cycle(self, x, out):
-        out[...] = self.mg.cycle(x)
-        if self.negated:
-            out *= -1
+        out[...] = self.mg.cycle(self._signed(x))
+
+    def _signed(self, x):
+        """D x, the right-hand side of D A (``signs`` D: a negative definite A's rows negated)."""
+        return x if self.signs is None else x * self.signs
 
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
@@ -163,10 +165,11 @@ class AMG(PythonPC):
         xp = self.select_device(M)
         self.comm = csrcomm.CSRComm(pc, v["ghost_transport"], self.TITLE)
         A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
-        self.negated = self._check(A)
-        if self.negated:              # a copy: PETSc's own arrays (the device CSR) stay as they are
-            A = (distributed.Rows(-A.own, -A.ghost, A.ghosts, A.starts, A.comm, xp, A.halo)
-                 if self.comm.size > 1 else -A)
+        self.signs = self._check(A)
+        if self.signs is not None:    # D A, copies: PETSc's own arrays (the device CSR) stay as they are
+            A = (distributed.Rows(_rows_scaled(A.own, self.signs, xp), _rows_scaled(A.ghost, self.signs, xp),
+                                  A.ghosts, A.starts, A.comm, xp, A.halo)
+                 if self.comm.size > 1 else _rows_scaled(A, self.signs, xp))
         backend.synchronize(xp)
         t1 = log.clock()
         mine = A.own if self.comm.size > 1 else A          # this rank's rows and columns
@@ -244,17 +247,22 @@ class AMG(PythonPC):
         return bs, B, coords, source
 
     def _check(self, A):
-        """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank; whether
-        the diagonal (its real part) is negative everywhere instead: a negative definite matrix
-        (div(k grad u) = -f), whose hierarchy is that of -A, its output negated (every sweep,
-        transfer and coarse solve of -A gives the negative of A's)."""
+        """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank; but for
+        a negative definite matrix (div(k grad u) = -f): a negative diagonal (real part) on every
+        row but rows that are their diagonal alone (PETSc's identity rows of boundary values). Its
+        rows' signs D are returned (else None): the PC is then D A's applied to D x, for an A of
+        negative diagonal everywhere -A's with its output negated (every sweep, transfer and
+        coarse solve of -A gives the negative of A's)."""
         xp, comm = self.xp, self.comm
         blocks, first = ((A.own, A.ghost), int(A.starts[comm.rank])) if comm.size > 1 else ((A,), 0)
         if comm.allmax(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
             raise errors.error("pcplugins.AMG: the matrix has NaN or Inf entries")
         d = blocks[0].diagonal()
-        if comm.allmax(float(d.real.max()) if d.size else -1.0) < 0:
-            return True
+        negative = d.real < 0
+        if comm.allmax(int(backend.any_true(negative))):
+            off = sum(xp.asarray(abs(B).sum(axis=1)).ravel() for B in blocks) - abs(d)
+            if comm.allmin(int(backend.all_true(negative | (off == 0)))):
+                return xp.where(negative, -1, 1).astype(d.dtype)
         # a complex matrix (Helmholtz-like) needs a diagonal with a positive real part
         bad = xp.nonzero(d.real <= 0)[0]
         row = first + int(bad[0]) if bad.size else -1
@@ -264,7 +272,7 @@ class AMG(PythonPC):
             value = f"{value.real:g}" if not value.imag else f"{value:g}"
             raise errors.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal {value}"
                                + (" (a complex matrix needs a positive real part)" if d.dtype.kind == "c" else ""))
-        return False
+        return None
 
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
@@ -294,10 +302,17 @@ class AMG(PythonPC):
             notes.append(f"system: {self.system}")
         kind = (f"smoothed aggregation AMG ({self.mg.opts.nsmooths} Jacobi step(s) on P)" if self.mg.opts.nsmooths
                 else "unsmoothed aggregation AMG")
-        if self.negated:
-            notes.append("negative definite (a negative diagonal everywhere): the preconditioner of -A, its output "
-                         "negated")
+        if self.signs is not None:
+            notes.append("negative definite (a negative diagonal on every row but lone diagonals): the preconditioner "
+                         "of D A (D the diagonal's signs) applied to D x")
         return ([f"pcplugins.AMG: {kind}, device {self.device} ({dev})",
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + notes + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"
                  % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])
+
+
+def _rows_scaled(M, signs, xp):
+    """D M (a copy) for the CSR block M of this rank's rows and D = diag(``signs``)."""
+    M = M.copy()
+    M.data *= signs[sparse.rows_of(M, xp)]
+    return M
