@@ -260,7 +260,7 @@ class AMG(PythonPC):
         d = blocks[0].diagonal()
         negative = d.real < 0
         if comm.allmax(int(backend.any_true(negative))):
-            off = sum(xp.asarray(abs(B).sum(axis=1)).ravel() for B in blocks) - abs(d)
+            off = sparse.l1_norms(blocks[0], xp) + (A.ghost_l1() if comm.size > 1 else 0) - abs(d)
             if comm.allmin(int(backend.all_true(negative | (off == 0)))):
                 return xp.where(negative, -1, 1).astype(d.dtype)
         # a complex matrix (Helmholtz-like) needs a diagonal with a positive real part

@@ -67,6 +67,7 @@ class DMDAPC(PythonPC):
         self.mpi = mpi.Collective(pc)
         t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
+        self.operator_kind += NEGATED * self.negated
         self.timings["operator"] = log.clock() - t
         if self.mpi.size > 1:
             gather = v.get("gather_size", 0)
@@ -110,7 +111,7 @@ class DMDAPC(PythonPC):
                 self._elim = stencil.laplacian(mgbox, w, xp, dt) if self.negated else op
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
                 self._use_fused_elimination(v, op, w)
-            return op, layer, "declared constant-coefficient Laplacian (matrix-free)" + NEGATED * self.negated
+            return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs, stats = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
         one = stats is not None and collective.size == 1     # the reading kernel's class statistics
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
@@ -158,7 +159,7 @@ class DMDAPC(PythonPC):
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
-        return op, layer, kind + NEGATED * self.negated
+        return op, layer, kind
 
     def _constant_operator(self, v, found, box, offsets):
         """The fine operator of a constant stencil read from the matrix (detect.ConstantRead):
@@ -177,8 +178,7 @@ class DMDAPC(PythonPC):
         if found.layer:
             self._use_fused_elimination(v, op, w if w is not None and not self.negated and all(
                 same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)) else None)
-        return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)" + NEGATED * (
-            self.negated)
+        return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)"
 
     def _check_interior(self, mgbox):
         """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
