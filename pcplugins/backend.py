@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import math
 import os
+import time
 
 import numpy
 
@@ -123,6 +124,18 @@ def synchronize(xp):
     """Wait for queued device work (a no-op on the host)."""
     if is_gpu(xp):
         cupy.cuda.get_current_stream().synchronize()
+
+
+class Clock:
+    """Seconds since the previous call (device work finished)."""
+
+    def __init__(self, xp):
+        self.xp, self.t = xp, time.perf_counter()
+
+    def __call__(self):
+        synchronize(self.xp)
+        t, self.t = self.t, time.perf_counter()
+        return self.t - t
 
 
 def zeros_carved(xp, dtype, shapes, align=64):

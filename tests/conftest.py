@@ -268,6 +268,21 @@ def amg_galerkin_error(mg):
     return worst
 
 
+def laplacian(shape):
+    """The 5/7-point Laplacian (Dirichlet) on a box of ``shape`` points."""
+    import scipy.sparse
+    ops = [scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (m, m)) for m in shape]
+    A = None
+    for a, T in enumerate(ops):
+        term = T
+        for b, m in enumerate(shape):
+            if b != a:
+                eye = scipy.sparse.identity(m)
+                term = scipy.sparse.kron(term, eye) if b > a else scipy.sparse.kron(eye, term)
+        A = term if A is None else A + term
+    return A.tocsr()
+
+
 def colour_graphs():
     """Matrices for colouring.colour_graph: 2D grids (5-point, 9-point), a random nonsymmetric
     pattern, and a clique of 70 (more than the 64 colours a mask holds)."""

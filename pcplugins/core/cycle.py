@@ -21,6 +21,19 @@ order). The coarse correction of a residual r on level k:
 and on the coarsest level the coarse solve, visited again by W and F only with
 ``revisit_coarsest`` (an inexact coarsest solve gains from the second visit).
 
+Over-correction (``overcorrection`` alpha, on the levels a W-cycle visits): u += alpha P C_{k+1} r.
+A piecewise-constant prolongation leaves the coarse correction too short in energy, and a fixed
+alpha in (1, 2) lengthens it (the scaled coarse-grid correction of Blaheta and of Braess, "Towards
+algebraic multigrid for elliptic problems of second order", Computing 55, 1995). The cycle stays
+a symmetric positive definite preconditioner for a symmetric positive definite A and symmetric
+smoothing where every coarse correction C it scales has eigenvalues of C A_{k+1} in (0, 1]: then
+I - alpha P C P^T A_k has eigenvalues in (1 - alpha, 1], an A-norm nonexpansion for alpha < 2.
+The W-cycle's coarse correction squares its error propagator E (E^2, eigenvalues in [0, 1) when
+the coarser cycle converges), the V-cycles below the truncation take alpha = 1 (E a product of
+contractions and a projection, eigenvalues in [0, 1)), and the coarse solve is exact; so no level
+scales a correction that another scaling lengthened beyond A_{k+1}^-1. (A V-cycle scaled on
+every level can overshoot: alpha 1.8 made CG fail on a P1 mesh.)
+
 Each step makes new arrays; nothing waits for the host (the flexible CG's step lengths stay 0-d
 device arrays), so on the GPU a cycle is captured and replayed as a CUDA graph. The geometric
 hierarchy (multigrid.Multigrid) runs the same V/W/F recursion in place on its preallocated padded
@@ -64,11 +77,12 @@ class CSRLevel:
     def restrict(self, r):
         return sparse.spmv(self.R, r, self.xp)
 
-    def prolong_add(self, u, e):
+    def prolong_add(self, u, e, scale=1.0):
+        """u += scale P e."""
         if self.agg is not None:
-            sparse.prolong_add(u, e, self.agg, self.sign)
+            sparse.prolong_add(u, e, self.agg, self.sign, scale)
         else:
-            u += sparse.spmv(self.P, e, self.xp)
+            u += sparse.spmv(self.P, e if scale == 1 else scale * e, self.xp)
         return u
 
 
@@ -78,13 +92,14 @@ class Cycle:
     the pairs (a, b), 0-d arrays (global sums on several ranks, all pairs in one exchange)."""
 
     def __init__(self, levels, coarse, kind, pre, post, xp, dots=None, kcycle_its=2, revisit_coarsest=False,
-                 v_from=None):
+                 v_from=None, overcorrection=1.0):
         if kind not in KINDS:
             raise ValueError(f"unknown cycle {kind!r} ({', '.join(KINDS)})")
         self.levels, self.coarse, self.kind, self.pre, self.post, self.xp = levels, coarse, kind, pre, post, xp
         self.dots = dots or (lambda *pairs: [sparse.dot(a, b, xp) for a, b in pairs])
         self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
         self.v_from = len(levels) if v_from is None else v_from
+        self.overcorrection = overcorrection
 
     def __call__(self, f):
         """B_0 f: one cycle from u = 0 (a new array)."""
@@ -104,7 +119,7 @@ class Cycle:
         u = self.xp.empty_like(f) if self.pre > 0 else self.xp.zeros_like(f)
         lev.smoother.smooth(u, f, self.pre, zero_guess=True)
         e = self.coarse_correction(k + 1, lev.restrict(lev.residual(f, u)), kind)
-        lev.prolong_add(u, e)
+        lev.prolong_add(u, e, self.overcorrection if kind == "w" else 1.0)
         lev.smoother.smooth(u, f, self.post, reverse=True)
         return u
 

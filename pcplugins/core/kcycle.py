@@ -20,7 +20,6 @@ global polynomial), the flexible CG's inner products are global sums, and the co
 gathered onto every rank.
 """
 import dataclasses
-import time
 
 import numpy
 
@@ -51,6 +50,12 @@ WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
 # aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
 KCYCLE_V_RATIO = 40
+# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py): 1.5 took 2D 2048^2 (aux
+# grid, cg to 1e-6, V-cycles from 40000 unknowns) from 28 to 13 iterations, a 2D P1 mesh from 30 to
+# 21, 2D Q1 elasticity from 32 to 25, 3D 97^3 from 14 to 12, and convection at cell Peclet 1-100
+# (fgmres) from 25 to 21; 1.8 took more at Peclet 100 than none. Indefinite (complex) matrices,
+# for which the bound behind it does not hold, keep 1.
+OVERCORRECTION = 1.5
 # On the GPU those V-cycle levels smooth by l1-Jacobi where the smoother is colour Gauss-Seidel:
 # one kernel a sweep instead of one a colour, and no colouring in setup. The flexible CG above
 # keeps the iteration counts (2D and 3D Poisson, both aggregations), and pairwise levels, with 6
@@ -69,6 +74,8 @@ class Options:
     threshold: float = 0.0         # mis aggregation: couplings weaker than this are dropped (smoothed.strong_graph)
     cycle: str = "k"               # k | v | w
     kcycle_its: int = 2
+    overcorrection: float = None   # W-cycle: coarse corrections scaled by this (cycle.py; None: OVERCORRECTION
+                                   # where the prolongation is unsmoothed and the matrix real, else 1)
     kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
                                    # WCYCLE_SIZE)
     smoother: str = "auto"         # auto (the note below VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
@@ -82,18 +89,6 @@ class Options:
     gather_size: int = 65536       # several ranks: gather the first level this small (or a pair: unsmoothed, smoothed)
     graph: bool = True             # on the GPU, capture the gathered levels' cycle as a CUDA graph
     storage: str = "auto"          # auto (coarse on the GPU, csr on the host) | coarse | csr | ell
-
-
-class _Clock:
-    """Seconds since the previous call (device work finished)."""
-
-    def __init__(self, xp):
-        self.xp, self.t = xp, time.perf_counter()
-
-    def __call__(self):
-        backend.synchronize(self.xp)
-        t, self.t = self.t, time.perf_counter()
-        return self.t - t
 
 
 def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=None):
@@ -146,6 +141,8 @@ class AggregationMG:
                                                        comm.allsum if parallel else None)
         if isinstance(o.gather_size, tuple):     # the defaults of unsmoothed and smoothed aggregation
             o.gather_size = o.gather_size[bool(o.nsmooths)]
+        if o.overcorrection is None:
+            o.overcorrection = OVERCORRECTION if not o.nsmooths and mine.dtype.kind != "c" else 1.0
         if o.smoother == "auto":
             o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
         o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))
@@ -154,7 +151,7 @@ class AggregationMG:
             self.method = "mis" if o.nsmooths else "auxgrid" if coords is not None else "pairwise"
         if self.method not in ("auxgrid", "pairwise", "mis"):
             raise ValueError(f"unknown aggregation {self.method!r}")
-        clock = _Clock(xp)
+        clock = backend.Clock(xp)
         # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
         transfers, members, graphs = [None], [], []
@@ -259,7 +256,7 @@ class AggregationMG:
             self.coarse = coarse.GatheredRowsSolve(
                 mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, bs, B))
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
-                                  v_from=self.v_from)
+                                  v_from=self.v_from, overcorrection=o.overcorrection)
         self.timings["coarse"] = clock()
 
     def _truncation(self, sizes):
@@ -340,6 +337,8 @@ class AggregationMG:
         oc, gc = self.complexities(counts)
         cyc = {"k": f"K-cycle ({o.kcycle_its} flexible CG steps per coarse level)",
                "v": "V-cycle", "w": "W-cycle"}[o.cycle]
+        if o.cycle == "w" and o.overcorrection != 1:
+            cyc += f", its coarse corrections scaled by {o.overcorrection:g} (over-correction)"
         if self.v_from is not None:
             cyc += f", V-cycles from level {self.v_from} (fewer than {o.kcycle_size} unknowns)"
 

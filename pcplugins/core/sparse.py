@@ -242,15 +242,16 @@ def signed(R, sign):
     return member_lists(R.indices, R.indptr, R.shape[1], backend.array_module(R.data), sign)
 
 
-def prolong_add(u, e, agg, sign=None):
-    """u += P e (one kernel on the GPU); P[i, agg[i]] = sign[i] with ``sign``, else 1."""
+def prolong_add(u, e, agg, sign=None, scale=1.0):
+    """u += scale P e (one kernel on the GPU); P[i, agg[i]] = sign[i] with ``sign``, else 1."""
     if backend.array_module(u) is numpy:
-        u += e[agg] if sign is None else sign * e[agg]
+        e = e[agg] if scale == 1 else scale * e[agg]
+        u += e if sign is None else sign * e
         return u
     if sign is None:
-        elementwise("prolong", "raw T e, I agg", "T u", "u += e[agg]")(e, agg, u)
+        elementwise("prolong", "raw T e, I agg, T a", "T u", "u += a * e[agg]")(e, agg, scale, u)
     else:
-        elementwise("prolong_signed", "raw T e, I agg, S s", "T u", "u += s * e[agg]")(e, agg, sign, u)
+        elementwise("prolong_signed", "raw T e, I agg, S s, T a", "T u", "u += a * s * e[agg]")(e, agg, sign, scale, u)
     return u
 
 

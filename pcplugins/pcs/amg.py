@@ -50,6 +50,10 @@ OPTIONS = [
     options.Option("pc_amg_cycle", "str", "w", "Cycle: w and v are linear (any KSP); k: the K-cycle (nonlinear "
            "AMLI), fewer iterations, but ONLY under a flexible KSP (-ksp_type fcg or fgmres)", ("k", "v", "w")),
     options.Option("pc_amg_kcycle_its", "int", 2, "K-cycle: flexible CG steps on each coarse level", lo=1),
+    options.Option("pc_amg_overcorrection", "real", None,
+           "W-cycle: scale each coarse correction by this (over-correction; it stays a symmetric positive definite "
+           "preconditioner below 2: docs/amg.md); default "
+           f"{kcycle.OVERCORRECTION:g} for unsmoothed aggregation of a real matrix, else 1", lo=0, hi=2, open="lohi"),
     options.Option("pc_amg_kcycle_size", "int", None,
            "K- and W-cycle: V-cycles on the levels with fewer unknowns (default on the GPU "
            f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle of a real "
@@ -186,6 +190,7 @@ class AMG(PythonPC):
         self.coord_source = source
         opts = kcycle.Options(aggregation=v["aggregation"], nsmooths=v["agg_nsmooths"], threshold=v["threshold"],
                               aggressive=v["aggressive_coarsening"], cycle=v["cycle"], kcycle_its=v["kcycle_its"],
+                              overcorrection=v["overcorrection"],
                               kcycle_size=v["kcycle_size"], smoother=v["smoother"],
                               vcycle_smoother=v["vcycle_smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],

@@ -6,18 +6,7 @@ import scipy.sparse as sp
 
 from pcplugins.core import kcycle, nullspace, smoothed
 
-
-def laplacian(shape):
-    """The 5/7-point Laplacian (Dirichlet) on a box of ``shape`` points."""
-    ops = [sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (m, m)) for m in shape]
-    A = None
-    for a, T in enumerate(ops):
-        term = T
-        for b, m in enumerate(shape):
-            if b != a:
-                term = sp.kron(term, sp.identity(m)) if b > a else sp.kron(sp.identity(m), term)
-        A = term if A is None else A + term
-    return A.tocsr()
+from conftest import laplacian
 
 
 def within(S, distance):
