@@ -41,26 +41,24 @@ STALLED_LIMIT = 50000
 KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
 # The W-cycle likewise visits level k 2^k times, and has no flexible CG above to make up for
 # V-cycles: from the first level below this size on the GPU it costs a few iterations, fewer than
-# from the K-cycle's size (cg to 1e-6, whole / from below 10000 / from below 40000: 2D 2048^2 aux
-# grid 21 / 23 / 29 iterations, 3D 257^3 19 / 20 / 20, a 1M-vertex P1 mesh 21 / 24 / 30), for
-# less time (docs/amg.md). Real matrices only: it was measured on them.
+# from the K-cycle's size, for less time (docs/amg.md). Real matrices only: measured on them.
 WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
 # ... but a V-cycle from a level of more than this many times the coarsest level's unknowns loses
 # the K-cycle's iteration counts (2D Poisson 127^2, aux grid: 11 iterations with V-cycles from 16
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
 # aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
 KCYCLE_V_RATIO = 40
-# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py): 1.5 took 2D 2048^2 (aux
-# grid, cg to 1e-6, V-cycles from 40000 unknowns) from 28 to 13 iterations, a 2D P1 mesh from 30 to
-# 21, 2D Q1 elasticity from 32 to 25, 3D 97^3 from 14 to 12, and convection at cell Peclet 1-100
-# (fgmres) from 25 to 21; 1.8 took more at Peclet 100 than none. Indefinite (complex) matrices,
-# for which the bound behind it does not hold, keep 1.
+# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; the iteration counts in
+# docs/amg.md). Indefinite (complex) matrices, for which its bound does not hold, keep 1.
 OVERCORRECTION = 1.5
 # On the GPU those V-cycle levels smooth by l1-Jacobi where the smoother is colour Gauss-Seidel:
 # one kernel a sweep instead of one a colour, and no colouring in setup. The flexible CG above
 # keeps the iteration counts (2D and 3D Poisson, both aggregations), and pairwise levels, with 6
 # to 8 colours, gain most (docs/amg.md, GPU).
 VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
+# ... and so do the levels but the finest of fewer unknowns than this, whatever the cycle: their
+# colour kernels cost launch latency more than bandwidth, and the W-cycle visits them most.
+SMALL_JACOBI_SIZE = {"gpu": 300000, "cpu": 0}
 # -pc_amg_smoother auto: smoothed aggregation on the host by Chebyshev (2, 2) in D^-1 A (GAMG's way;
 # no colouring in setup, and fewer iterations than Gauss-Seidel (1, 1): docs/amg.md), else gs
 
@@ -201,10 +199,13 @@ class AggregationMG:
                 o.kcycle_size = KCYCLE_SIZE[device]
             else:   # a complex matrix (indefinite Helmholtz-type ones: ksp ex11) keeps the whole W-cycle
                 o.kcycle_size = 0 if mine.dtype.kind == "c" else WCYCLE_SIZE[device]
-        self.v_from = self._truncation([M.shape[0] for M in mats]) if o.cycle in ("k", "w") else None
+        unknowns = [M.shape[0] for M in mats]           # global sizes on several ranks
+        self.v_from = self._truncation(unknowns) if o.cycle in ("k", "w") else None
         vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
                      else o.vcycle_smoother)
-        kinds = [vsmoother if self.v_from is not None and k >= self.v_from else o.smoother for k in range(len(mats))]
+        small = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto" else o.smoother
+        kinds = [vsmoother if self.v_from is not None and k >= self.v_from else
+                 small if 0 < k and n < SMALL_JACOBI_SIZE[device] else o.smoother for k, n in enumerate(unknowns)]
         for k, (graph, bs) in enumerate(graphs):
             if kinds[k] == "gs":
                 colours[k] = nullspace.node_colours(graph, bs, xp, MAX_COLOURS)
