@@ -48,13 +48,12 @@ WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
 # aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
 KCYCLE_V_RATIO = 40
-# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; the iteration counts in
-# docs/amg.md). Indefinite (complex) matrices, for which its bound does not hold, keep 1.
+# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; counts in docs/amg.md),
+# for a real matrix of diagonally dominant rows (sparse.dominant): an indefinite one keeps 1.
 OVERCORRECTION = 1.5
 # On the GPU those V-cycle levels smooth by l1-Jacobi where the smoother is colour Gauss-Seidel:
-# one kernel a sweep instead of one a colour, and no colouring in setup. The flexible CG above
-# keeps the iteration counts (2D and 3D Poisson, both aggregations), and pairwise levels, with 6
-# to 8 colours, gain most (docs/amg.md, GPU).
+# one kernel a sweep instead of one a colour, and no colouring in setup; the flexible CG above
+# keeps the iteration counts, and pairwise levels (6 to 8 colours) gain most (docs/amg.md).
 VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
 # ... and so do the levels but the finest of fewer unknowns than this, whatever the cycle: their
 # colour kernels cost launch latency more than bandwidth, and the W-cycle visits them most.
@@ -140,7 +139,8 @@ class AggregationMG:
         if isinstance(o.gather_size, tuple):     # the defaults of unsmoothed and smoothed aggregation
             o.gather_size = o.gather_size[bool(o.nsmooths)]
         if o.overcorrection is None:
-            o.overcorrection = OVERCORRECTION if not o.nsmooths and mine.dtype.kind != "c" else 1.0
+            ok = mine.dtype.kind != "c" and sparse.dominant(mine, xp, A.ghost_l1() if parallel else 0)
+            o.overcorrection = OVERCORRECTION if not o.nsmooths and comm.allsum(int(not ok)) == 0 else 1.0
         if o.smoother == "auto":
             o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
         o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))

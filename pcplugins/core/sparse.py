@@ -115,6 +115,12 @@ def l1_norms(A, xp):
     return xp.asarray(B.sum(axis=1)).ravel()
 
 
+def dominant(A, xp, ghost_l1=0):
+    """Is every row diagonally dominant, a_ii >= sum_{j != i} |a_ij| (``ghost_l1``: more of that
+    sum, from other ranks' columns)? A symmetric such A is positive semidefinite (Gershgorin)."""
+    return backend.all_true(l1_norms(A, xp) + ghost_l1 <= (2 + 1e-12) * A.diagonal().real)
+
+
 def galerkin(A, agg, nc, xp, sign=None, R=None):
     """P^T A P for the piecewise-constant P of ``agg`` (P[i, agg[i]] = 1, or sign[i] = +-1 with
     ``sign``): s_i a_ij s_j summed into (agg[i], agg[j]). SciPy's COO to CSR conversion on the

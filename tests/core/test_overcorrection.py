@@ -72,3 +72,18 @@ def test_overcorrected_w_cycle_is_spd(shape, alpha):
     v = [dense(kcycle.AggregationMG(A, np, kcycle.Options(cycle="v", aggregation="pairwise", nsmooths=0,
                                                           overcorrection=a, coarse_size=4)), n) for a in (1.0, alpha)]
     assert np.array_equal(*v)
+
+
+def test_default_needs_real_diagonally_dominant_rows():
+    """The default factor: 1.5 for a Laplacian (also upwind convection: dominant, not symmetric);
+    1 for an indefinite matrix (-Laplace - k^2, not dominant), a complex one and smoothed
+    aggregation; the factor given is kept."""
+    import scipy.sparse as sp
+    L = laplacian((40, 40))
+    wind = sp.diags([-0.5], [-1], L.shape, format="csr")
+    cases = [(L, {}, 1.5), ((L + 0.5 * sp.identity(L.shape[0]) + wind).tocsr(), {}, 1.5),
+             ((L - 0.05 * sp.identity(L.shape[0])).tocsr(), {}, 1.0), ((L * (1 + 1j)).tocsr(), {}, 1.0),
+             (L, {"nsmooths": 1}, 1.0), ((L - 0.05 * sp.identity(L.shape[0])).tocsr(), {"overcorrection": 1.7}, 1.7)]
+    for A, options, want in cases:
+        mg = kcycle.AggregationMG(A, np, kcycle.Options(cycle="w", aggregation="pairwise", **options))
+        assert mg.opts.overcorrection == want, (options, want)
