@@ -16,7 +16,7 @@ import numpy
 from .. import backend
 from ..core import defect, detect, fused, grid, kernels, stencil
 from ..core.comm import Comm
-from ..petsc import dmda, errors, log, mat, mpi, pcbase, vec
+from ..petsc import dmda, errors, log, mat, mpi, pcbase, periodic, vec
 from ..petsc.pcbase import PythonPC
 
 # a negative definite operator (a negative diagonal everywhere: div(k grad u) = -f, snes ex25): each
@@ -98,8 +98,8 @@ class DMDAPC(PythonPC):
     def _fine_operator(self, v, box, dm, M, xp):
         dt, collective = self.dtype, self.mpi
         if any(box.periodic):
-            op, kind = dmda.periodic_operator(v["operator"], M, box, dm, xp, dt, collective, self.TITLE, self.PREFIX,
-                                              self.PERIODIC_ON_GPU)
+            op, kind, self.negated = periodic.periodic_operator(v["operator"], M, box, dm, xp, dt, collective,
+                                                                self.TITLE, self.PREFIX, self.PERIODIC_ON_GPU)
             return op, False, kind
         if v["operator"] == "laplacian":
             w, layer, bdiag = dmda.sample_laplacian(M if mat.is_aij(M) else None, box, dm, collective)
@@ -374,7 +374,7 @@ class DMDAPC(PythonPC):
                  f"operator: {self.operator_kind}",
                  *([f"not a symmetric preconditioner: {self._cycle_not_symmetric()}; with CG use fcg, or "
                     "fgmres/bcgs"] if self._cycle_not_symmetric() else []),
-                 "boundary: " + (dmda.periodic_boundary(self.mg.fine_box) if any(self.mg.fine_box.periodic) else
+                 "boundary: " + (periodic.periodic_boundary(self.mg.fine_box) if any(self.mg.fine_box.periodic) else
                                  "identity rows on the grid's outer layer eliminated (PETSc DMDA tutorial convention)"
                                  if self.layer else
                                  "Neumann-type (boundary rows sum to zero): the boundary nodes are coarse points "

@@ -12,7 +12,7 @@ hierarchy.
 """
 from .. import backend
 from ..core import grid, homg, multigrid, stencil
-from ..petsc import dmda, errors, mpi, options
+from ..petsc import errors, mpi, options, periodic
 from .dmdapc import DMDAPC
 
 LINE_SMOOTHERS = ("line_x", "line_y", "line_z", "adi")
@@ -107,7 +107,7 @@ class GMG(DMDAPC):
                    if v[k] in no]
             if bad:
                 raise errors.error(f"pcplugins.GMG: option {bad[0]}: not on a grid periodic along "
-                                   f"{dmda.periodic_names(op.box)}; leave it out")
+                                   f"{periodic.periodic_names(op.box)}; leave it out")
         if v["cycle"] == "homg":
             if v["multiplicative_cycles"] != 1:
                 raise errors.error("pcplugins.GMG: option -pc_gmg_multiplicative_cycles: HOMG's MFMG cycle is "

@@ -181,3 +181,35 @@ def test_amg_on_a_periodic_grid(ksp_type):
         x = b.duplicate()
         ksp.solve(b, x)
     assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1e-8
+
+
+# (DMDA sizes, periodic axes, the example's system, PC, options)
+NEGATED = [((64, 48), (True, True), {}, "pcplugins.GMG", {}),
+           ((48, 40), (True, False), {"jump": 2.0}, "pcplugins.GMG", {}),
+           ((12, 10, 14), (True, False, True), {}, "pcplugins.GMG", {"pc_gmg_operator": "laplacian"}),
+           ((16, 16, 16), (True, True, True), {"jump": 3.0, "pattern": "checkerboard"}, "pcplugins.GMG",
+            {"pc_gmg_operator": "assembled"}),
+           ((40, 21), (True, True), {}, "pcplugins.FFTPoisson", {})]
+
+
+@pytest.mark.parametrize("ksp_type", ["richardson", "cg", "bcgs"])
+@pytest.mark.parametrize("n,periodic,system,pc,options", NEGATED,
+                         ids=["2D", "x periodic, jumps", "3D declared", "3D assembled", "FFTPoisson"])
+def test_periodic_negative_definite_operator(n, periodic, system, pc, options, ksp_type):
+    """-A x = -b (div(k grad u) = -f written with its own sign) on a periodic DMDA: the PC is -A's,
+    its output negated, so every KSP takes the steps it takes on A (Richardson, which diverges under
+    a preconditioner of the wrong sign, included) to the same answer."""
+    runs = []
+    for sign in (1.0, -1.0):
+        da, A, b, ref = direct(n, periodic, **system)
+        A.scale(sign)
+        b.scale(sign)
+        ksp, x = petsc_solve(da, A, b, options, ksp_type, pc=pc, rtol=1e-10, max_it=60,
+                             norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+        assert ksp.getConvergedReason() > 0, (sign, ksp.getConvergedReason())
+        assert_answer(A, b, x, ref, periodic, 1e-9, 1e-7)
+        view = "\n".join(ksp.getPC().getPythonContext().describe())
+        runs.append((ksp.getIterationNumber(), x.getArray().copy(), view))
+    (its, x, view), (its2, x2, view2) = runs
+    assert its2 == its and "negative definite" in view2 and "negative definite" not in view
+    assert np.linalg.norm(x2 - x) <= 1e-10 * np.linalg.norm(x)
