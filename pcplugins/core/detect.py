@@ -151,10 +151,10 @@ def constant_read(box, offsets, stats, dtype, tol=0.0):
 
 
 def identity_layer(box, offsets, stats):
-    """Whether every row on the global grid's outer layer is a positive diagonal alone (the test of
-    petsc.dmda.dirichlet_layer), from class statistics merged over the ranks."""
+    """Whether every row on the global grid's outer layer is a diagonal alone, of one sign over the
+    layer (the test of petsc.dmda.dirichlet_layer), from class statistics merged over the ranks."""
     centre = offsets.index((0,) * box.dim)
-    return bool(all(m >= 3 for m in box.global_shape) and stats[centre, LAYER, 1] > 0
+    return bool(all(m >= 3 for m in box.global_shape) and (stats[centre, LAYER, 1] > 0 or stats[centre, LAYER, 2] < 0)
                 and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre))
 
 

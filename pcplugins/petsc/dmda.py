@@ -270,21 +270,27 @@ def global_faces(box):
 
 def dirichlet_layer(box, offsets, coefs, mpi, stats=None):
     """True when every row on the outer layer of the global grid is an identity-like row (only a
-    diagonal entry): PETSc's DMDA tutorial convention (ex45), where the boundary values are kept
-    as unknowns with scaled identity rows. Collective: every rank gets the same answer. Reads the
-    faces of the global grid that this rank's box holds (views), not a mask over the whole box,
-    and waits for the device once; on one rank with the arrays' class statistics (``stats``,
-    stencil_from_aij's) it reads those instead."""
+    diagonal entry, of one sign over the layer: negative in a matrix negated whole): PETSc's DMDA
+    tutorial convention (ex45), where the boundary values are kept as unknowns with scaled
+    identity rows. Collective: every rank gets the same answer. Reads the faces of the global grid
+    that this rank's box holds (views), not a mask over the whole box, and waits for the device
+    once; on one rank with the arrays' class statistics (``stats``, stencil_from_aij's) it reads
+    those instead."""
     if any(m < 3 for m in box.global_shape):
         return False
     if stats is not None and mpi.size == 1:
         return detect.identity_layer(box, offsets, stats)
     xp = backend.array_module(coefs[0])
-    bad = xp.zeros((), numpy.int64)
+    counts = [xp.zeros((), numpy.int64) for _ in range(3)]     # couplings, diagonals <= 0, >= 0
     for o, c in zip(offsets, coefs):
         for face in global_faces(box):
-            bad += xp.count_nonzero(c[face] != 0 if any(o) else c[face] <= 0)
-    return mpi.allmin(int(int(bad) == 0)) == 1
+            if any(o):
+                counts[0] = counts[0] + xp.count_nonzero(c[face])
+            else:
+                counts[1] = counts[1] + xp.count_nonzero(c[face] <= 0)
+                counts[2] = counts[2] + xp.count_nonzero(c[face] >= 0)
+    bad, nonpositive, nonnegative = (mpi.allsum(int(v)) for v in backend.to_host(xp.stack(counts)))
+    return bad == 0 and min(nonpositive, nonnegative) == 0
 
 
 def layer_diagonal_range(box, d, mpi, stats=None):

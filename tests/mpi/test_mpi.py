@@ -67,7 +67,10 @@ CASES = [((17, 3, "petsc", 0.0), NOGATHER),
          (("26x21", 2, "interior", 1.0), NOGATHER + ["-ksp_type", "gmres"]),
          # a negative definite operator (-A, -b: the hierarchy of A, its output negated), with jumps
          (("26x21", 2, "interior", 1.0), NOGATHER + ["-ksp_type", "gmres", "-test_negate"]),
-         ((19, 3, "interior", 0.0), NOGATHER + ["-ksp_type", "bcgs", "-test_negate"])]
+         ((19, 3, "interior", 0.0), NOGATHER + ["-ksp_type", "bcgs", "-test_negate"]),
+         # ... with PETSc's identity rows negated too (a layer of negative identity rows), and periodic
+         ((33, 2, "petsc", 0.0), NOGATHER + ["-ksp_type", "bcgs", "-test_negate"]),
+         ((40, 2, "periodic", 2.0), NOGATHER + ["-ksp_type", "gmres", "-test_negate"])]
 
 
 @pytest.mark.parametrize("problem,options", CASES, ids=lambda c: "-".join(map(str, c)))

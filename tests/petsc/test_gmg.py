@@ -321,13 +321,14 @@ def test_constant_read_builds_what_the_arrays_path_builds(case, monkeypatch):
 def test_dirichlet_layer_from_statistics_matches_the_arrays(shape):
     """dmda.dirichlet_layer decided from the arrays' class statistics (one rank: the GPU reading
     kernel takes them) and from the arrays' faces alike: an identity layer whose diagonal varies
-    (and its range), a layer row with a coupling, a zero diagonal on the layer; a grid too thin."""
+    (and its range), a layer row with a coupling, a zero diagonal on the layer, a negative one (a
+    matrix negated whole: a layer too) and one of both signs (none); a grid too thin."""
     from pcplugins.core import detect, grid, stencil
     from pcplugins.petsc import dmda
 
     class OneRank:
         size = 1
-        allmin = allmax = staticmethod(lambda v: v)
+        allmin = allmax = allsum = staticmethod(lambda v: v)
     box = grid.Box(shape, (0,) * len(shape), shape)
     offsets = stencil.star_offsets(box.dim)
     layer = dmda.layer_mask(box)
@@ -336,20 +337,23 @@ def test_dirichlet_layer_from_statistics_matches_the_arrays(shape):
              for o in offsets]
     for o, c in zip(offsets, coefs):      # no coupling beyond the grid
         c *= stencil.inside_mask(box, o, np)
-    variants = [list(coefs), list(coefs), list(coefs)]
+    centre = offsets.index((0,) * box.dim)
+    variants = [list(coefs) for _ in range(5)]
     variants[1][0] = np.where(layer, 1.0, -1.0) * stencil.inside_mask(box, offsets[0], np)
-    variants[2][offsets.index((0,) * box.dim)] = np.where(layer, 0.0, 6.0)
+    variants[2][centre] = np.where(layer, 0.0, 6.0)
+    variants[3] = [-c for c in coefs]
+    variants[4][centre] = coefs[centre] * np.where(rng.uniform(size=shape) < 0.5, -1.0, 1.0)
     got = []
     for cs in variants:
         arrays = dmda.dirichlet_layer(box, offsets, cs, OneRank())
         stats = detect.class_stats(box, offsets, cs)
         assert dmda.dirichlet_layer(box, offsets, cs, OneRank(), stats) == arrays
         got.append(arrays)
-        d, centre = cs[offsets.index((0,) * box.dim)], offsets.index((0,) * box.dim)
+        d = cs[centre]
         if arrays:        # the layer's diagonal: from the statistics as from the faces
             assert dmda.layer_diagonal_range(box, d, OneRank(), stats[centre, detect.LAYER]) == \
                 dmda.layer_diagonal_range(box, d, OneRank()) == (d[layer].min(), d[layer].max())
-    assert got == ([True, False, False] if min(shape) >= 3 else [False] * 3)
+    assert got == ([True, False, False, True, False] if min(shape) >= 3 else [False] * 5)
 
 
 def test_matrix_free_shell_with_declared_laplacian():
@@ -477,6 +481,31 @@ def test_negative_definite_operator(dim, n, convention, jump, operator, ksp_type
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() == ref.getIterationNumber() <= 30
     assert np.linalg.norm(x.getArray() - x_ref.getArray()) <= 1e-10 * np.linalg.norm(x_ref.getArray())
     assert true_relative_residual(A2, b2, x) <= 1e-6
+
+
+@pytest.mark.parametrize("dim,n,jump,pc", [(2, 33, 0.0, "pcplugins.GMG"), (2, 20, 2.0, "pcplugins.GMG"),
+                                           (3, 16, 2.0, "pcplugins.GMG"), (2, 33, 0.0, "pcplugins.FFTPoisson"),
+                                           (3, 17, 0.0, "pcplugins.FFTPoisson")])
+@pytest.mark.parametrize("ksp_type", ["richardson", "cg", "bcgs"])
+def test_matrix_negated_whole(dim, n, jump, pc, ksp_type):
+    """-A x = -b with PETSc's identity rows on the outer layer negated too (A.scale(-1)): the
+    layer of negative identity rows is eliminated as the positive one is, the rest is -A's
+    operator, and each KSP takes the steps it takes on A to the same answer (FFTPoisson exact)."""
+    runs = []
+    for sign in (1.0, -1.0):
+        da, A, b = poisson_system(n, dim, "petsc", jump=jump, rhs="random")
+        A.scale(sign)
+        b.scale(sign)
+        ksp, x = petsc_solve(da, A, b, {}, ksp_type, pc=pc, rtol=1e-10, max_it=60,
+                             norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
+        view = "\n".join(ksp.getPC().getPythonContext().describe())
+        assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1e-9, (sign, view)
+        runs.append((ksp.getIterationNumber(), x.getArray().copy(), view))
+    (its, x, view), (its2, x2, view2) = runs
+    assert its2 == its <= (1 if pc == "pcplugins.FFTPoisson" else 30)
+    assert "negative definite" in view2 and "negative definite" not in view
+    assert all("boundary: identity rows on the grid's outer layer eliminated" in v for v in (view, view2))
+    assert np.linalg.norm(x2 - x) <= 1e-10 * np.linalg.norm(x)
 
 
 def test_error_mixed_sign_diagonal_stays():
