@@ -93,6 +93,7 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
 GPU = ["-mat_type", "aijcusparse"]
 PAIRS = ["-pc_gmg_operator", "laplacian", "-pc_gmg_pre", "3", "-pc_gmg_post", "3", "-test_pair_min_size", "0"]
 GPU_CASES = [CASES[0], CASES[1], CASES[5], CASES[6], CASES[8],
+             CASES[-2],          # a layer of negative identity rows (the matrix negated whole)
              ((31, 3, "interior", 0.0), ["-pc_gmg_operator", "laplacian", "-pc_gmg_precision", "single"]),
              # the layers through pinned host buffers, and CUDA IPC ordered by MPI messages
              (CASES[0][0], CASES[0][1] + ["-pc_gmg_ghost_transport", "host"]),
