@@ -23,8 +23,9 @@ and on the coarsest level the coarse solve, visited again by W and F only with
 
 Over-correction (``overcorrection`` alpha, on the levels a W-cycle visits): u += alpha P C_{k+1} r.
 A piecewise-constant prolongation leaves the coarse correction too short in energy, and a fixed
-alpha in (1, 2) lengthens it (the scaled coarse-grid correction of Blaheta and of Braess, "Towards
-algebraic multigrid for elliptic problems of second order", Computing 55, 1995). The cycle stays
+alpha in (1, 2) lengthens it (Blaheta, "A multilevel method with overcorrection by aggregation for
+solving discrete elliptic problems", J. Comput. Appl. Math. 24, 1988; Braess, "Towards algebraic
+multigrid for elliptic problems of second order", Computing 55, 1995). The cycle stays
 a symmetric positive definite preconditioner for a symmetric positive definite A and symmetric
 smoothing where every coarse correction C it scales has eigenvalues of C A_{k+1} in (0, 1]: then
 I - alpha P C P^T A_k has eigenvalues in (1 - alpha, 1], an A-norm nonexpansion for alpha < 2.

@@ -72,7 +72,7 @@ class Options:
     cycle: str = "k"               # k | v | w
     kcycle_its: int = 2
     overcorrection: float = None   # W-cycle: coarse corrections scaled by this (cycle.py; None: OVERCORRECTION
-                                   # where the prolongation is unsmoothed and the matrix real, else 1)
+                                   # where P is unsmoothed and the matrix real, diagonally dominant; else 1)
     kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
                                    # WCYCLE_SIZE)
     smoother: str = "auto"         # auto (the note below VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
@@ -201,9 +201,9 @@ class AggregationMG:
                 o.kcycle_size = 0 if mine.dtype.kind == "c" else WCYCLE_SIZE[device]
         unknowns = [M.shape[0] for M in mats]           # global sizes on several ranks
         self.v_from = self._truncation(unknowns) if o.cycle in ("k", "w") else None
-        vsmoother = (VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto"
-                     else o.vcycle_smoother)
-        small = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if o.vcycle_smoother == "auto" else o.smoother
+        auto = o.vcycle_smoother == "auto"
+        vsmoother = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if auto else o.vcycle_smoother
+        small = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if auto else o.smoother
         kinds = [vsmoother if self.v_from is not None and k >= self.v_from else
                  small if 0 < k and n < SMALL_JACOBI_SIZE[device] else o.smoother for k, n in enumerate(unknowns)]
         for k, (graph, bs) in enumerate(graphs):

@@ -352,9 +352,8 @@ def test_amg_system_on_cuda_matches_host():
     from conftest import elasticity_solve
     its = {}
     for mat_type in ("aij", "aijcusparse"):
-        it, res, ksp = elasticity_solve(24, 2, "cg", {"pc_amg_coarse_size": 100, "pc_amg_kcycle_size": 0,
-                                                                 "pc_amg_vcycle_smoother": "gs"},
-                                        mat_type=mat_type)
+        options = {"pc_amg_coarse_size": 100, "pc_amg_kcycle_size": 0, "pc_amg_vcycle_smoother": "gs"}
+        it, res, ksp = elasticity_solve(24, 2, "cg", options, mat_type=mat_type)
         ctx = ksp.getPC().getPythonContext()
         assert res <= 1e-8 and ksp.getConvergedReason() > 0, (mat_type, it, res)
         text = "\n".join(ctx.describe())
