@@ -55,8 +55,8 @@ OVERCORRECTION = 1.5
 # one kernel a sweep instead of one a colour, and no colouring in setup; the flexible CG above
 # keeps the iteration counts, and pairwise levels (6 to 8 colours) gain most (docs/amg.md).
 VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
-# ... and so do the levels but the finest of fewer unknowns than this, whatever the cycle: their
-# colour kernels cost launch latency more than bandwidth, and the W-cycle visits them most.
+# ... and so do a real matrix's levels but the finest of fewer unknowns than this, whatever the
+# cycle: their colour kernels cost launch latency more than bandwidth; the W-cycle visits them most.
 SMALL_JACOBI_SIZE = {"gpu": 300000, "cpu": 0}
 # -pc_amg_smoother auto: smoothed aggregation on the host by Chebyshev (2, 2) in D^-1 A (GAMG's way;
 # no colouring in setup, and fewer iterations than Gauss-Seidel (1, 1): docs/amg.md), else gs
@@ -203,7 +203,7 @@ class AggregationMG:
         self.v_from = self._truncation(unknowns) if o.cycle in ("k", "w") else None
         auto = o.vcycle_smoother == "auto"
         vsmoother = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if auto else o.vcycle_smoother
-        small = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if auto else o.smoother
+        small = vsmoother if auto and mine.dtype.kind != "c" else o.smoother
         kinds = [vsmoother if self.v_from is not None and k >= self.v_from else
                  small if 0 < k and n < SMALL_JACOBI_SIZE[device] else o.smoother for k, n in enumerate(unknowns)]
         for k, (graph, bs) in enumerate(graphs):
