@@ -162,6 +162,9 @@ class AMG(PythonPC):
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
         v = self.values
+        if v["overcorrection"] is not None and v["cycle"] != "w":
+            raise errors.error(f"pcplugins.AMG: option -pc_amg_overcorrection scales the W-cycle's coarse corrections, "
+                               f"and the cycle is {v['cycle']}: use -pc_amg_cycle w (the default), or leave it out")
         self._symmetric = None
         M = mat.pc_matrix(pc, self.TITLE)
         self.block_size = M.getBlockSize()

@@ -714,6 +714,7 @@ def test_negative_definite_matrix(cycle, ksp_type, coords, rows):
     ("no_coords", "needs vertex coordinates"),
     ("option", "-pc_amg_cycle"),
     ("gather", "-pc_amg_gather_size"),
+    ("overcorrection", "-pc_amg_overcorrection scales the W-cycle's"),
 ])
 def test_errors_name_the_fault(case, message):
     from petsc4py import PETSc
@@ -739,6 +740,8 @@ def test_errors_name_the_fault(case, message):
         opts = {"pc_amg_cycle": "x"}
     if case == "gather":
         opts = {"pc_amg_gather_size": -1}
+    if case == "overcorrection":
+        opts = {"pc_amg_overcorrection": 1.7, "pc_amg_cycle": "k"}
     with petsc_options(opts):
         pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
         pc.setOperators(M)
