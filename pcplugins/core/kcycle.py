@@ -48,8 +48,8 @@ WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
 # times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
 # aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
 KCYCLE_V_RATIO = 40
-# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; counts in docs/amg.md),
-# for a real matrix of diagonally dominant rows (sparse.dominant): an indefinite one keeps 1.
+# The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; counts in docs/amg.md) of
+# a real matrix of diagonally dominant rows (sparse.dominant); others, indefinite ones too, keep 1.
 OVERCORRECTION = 1.5
 # On the GPU those V-cycle levels smooth by l1-Jacobi where the smoother is colour Gauss-Seidel:
 # one kernel a sweep instead of one a colour, and no colouring in setup; the flexible CG above
@@ -71,8 +71,7 @@ class Options:
     threshold: float = 0.0         # mis aggregation: couplings weaker than this are dropped (smoothed.strong_graph)
     cycle: str = "k"               # k | v | w
     kcycle_its: int = 2
-    overcorrection: float = None   # W-cycle: coarse corrections scaled by this (cycle.py; None: OVERCORRECTION
-                                   # where P is unsmoothed and the matrix real, diagonally dominant; else 1)
+    overcorrection: float = None   # W-cycle: coarse corrections scaled by this (cycle.py; None: OVERCORRECTION's rule)
     kcycle_size: int = None        # K- and W-cycle: V-cycles on levels with fewer unknowns (default: KCYCLE_SIZE,
                                    # WCYCLE_SIZE)
     smoother: str = "auto"         # auto (the note below VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
@@ -139,8 +138,9 @@ class AggregationMG:
         if isinstance(o.gather_size, tuple):     # the defaults of unsmoothed and smoothed aggregation
             o.gather_size = o.gather_size[bool(o.nsmooths)]
         if o.overcorrection is None:
-            ok = mine.dtype.kind != "c" and sparse.dominant(mine, xp, A.ghost_l1() if parallel else 0)
-            o.overcorrection = OVERCORRECTION if not o.nsmooths and comm.allsum(int(not ok)) == 0 else 1.0
+            ok = not o.nsmooths and mine.dtype.kind != "c" and sparse.dominant(
+                mine, xp, A.ghost_l1() if parallel else 0)
+            o.overcorrection = OVERCORRECTION if comm.allsum(int(not ok)) == 0 else 1.0
         if o.smoother == "auto":
             o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
         o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))

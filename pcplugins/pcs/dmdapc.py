@@ -136,7 +136,7 @@ class DMDAPC(PythonPC):
         # no entry beyond the grid; the interior rows' couplings to an eliminated layer dropped
         masked = stencil.inside_planes(mgbox, offsets, coefs, xp, dt) if layer else coefs
         d = masked[offsets.index((0,) * box.dim)]
-        self.negated = collective.allmax(float(d.max()) if d.size else -1.0) < 0
+        self.negated = dmda.negative_everywhere(d, collective)
         if self.negated:              # the arrays are this setup's own (the elimination keeps A's)
             for c in masked:
                 c *= -1

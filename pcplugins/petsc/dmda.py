@@ -208,6 +208,12 @@ def axis_names(box, flags):
     return ", ".join("xyz"[box.dim - 1 - a] for a in reversed(range(box.dim)) if flags[a])
 
 
+def negative_everywhere(d, mpi):
+    """Is the diagonal ``d`` negative at every unknown, on every rank (a negative definite operator,
+    div(k grad u) = -f, whose PC the PCs build from -A: dmdapc.NEGATED)?"""
+    return mpi.allmax(float(d.max()) if d.size else -1.0) < 0
+
+
 def check_positive_diagonal(d, box, shift, mpi, who):
     """A PETSc error on every rank where the diagonal ``d`` over this rank's ``box`` is not positive
     somewhere, naming the first such grid point (``shift``: the box's offset in the DMDA, 1 where

@@ -4,7 +4,7 @@ import numpy
 
 from .. import backend
 from ..core import stencil
-from .dmda import axis_names, check_positive_diagonal, sample_laplacian, stencil_from_aij
+from .dmda import axis_names, check_positive_diagonal, negative_everywhere, sample_laplacian, stencil_from_aij
 from .errors import error
 from .mat import is_aij
 
@@ -50,7 +50,7 @@ def periodic_operator(operator, M, box, dm, xp, dtype, mpi, who="pcplugins.GMG",
                 f"declared constant-coefficient Laplacian, periodic along {where}", negated)
     offsets, coefs, _ = stencil_from_aij(M, box, dm, xp, dtype, mpi, who)
     centre = offsets.index((0,) * box.dim)
-    negated = mpi.allmax(float(coefs[centre].max()) if coefs[centre].size else -1.0) < 0
+    negated = negative_everywhere(coefs[centre], mpi)
     coefs = [-c for c in coefs] if negated else coefs
     check_positive_diagonal(coefs[centre], box, 0, mpi, who)
     op = stencil.compress(box, offsets, coefs, xp, dtype, tol=None if operator == "assembled" else 0.0, comm=mpi)
