@@ -486,7 +486,7 @@ def test_negative_definite_operator(dim, n, convention, jump, operator, ksp_type
 @pytest.mark.parametrize("dim,n,jump,pc", [(2, 33, 0.0, "pcplugins.GMG"), (2, 20, 2.0, "pcplugins.GMG"),
                                            (3, 16, 2.0, "pcplugins.GMG"), (2, 33, 0.0, "pcplugins.FFTPoisson"),
                                            (3, 17, 0.0, "pcplugins.FFTPoisson")])
-@pytest.mark.parametrize("ksp_type", ["richardson", "cg", "bcgs"])
+@pytest.mark.parametrize("ksp_type", ["richardson", "cg", "bcgs", "gmres", "fgmres"])
 def test_matrix_negated_whole(dim, n, jump, pc, ksp_type):
     """-A x = -b with PETSc's identity rows on the outer layer negated too (A.scale(-1)): the
     layer of negative identity rows is eliminated as the positive one is, the rest is -A's
@@ -496,7 +496,8 @@ def test_matrix_negated_whole(dim, n, jump, pc, ksp_type):
         da, A, b = poisson_system(n, dim, "petsc", jump=jump, rhs="random")
         A.scale(sign)
         b.scale(sign)
-        ksp, x = petsc_solve(da, A, b, {}, ksp_type, pc=pc, rtol=1e-10, max_it=60,
+        side = {"ksp_pc_side": "right"} if "gmres" in ksp_type else {}
+        ksp, x = petsc_solve(da, A, b, side, ksp_type, pc=pc, rtol=1e-10, max_it=60,
                              norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
         view = "\n".join(ksp.getPC().getPythonContext().describe())
         assert ksp.getConvergedReason() > 0 and true_relative_residual(A, b, x) <= 1e-9, (sign, view)

@@ -192,7 +192,7 @@ NEGATED = [((64, 48), (True, True), {}, "pcplugins.GMG", {}),
            ((40, 21), (True, True), {}, "pcplugins.FFTPoisson", {})]
 
 
-@pytest.mark.parametrize("ksp_type", ["richardson", "cg", "bcgs"])
+@pytest.mark.parametrize("ksp_type", ["richardson", "cg", "bcgs", "gmres", "fgmres"])
 @pytest.mark.parametrize("n,periodic,system,pc,options", NEGATED,
                          ids=["2D", "x periodic, jumps", "3D declared", "3D assembled", "FFTPoisson"])
 def test_periodic_negative_definite_operator(n, periodic, system, pc, options, ksp_type):
@@ -204,7 +204,8 @@ def test_periodic_negative_definite_operator(n, periodic, system, pc, options, k
         da, A, b, ref = direct(n, periodic, **system)
         A.scale(sign)
         b.scale(sign)
-        ksp, x = petsc_solve(da, A, b, options, ksp_type, pc=pc, rtol=1e-10, max_it=60,
+        side = {"ksp_pc_side": "right"} if "gmres" in ksp_type else {}
+        ksp, x = petsc_solve(da, A, b, {**options, **side}, ksp_type, pc=pc, rtol=1e-10, max_it=60,
                              norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
         assert ksp.getConvergedReason() > 0, (sign, ksp.getConvergedReason())
         assert_answer(A, b, x, ref, periodic, 1e-9, 1e-7)
