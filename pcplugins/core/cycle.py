@@ -11,8 +11,9 @@ r = R (f - A u), the coarse correction C_{k+1} r added through P, ``post`` sweep
 order). The coarse correction of a residual r on level k:
 
 - V: B_k r;
-- W: e = B_k r, then e += B_k (r - A_k e); from level ``v_from`` on, V (the GPU's levels there
-  cost launch latency, not work, per visit);
+- W: e = B_k r, then e += B_k (r - A_k e) (the second cycle run from e as its first guess: the
+  same for a linear cycle); from level ``v_from`` on, V (the GPU's levels there cost launch
+  latency, not work, per visit);
 - F: as W, the second visit a V-cycle (the F passes on to the first visit);
 - K: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k (Algorithm 2.1); from
   level ``v_from`` on, V (a truncated K-cycle: the flexible CG above the truncation makes up for
@@ -40,7 +41,7 @@ device arrays), so on the GPU a cycle is captured and replayed as a CUDA graph. 
 hierarchy (multigrid.Multigrid) runs the same V/W/F recursion in place on its preallocated padded
 level arrays, which its ghost updates and fused kernels need.
 """
-from . import sparse
+from . import products, sparse
 
 KINDS = ("v", "w", "f", "k")
 
@@ -70,20 +71,26 @@ class CSRLevel:
         return f"ELL (width {self.M.width})" if isinstance(self.M, sparse.ELL) else "CSR"
 
     def spmv(self, x):
-        return self.rows.spmv(x) if self.rows else sparse.spmv(self.M, x, self.xp)
+        return self.rows.spmv(x) if self.rows else products.spmv(self.M, x, self.xp)
 
     def residual(self, f, x):
-        return self.rows.residual(f, x) if self.rows else sparse.residual(self.M, f, x, self.xp)
+        return self.rows.residual(f, x) if self.rows else products.residual(self.M, f, x, self.xp)
 
     def restrict(self, r):
-        return sparse.spmv(self.R, r, self.xp)
+        return products.spmv(self.R, r, self.xp)
+
+    def restricted_residual(self, f, u):
+        """R (f - A u): one product on the GPU (products.restricted_residual) in serial."""
+        if self.rows:
+            return self.restrict(self.rows.residual(f, u))
+        return products.restricted_residual(self.R, self.M, f, u, self.xp)
 
     def prolong_add(self, u, e, scale=1.0):
         """u += scale P e."""
         if self.agg is not None:
-            sparse.prolong_add(u, e, self.agg, self.sign, scale)
+            products.prolong_add(u, e, self.agg, self.sign, scale)
         else:
-            u += sparse.spmv(self.P, e if scale == 1 else scale * e, self.xp)
+            u += products.spmv(self.P, e if scale == 1 else scale * e, self.xp)
         return u
 
 
@@ -97,7 +104,7 @@ class Cycle:
         if kind not in KINDS:
             raise ValueError(f"unknown cycle {kind!r} ({', '.join(KINDS)})")
         self.levels, self.coarse, self.kind, self.pre, self.post, self.xp = levels, coarse, kind, pre, post, xp
-        self.dots = dots or (lambda *pairs: [sparse.dot(a, b, xp) for a, b in pairs])
+        self.dots = dots or (lambda *pairs: [products.dot(a, b, xp) for a, b in pairs])
         self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
         self.v_from = len(levels) if v_from is None else v_from
         self.overcorrection = overcorrection
@@ -111,18 +118,19 @@ class Cycle:
         restricted residual f (the levels a distributed hierarchy gathered)."""
         return self.coarse_correction(0, f, self.kind)
 
-    def apply(self, k, f, kind):
-        """B_k f (Algorithm 2.2)."""
+    def apply(self, k, f, kind, u=None):
+        """B_k f (Algorithm 2.2); from the first guess ``u`` (taken over) u + B_k (f - A_k u)."""
         if k == len(self.levels) - 1:
             return self.coarse.solve(f)
         lev = self.levels[k]
-        # the smoother's zero first guess sets u
-        u = self.xp.empty_like(f) if self.pre > 0 else self.xp.zeros_like(f)
-        lev.smoother.smooth(u, f, self.pre, zero_guess=True)
-        e = self.coarse_correction(k + 1, lev.restrict(lev.residual(f, u)), kind)
+        if u is not None:
+            u = lev.smoother.smooth(u, f, self.pre)
+        else:   # the smoother's zero first guess sets u
+            u = self.xp.empty_like(f) if self.pre > 0 else self.xp.zeros_like(f)
+            u = lev.smoother.smooth(u, f, self.pre, zero_guess=True)
+        e = self.coarse_correction(k + 1, lev.restricted_residual(f, u), kind)
         lev.prolong_add(u, e, self.overcorrection if kind == "w" else 1.0)
-        lev.smoother.smooth(u, f, self.post, reverse=True)
-        return u
+        return lev.smoother.smooth(u, f, self.post, reverse=True)
 
     def coarse_correction(self, k, f, kind):
         """C_k f for the residual f restricted from level k - 1."""
@@ -133,7 +141,11 @@ class Cycle:
             return self.fcg(k, f)
         e = self.apply(k, f, kind)
         again = second_visit(kind)
-        if again and (not last or self.revisit_coarsest):
+        if again and not last:
+            # the second visit's cycle from the first's result, e + B_k (f - A_k e) as the cycle is
+            # linear: no residual and no sum of its own
+            e = self.apply(k, f, again, u=e)
+        elif again and self.revisit_coarsest:
             e += self.apply(k, self.levels[k].residual(f, e), again)
         return e
 
@@ -149,13 +161,13 @@ class Cycle:
         for i in range(self.kcycle_its):
             p = self.apply(k, r, "k")
             for pj, apj, papj in zip(ps, aps, paps):
-                sparse.axpy_ratio(p, self.dots((p, apj))[0], papj, pj, xp)
+                products.axpy_ratio(p, self.dots((p, apj))[0], papj, pj, xp)
             ap = lev.spmv(p)
             pap, rp = self.dots((p, ap), (r, p))
-            alpha = sparse.step_length(rp, pap, xp)
-            sparse.axpy(u, alpha, p, xp)
+            alpha = products.step_length(rp, pap, xp)
+            products.axpy(u, alpha, p, xp)
             if i + 1 < self.kcycle_its:
-                r = sparse.xmay(r, alpha, ap, xp)
+                r = products.xmay(r, alpha, ap, xp)
                 ps.append(p)
                 aps.append(ap)
                 paps.append(pap)

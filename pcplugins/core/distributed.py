@@ -19,7 +19,7 @@ the rank that owns its coarse row.
 import numpy
 
 from .. import backend
-from . import colouring, sparse
+from . import colouring, products, sparse
 
 
 def starts_of(n, comm):
@@ -68,14 +68,14 @@ class Rows:
     def off_rank(self, x):
         """The ghost block times the other ranks' values of x. The exchange is collective: every
         rank calls it, ghost columns or not."""
-        return sparse.spmv(self.ghost, self.halo(x), self.xp)
+        return products.spmv(self.ghost, self.halo(x), self.xp)
 
     def spmv(self, x):
-        return sparse.spmv(self.own, x, self.xp) + self.off_rank(x)
+        return products.spmv(self.own, x, self.xp) + self.off_rank(x)
 
     def residual(self, f, x):
         """f - A x."""
-        return sparse.residual(self.own, f - self.off_rank(x), x, self.xp)
+        return products.residual(self.own, f - self.off_rank(x), x, self.xp)
 
     def galerkin(self, agg, nc, own_coarse=None, sign=None):
         """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them) and
@@ -230,7 +230,7 @@ class Transfer:
         self.lo, self.columns = int(starts[comm.rank]), int(starts[-1])
 
     def __matmul__(self, x):
-        return sparse.spmv(self.own, x, self.xp) + sparse.spmv(self.ghost, self.halo(x), self.xp)
+        return products.spmv(self.own, x, self.xp) + products.spmv(self.ghost, self.halo(x), self.xp)
 
     def global_rows(self):
         """This rank's rows with global columns (a host CSR matrix): M again."""

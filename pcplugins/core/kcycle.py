@@ -24,7 +24,7 @@ import dataclasses
 import numpy
 
 from .. import backend
-from . import aggregation, coarse, colouring, cycle, distributed, nullspace, smoothed, smoothers, sparse
+from . import aggregation, coarse, colouring, cycle, distributed, nullspace, products, smoothed, smoothers, sparse
 from .comm import Comm
 
 # Pairwise levels: a graph that needs more than 3 x 8 colours (each a kernel per sweep) has them
@@ -314,7 +314,7 @@ class AggregationMG:
     def _dots(self, *pairs):
         """(a, b) of each pair, 0-d arrays; on several ranks their global sums in one exchange (on
         the device where the communicator is capturable, else through the host)."""
-        d = [sparse.dot(a, b, self.xp) for a, b in pairs]
+        d = [products.dot(a, b, self.xp) for a, b in pairs]
         if self.comm.size == 1:
             return d
         total = self.comm.allsum_array(self.xp.stack(d))

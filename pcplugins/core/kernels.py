@@ -1,5 +1,5 @@
 """The two fused elementwise kernels everything else is built from, with their NumPy twins
-(and the small reductions a captured cycle needs: ``gemv``, ``all_finite``).
+(and the small reduction a captured cycle needs: ``all_finite``).
 
 ``lincomb(out, coefs, arrays)``   out  = sum_k c_k * u_k          (or out += ..., ``add=True``)
 ``relax(x, f, invd, w, coefs, arrays, cdiag)``
@@ -100,20 +100,6 @@ def residual(out, f, coefs, arrays):
     for c, u in zip(coefs, arrays):
         out -= numpy.multiply(c, u, out=tmp)
     return out
-
-
-@functools.lru_cache(maxsize=None)
-def _gemv_kernel():
-    return backend.cupy.ReductionKernel("T a, T x", "T y", "a * x", "a + b", "y = a", "0",
-                                        "pcplugins_gemv")
-
-
-def gemv(out, A, x):
-    """out = A x for a small dense A, into a preallocated ``out`` (one launch, no cuBLAS
-    workspace, so it can be captured in a CUDA graph)."""
-    if backend.array_module(out) is not numpy:
-        return _gemv_kernel()(A, x[None, :], out, axis=1)
-    return numpy.matmul(A, x, out=out)
 
 
 @functools.lru_cache(maxsize=None)

@@ -49,9 +49,21 @@ class ELL:
 
     @classmethod
     def from_csr(cls, A, xp):
+        """A's rows as ELL (on the GPU one kernel, a thread a row, once the width is known)."""
         n = A.shape[0]
         counts = A.indptr[1:] - A.indptr[:-1]
         width = int(counts.max()) if n else 0
+        if backend.is_gpu(xp) and n:
+            indices, data = xp.empty((width, n), numpy.int32), xp.empty((width, n), A.dtype)
+            elementwise("ell_fill", "raw I indptr, raw J cols, raw T vals, int32 width, int32 ncols",
+                        "raw int32 indices, raw T data",
+                        "const I p = indptr[i], len = indptr[i + 1] - p; const int n = _ind.size();"
+                        "for (int k = 0; k < width; ++k) {"
+                        "  indices[k * n + i] = k < len ? (int) cols[p + k] : (int) (i % ncols);"
+                        "  data[k * n + i] = k < len ? vals[p + k] : T(0);"
+                        "}")(A.indptr, A.indices, A.data, numpy.int32(width), numpy.int32(A.shape[1]), indices, data,
+                             size=n)
+            return cls(indices, data, A.shape[1], int(A.nnz))
         rows = rows_of(A, xp)
         pos = xp.arange(A.nnz, dtype=numpy.int32) - A.indptr[rows]       # the entry's place in its row
         indices = xp.tile(xp.arange(n, dtype=numpy.int32) % A.shape[1], (width, 1))
@@ -110,9 +122,23 @@ def rows_of(A, xp):
 
 
 def l1_norms(A, xp):
-    """Row sums of |a_ij| (the l1 smoothers' diagonal, Baker, Falgout, Kolev, Yang 2011)."""
+    """Row sums of |a_ij| (the l1 smoothers' diagonal, Baker, Falgout, Kolev, Yang 2011), in the
+    precision of A's values: on the GPU one kernel, a thread a row summing in the row's order."""
+    if backend.is_gpu(xp) and A.shape[0]:
+        out = xp.empty(A.shape[0], numpy.dtype(A.dtype).char.lower())     # the real type of A's values
+        elementwise("row_l1", "raw I indptr, raw T data", "R s",
+                    "R t = 0; for (I k = indptr[i]; k < indptr[i + 1]; ++k) t += magnitude(data[k]); s = t",
+                    preamble=MAGNITUDE)(A.indptr, A.data, out)
+        return out
     B = module(xp).csr_matrix((xp.abs(A.data), A.indices, A.indptr), shape=A.shape)   # A's pattern, shared
     return xp.asarray(B.sum(axis=1)).ravel()
+
+
+# |a| of the value types, as NumPy's abs takes it (in the value's own precision), for kernels
+MAGNITUDE = ("__device__ double magnitude(float v) { return fabsf(v); }\n"
+             "__device__ double magnitude(double v) { return fabs(v); }\n"
+             "__device__ double magnitude(complex<float> v) { return abs(v); }\n"
+             "__device__ double magnitude(complex<double> v) { return abs(v); }\n")
 
 
 def dominant(A, xp, ghost_l1=0):
@@ -144,6 +170,12 @@ def galerkin(A, agg, nc, xp, sign=None, R=None):
     return C
 
 
+def row_kernel(ctype, name):
+    """A kernel of sparse.cu for values of C type ``ctype`` (kernels.kernel compiles once per
+    defines: GALERKIN_ROW is read at each call)."""
+    return kernels.kernel("sparse", name, VALUE=ctype, GALERKIN_ROW=GALERKIN_ROW)
+
+
 # the most distinct columns a coarse row may have for galerkin's kernel (which holds the row in
 # each thread's local memory); a level with longer rows goes to one sort of all the entries
 GALERKIN_ROW = 64
@@ -158,7 +190,7 @@ def _galerkin_rows(A, agg, nc, xp, sign, R=None):
     bounds, member = R.indptr, R.indices
     cptr = xp.zeros(nc + 1, i32)
     sign = numpy.uint64(0) if sign is None else sign.astype(numpy.float64, copy=False)     # 0: a null pointer
-    run = _row_kernel(kernels.CTYPES[A.dtype], "galerkin_rows")
+    run = row_kernel(kernels.CTYPES[A.dtype], "galerkin_rows")
     args = (bounds, member, A.indptr.astype(i32, copy=False), A.indices.astype(i32, copy=False), A.data, agg, sign)
     grid = ((nc + 255) // 256,), (256,)
     run(*grid, (i32(nc), i32(0), *args, cptr[1:], cptr, cptr, A.data))
@@ -209,7 +241,7 @@ def segment_sum(data, order, starts):
     if starts.size:
         blocks = -(-starts.size // 256)
         index = [a.astype(numpy.int64, copy=False) for a in (starts, order)]    # sorts give int64 already
-        _row_kernel(kernels.CTYPES[data.dtype], "segment_sum")(
+        row_kernel(kernels.CTYPES[data.dtype], "segment_sum")(
             (blocks,), (256,), (numpy.int64(starts.size), numpy.int64(order.size), *index, data, out))
     return out
 
@@ -225,8 +257,7 @@ def member_lists(indices, indptr, n, xp, sign=None):
 
 def members(agg, nc, xp, sign=None):
     """R = P^T as a CSR matrix of ones (or of ``sign``; row a lists the fine unknowns of aggregate
-    a): restriction is then the same row kernel as a matrix-vector product, summing in a fixed
-    order."""
+    a): restriction is then the same row kernel as a product, summing in a fixed order."""
     order = xp.argsort(agg, kind="stable") if not backend.is_gpu(xp) else xp.argsort(agg)
     counts = xp.bincount(agg, minlength=nc)
     indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
@@ -246,152 +277,6 @@ def signed(R, sign):
     if sign is None:
         return R
     return member_lists(R.indices, R.indptr, R.shape[1], backend.array_module(R.data), sign)
-
-
-def prolong_add(u, e, agg, sign=None, scale=1.0):
-    """u += scale P e (one kernel on the GPU); P[i, agg[i]] = sign[i] with ``sign``, else 1."""
-    if backend.array_module(u) is numpy:
-        e = e[agg] if scale == 1 else scale * e[agg]
-        u += e if sign is None else sign * e
-        return u
-    if sign is None:
-        elementwise("prolong", "raw T e, I agg, T a", "T u", "u += a * e[agg]")(e, agg, scale, u)
-    else:
-        elementwise("prolong_signed", "raw T e, I agg, S s, T a", "T u", "u += a * s * e[agg]")(e, agg, sign, scale, u)
-    return u
-
-
-# -- products that never wait for the host ---------------------------------------------------------
-# cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per
-# call, so on the GPU these run one small row kernel each (real or complex, single or double); on
-# the host they are SciPy/NumPy expressions, the kernels' twins (tests/gpu/test_kernels.py compares them).
-
-_ROWS, _RESIDUAL, _SCALE, _INPLACE = 1, 2, 4, 8
-# rows this long on average (a system's coarse levels: 6 unknowns a node, tens of neighbours) go to
-# the kernel with a warp a row
-WARP_ROWS = 24
-
-
-def _row_kernel(ctype, name):
-    # kernels.kernel compiles once per defines: GALERKIN_ROW is read at each call
-    return kernels.kernel("sparse", name, VALUE=ctype, GALERKIN_ROW=GALERKIN_ROW)
-
-
-def _csr_rows(A, u, f=None, rows=None, scale=None, inplace=False):
-    """The row kernel of A's storage (csr_rows or ell_rows) in the mode the arguments ask for."""
-    cp = backend.cupy
-    m = A.shape[0]
-    out = u if inplace else cp.empty(m, A.dtype)
-    mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
-        (_SCALE if scale is not None else 0) | (_INPLACE if inplace else 0)
-    threads = m
-    if isinstance(A, ELL):
-        name, matrix = "ell_rows", (numpy.int32(A.width), A.indices, A.data)
-    elif A.nnz >= WARP_ROWS * m:
-        name, matrix, threads = "csr_rows_warp", (A.indptr, A.indices, A.data), 32 * m
-    else:
-        name, matrix = "csr_rows", (A.indptr, A.indices, A.data)
-    _row_kernel(kernels.CTYPES[A.dtype], name)(((threads + 255) // 256,), (256,),
-                                        (numpy.int32(m), numpy.int32(mode), rows if rows is not None else A.indices,
-                                         *matrix, u, f if f is not None else u,
-                                         scale if scale is not None else u, out))
-    return out
-
-
-def spmv(A, u, xp):
-    """A u (a new array); A a CSR or ELL matrix, or anything with ``@`` (distributed.Transfer)."""
-    if backend.is_gpu(xp) and hasattr(A, "indices") and _kernel_types(A, u):
-        return _csr_rows(A, u)
-    return A @ u
-
-
-def residual(A, f, u, xp):
-    """f - A u (a new array)."""
-    if backend.is_gpu(xp) and _kernel_types(A, u, f):
-        return _csr_rows(A, u, f=f)
-    r = A @ u
-    if r.dtype == numpy.result_type(f, r) and not backend.is_gpu(xp):
-        return xp.subtract(f, r, out=r)          # in place: a new array costs its page faults
-    return f - r
-
-
-def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
-    """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A (indices, or
-    on the host a slice): all the new values computed from the old u, then written (the same
-    result whatever the colouring).
-    ``independent``: the rows do not couple to each other, so one kernel updates u in place."""
-    if backend.is_gpu(xp) and _kernel_types(Arows, u, f, scale):
-        if independent:
-            _csr_rows(Arows, u, f=f, rows=rows, scale=scale, inplace=True)
-            return u
-        t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
-        scatter = elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")
-        scatter(t, rows, u, size=rows.shape[0])
-        return u
-    u[rows] += scale * (f[rows] - Arows @ u)
-    return u
-
-
-def _kernel_types(A, *vectors):
-    """The row kernel's types: int32 indices, the vectors' values of the matrix's type."""
-    return (A.indices.dtype == numpy.int32 and (isinstance(A, ELL) or A.indptr.dtype == numpy.int32)
-            and A.dtype in kernels.CTYPES and all(v.dtype == A.dtype for v in vectors))
-
-
-def dot(a, b, xp):
-    """(a, b) of real vectors as a 0-d array of ``xp``, with no synchronisation. On the GPU two
-    kernels: per-block partial sums over the whole device, then their sum (CuPy's ReductionKernel
-    gives a full reduction one thread block, which leaves the device mostly idle; the K-cycle
-    takes many dots per cycle)."""
-    if not backend.is_gpu(xp):
-        return xp.asarray(numpy.dot(a, b))
-    n = a.size
-    blocks = max(1, min(1024, (n + 255) // 256))
-    partial = xp.empty(blocks, a.dtype)
-    _dot_partial_kernel(kernels.CTYPES[numpy.dtype(a.dtype)])((blocks,), (256,), (a, b, partial, numpy.int64(n)))
-    return _sum_kernel()(partial)
-
-
-def _dot_partial_kernel(t):
-    return kernels.kernel("sparse", "dot_partial", VALUE=t)
-
-
-@functools.lru_cache(maxsize=None)
-def _sum_kernel():
-    return backend.cupy.ReductionKernel("T x", "T z", "x", "a + b", "z = a", "0", "pcplugins_sum")
-
-
-def axpy(y, alpha, x, xp):
-    """y += alpha x with alpha a 0-d array (one kernel on the GPU)."""
-    if not backend.is_gpu(xp):
-        y += alpha * x
-        return y
-    elementwise("axpy", "raw T a, T x", "T y", "y += a[0] * x")(alpha, x, y)
-    return y
-
-
-def axpy_ratio(y, num, den, x, xp):
-    """y -= (num / den) x, num and den 0-d arrays, nothing where den <= 0 (one kernel on the GPU)."""
-    if not backend.is_gpu(xp):
-        if den > 0:
-            y -= (num / den) * x
-        return y
-    elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y", "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
-    return y
-
-
-def step_length(rp, pap, xp):
-    """rp / pap, or 0 where pap <= 0 (a direction of zero energy: the residual is already zero)."""
-    if not backend.is_gpu(xp):
-        return xp.asarray(rp / pap if pap > 0 else 0.0)
-    return elementwise("step", "T rp, T pap", "T a", "a = pap > 0 ? rp / pap : 0")(rp, pap)
-
-
-def xmay(x, alpha, y, xp):
-    """x - alpha y (a new array), alpha a 0-d array."""
-    if not backend.is_gpu(xp):
-        return x - alpha * y
-    return elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
 
 
 @functools.lru_cache(maxsize=None)

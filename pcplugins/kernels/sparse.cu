@@ -1,6 +1,7 @@
-// Row products of CSR and ELL matrices (A u, f - A u, scaled and in-place updates), dot products
+// Row products of CSR and ELL matrices (A u, f - A u, scaled and Jacobi updates, R (f - A u)), dot products
 // that never wait for the host, and the sums of sorted duplicates of a Galerkin product. Defines: VALUE (double, float, complex<double>,
-// complex<float>). Wrapper and SciPy/NumPy twins: pcplugins/core/sparse.py.
+// complex<float>). Wrappers and SciPy/NumPy twins: pcplugins/core/products.py (the row products, dots),
+// pcplugins/core/sparse.py (the Galerkin sums).
 
 #include <cupy/complex.cuh>
 typedef VALUE T;
@@ -9,7 +10,8 @@ __device__ __forceinline__ void finish_row(const int t, const int mode, T s, con
         const T* u, const T* __restrict__ f, const T* __restrict__ scale, T* out)
 {
     // s = (A u)[t]: out[t] = scale[t] (f[i] - s) with i = rows[t], or plain s, per mode;
-    // mode 8: u[i] += that instead (rows with no couplings among them: u is also the output)
+    // mode 8: out[i] = u[i] + that instead (a Jacobi sweep out of place; or in place, out = u, on
+    // rows with no couplings among them)
     const int i = (mode & 1) ? rows[t] : t;
     if (mode & 2) s = f[i] - s;
     if (mode & 4) s *= scale[t];
@@ -65,6 +67,62 @@ extern "C" __global__ void ell_rows(const int m, const int mode, const int* __re
     T s = T(0);
     for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];
     finish_row(t, mode, s, rows, u, f, scale, out);
+}
+
+extern "C" __global__ void restricted_residual(const int nc, const int lanes, const int* __restrict__ rptr,
+        const int* __restrict__ rind, const T* __restrict__ rval, const int m, const int width,
+        const int* __restrict__ indptr, const int* __restrict__ indices, const T* __restrict__ data,
+        const T* __restrict__ u, const T* __restrict__ f, T* __restrict__ out)
+{
+    // out = R (f - A u), ``lanes`` threads (a power of 2 up to 32) a row of R (an aggregate): lane
+    // l takes the row's members l, l + lanes, ..., each residual summed as it is made (none
+    // written), then the lanes' sums meet in a fixed order in shared memory (raw storage, as in
+    // csr_rows_warp). A in ELL storage (width > 0: entry k of row i at k * m + i) or CSR (indptr).
+    // Blocks of 256 threads.
+    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
+    T* buf = reinterpret_cast<T*>(raw);
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    const int a = t / lanes, lane = t % lanes;
+    T sum = T(0);
+    if (a < nc)
+        for (int k = rptr[a] + lane; k < rptr[a + 1]; k += lanes) {
+            const int i = rind[k];
+            T s = T(0);
+            if (width > 0)
+                for (int e = 0; e < width; ++e) s += data[e * m + i] * u[indices[e * m + i]];
+            else
+                for (int e = indptr[i]; e < indptr[i + 1]; ++e) s += data[e] * u[indices[e]];
+            sum += rval[k] * (f[i] - s);
+        }
+    buf[threadIdx.x] = sum;
+    __syncwarp();
+    for (int w = lanes / 2; w > 0; w /= 2) {
+        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
+        __syncwarp();
+    }
+    if (a < nc && lane == 0) out[a] = buf[threadIdx.x];
+}
+
+extern "C" __global__ void dense_rows(const int m, const int n, const T* __restrict__ a,
+        const T* __restrict__ x, T* __restrict__ out)
+{
+    // out = a x for a dense, row-major m x n matrix a (the coarsest level's inverse): a warp a row,
+    // its lanes reading consecutive entries; the lanes' sums meet in shared memory as in
+    // csr_rows_warp. Blocks of 256 threads.
+    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
+    T* buf = reinterpret_cast<T*>(raw);
+    const int lane = threadIdx.x & 31;
+    const int r = (blockDim.x * blockIdx.x + threadIdx.x) >> 5;
+    T s = T(0);
+    if (r < m)
+        for (int j = lane; j < n; j += 32) s += a[(long long) r * n + j] * x[j];
+    buf[threadIdx.x] = s;
+    __syncwarp();
+    for (int w = 16; w > 0; w >>= 1) {
+        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
+        __syncwarp();
+    }
+    if (r < m && lane == 0) out[r] = buf[threadIdx.x];
 }
 
 // Partial sums of x . y (real T), one per block of 256 threads over a grid-stride loop; a second

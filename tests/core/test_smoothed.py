@@ -166,7 +166,7 @@ def test_chebyshev_bound(A, kind):
 
 
 class _Counted:
-    """A matrix that counts its products (sparse.residual's A @ u on the host)."""
+    """A matrix that counts its products (products.residual's A @ u on the host)."""
 
     def __init__(self, A):
         self.A, self.products = A, 0

@@ -913,13 +913,15 @@ def _matrix_order(mg, k, values, coarse=None):
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
 @pytest.mark.parametrize("kcycle_size", [0, 1000])
-def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
+def test_amg_cupy_matches_numpy(method, smoother, kcycle_size, monkeypatch):
     """The hierarchy and one K-cycle on CuPy equal NumPy's, whole or truncated (V-cycles from the
-    first level below ``kcycle_size`` unknowns). The V-cycle levels' smoother on the GPU (auto:
-    l1-Jacobi for Gauss-Seidel) is NumPy's where NumPy is told it."""
+    first level below ``kcycle_size`` unknowns). The GPU's smoothers (auto: l1-Jacobi for
+    Gauss-Seidel on the V-cycle levels and on the levels but the finest below SMALL_JACOBI_SIZE,
+    all of them here) are NumPy's where NumPy takes the GPU's rules."""
     from pcplugins.core import kcycle, sparse
 
     import meshes
+    _gpu_smoother_rules(monkeypatch)
     cp = backend.cupy
     p, t = meshes.mesh("quasi", 48)
     A, xy = meshes.p1_poisson(p, t)
@@ -927,15 +929,12 @@ def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
     out = {}
     for xp in (np, cp):
         Ax = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], xp)
-        vsmoother = "auto" if xp is cp else kcycle.VCYCLE_SMOOTHER["gpu"].get(smoother, smoother)
-        opts = kcycle.Options(aggregation=method, smoother=smoother, coarse_size=50, kcycle_size=kcycle_size,
-                              vcycle_smoother=vsmoother)
+        opts = kcycle.Options(aggregation=method, smoother=smoother, coarse_size=50, kcycle_size=kcycle_size)
         mg = kcycle.AggregationMG(Ax, xp, opts, xp.asarray(xy))
         assert (mg.v_from is None) == (kcycle_size == 0)
         kinds = [type(lev.smoother).__name__ for lev in mg.levels[:-1]]
-        if mg.v_from is not None and smoother == "gs":
-            assert kinds[mg.v_from:] == ["CSRL1Jacobi"] * (len(kinds) - mg.v_from), kinds
-            assert kinds[:mg.v_from] == ["CSRColourGS"] * mg.v_from, kinds
+        if smoother == "gs":
+            assert kinds == ["CSRColourGS"] + ["CSRL1Jacobi"] * (len(kinds) - 1), kinds
         out[xp] = ([lev.n for lev in mg.levels], [_matrix_order(mg, k, lev.agg, coarse=True)
                                                   for k, lev in enumerate(mg.levels[:-1])],
                    backend.to_host(mg.cycle(xp.asarray(f))))
@@ -947,13 +946,15 @@ def test_amg_cupy_matches_numpy(method, smoother, kcycle_size):
 
 @pytest.mark.parametrize("smoother", ["gs", "chebyshev"])
 @pytest.mark.parametrize("dim,n,peclet", [(2, 47, 0.0), (3, 16, 0.1)])
-def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet, smoother):
+def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet, smoother, monkeypatch):
     """Smoothed aggregation (core/smoothed.py) on CuPy: the same strength graph, independent sets,
     aggregates and smoothed prolongation as NumPy's, and the same hierarchy and W-cycle with either
-    smoother (the smoother is named: auto takes Chebyshev on the host, Gauss-Seidel on the GPU)."""
+    smoother (the smoother is named: auto takes Chebyshev on the host, Gauss-Seidel on the GPU;
+    the host takes the GPU's l1-Jacobi levels too)."""
     from pcplugins.core import kcycle, nullspace, smoothed, sparse
 
     from problems import convection_diffusion
+    _gpu_smoother_rules(monkeypatch)
     cp = backend.cupy
     A = convection_diffusion(n, peclet, dim).tocsr()
     f = np.random.default_rng(4).random(A.shape[0])
@@ -974,14 +975,24 @@ def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet, smoother):
     assert np.allclose(out[np][-1], out[cp][-1], rtol=1e-10, atol=1e-12 * np.abs(out[np][-1]).max())
 
 
+def _gpu_smoother_rules(monkeypatch):
+    """NumPy hierarchies take the GPU's choice of smoothers (kcycle.VCYCLE_SMOOTHER,
+    SMALL_JACOBI_SIZE), so that host and GPU cycles can be compared."""
+    from pcplugins.core import kcycle
+    for table in (kcycle.VCYCLE_SMOOTHER, kcycle.SMALL_JACOBI_SIZE):
+        monkeypatch.setitem(table, "cpu", table["gpu"])
+
+
 @pytest.mark.parametrize("cycle", ["w", "k"])
-def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
-    """Positive couplings (D A D, D = diag(+-1)): the same signs, aggregates and cycle on the GPU."""
+def test_amg_signed_prolongation_cupy_matches_numpy(cycle, monkeypatch):
+    """Positive couplings (D A D, D = diag(+-1)): the same signs, aggregates and cycle on the GPU
+    (with the GPU's smoothers on the host too)."""
     import scipy.sparse
 
     from pcplugins.core import kcycle, sparse
 
     import meshes
+    _gpu_smoother_rules(monkeypatch)
     cp = backend.cupy
     p, t = meshes.mesh("quasi", 48)
     A, _ = meshes.p1_poisson(p, t)
@@ -1002,22 +1013,44 @@ def test_amg_signed_prolongation_cupy_matches_numpy(cycle):
     assert np.allclose(out[np][1], out[cp][1], rtol=1e-10, atol=1e-12 * np.abs(out[np][1]).max())
 
 
+@pytest.mark.parametrize("shape", [(1024, 1024), (5, 70), (1, 1)])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
+                                       (np.complex64, 1e-5)])
+def test_gemv_matches_numpy(shape, dtype, tol):
+    """products.gemv (kernel dense_rows, a warp a row: rows longer and shorter than a warp) against
+    NumPy's matmul, into the given output; and a strided input takes the CuPy reduction."""
+    from pcplugins.core import products
+    cp = backend.cupy
+    rng = np.random.default_rng(3)
+    A, x = rng.standard_normal(shape), rng.standard_normal(shape[1])
+    if np.dtype(dtype).kind == "c":
+        A, x = A + 1j * rng.standard_normal(shape), x + 0.5j
+    A, x = A.astype(dtype), x.astype(dtype)
+    ref = A @ x
+    out = cp.zeros(shape[0], dtype)
+    assert products.gemv(out, cp.asarray(A), cp.asarray(x)) is out
+    assert np.allclose(out.get(), ref, rtol=tol, atol=tol * np.abs(A).sum(axis=1).max())
+    strided = cp.asarray(np.repeat(x, 2))[::2]
+    assert np.allclose(products.gemv(cp.zeros(shape[0], dtype), cp.asarray(A), strided).get(), ref,
+                       rtol=tol, atol=tol * np.abs(A).sum(axis=1).max())
+
+
 @pytest.mark.parametrize("density", [0.03, 0.3])
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
                                        (np.complex64, 1e-5)])
 def test_csr_row_kernels_match_twins(dtype, tol, density):
-    """sparse.spmv / residual / relax_rows: the row kernels (CSR and ELL storage, compiled per value
-    type; rows of about 10 and 90 entries: a thread a row, and csr_rows_warp) against the SciPy
-    expressions, with an improper colouring (same-colour neighbours) where the update order would
-    matter, and the kernel (not cuSPARSE) is what ran."""
+    """products.spmv / residual / relax_rows / jacobi / restricted_residual: the row kernels (CSR
+    and ELL storage, compiled per value type; rows of about 10 and 90 entries: a thread a row, and
+    csr_rows_warp) against the SciPy expressions, with an improper colouring (same-colour
+    neighbours) where the update order would matter, and the kernel (not cuSPARSE) is what ran."""
     import scipy.sparse
 
-    from pcplugins.core import sparse
+    from pcplugins.core import products, sparse
     cp = backend.cupy
     rng = np.random.default_rng(5)
     A = scipy.sparse.random(300, 300, density=density, random_state=6, format="csr") + scipy.sparse.identity(300)
     A = A.tocsr()
-    assert (A.nnz >= sparse.WARP_ROWS * 300) == (density > 0.1)
+    assert (A.nnz >= products.WARP_ROWS * 300) == (density > 0.1)
     u, f = rng.random(300), rng.random(300)
     if np.dtype(dtype).kind == "c":
         A = A + 0.5j * scipy.sparse.random(300, 300, density=density, random_state=7, format="csr")
@@ -1025,19 +1058,28 @@ def test_csr_row_kernels_match_twins(dtype, tol, density):
     u, f = u.astype(dtype), f.astype(dtype)
     rows = np.arange(0, 300, 3).astype(np.int32)          # neighbours of each other: improper
     scale = rng.random(rows.size).astype(dtype)
+    inv = rng.random(300).astype(dtype)
+    agg = rng.permutation(np.arange(300) % 80)          # 80 aggregates, members in R's rows unsorted
+    R = scipy.sparse.csr_matrix((rng.choice([-1.0, 1.0], 300), (agg, np.arange(300))), shape=(80, 300)).astype(dtype)
     out = {}
     for xp in (np, cp):
         for ell in (False, True):
             Ax = sparse.storage(sparse.csr(A.indptr, A.indices, A.data, 300, xp, dtype), xp, ell)
             Ar = Ax[xp.asarray(rows)]
             uu = xp.asarray(u)
-            assert xp is np or sparse._kernel_types(Ax, uu)
-            res = [sparse.spmv(Ax, uu, xp), sparse.residual(Ax, xp.asarray(f), uu, xp),
-                   sparse.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
+            assert xp is np or products._kernel_types(Ax, uu)
+            res = [products.spmv(Ax, uu, xp), products.residual(Ax, xp.asarray(f), uu, xp),
+                   products.relax_rows(uu.copy(), xp.asarray(f), Ar, xp.asarray(rows), xp.asarray(scale), xp)]
+            res.append(products.jacobi(Ax, xp.asarray(f), uu, xp.asarray(inv), xp))
+            assert res[-1] is not uu and np.array_equal(backend.to_host(uu), u)    # out of place
+            Rx = sparse.module(xp).csr_matrix((xp.asarray(R.data), xp.asarray(R.indices.astype(np.int32)),
+                                               xp.asarray(R.indptr.astype(np.int32))), shape=R.shape)
+            assert xp is np or products._kernel_types(Rx, uu)     # the kernel's types (short rows: density 0.03)
+            res.append(products.restricted_residual(Rx, Ax, xp.asarray(f), uu, xp))
             out[xp, ell] = [backend.to_host(a) for a in res]
     for key in [(np, True), (cp, False), (cp, True)]:
-        for a, b in zip(out[np, False], out[key]):
-            assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol), key
+        for a, b in zip(out[np, False], out[key]):       # R (f - A u) sums hundreds of terms at density 0.3
+            assert b.dtype == dtype and np.allclose(a, b, rtol=tol, atol=tol * max(1, np.abs(a).max())), key
 
 
 @pytest.mark.parametrize("boundary", ["absorbing", "dirichlet"])
@@ -1076,12 +1118,12 @@ def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n, prolongation):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n", [1, 255, 256, 257, 100003, 3000000])
 def test_device_dot_matches_numpy(n, dtype):
-    """sparse.dot's two-stage device reduction (per-block partial sums, then their sum) against
+    """products.dot's two-stage device reduction (per-block partial sums, then their sum) against
     NumPy, on sizes around the block size and beyond the 1024 blocks of the first stage."""
-    from pcplugins.core import sparse
+    from pcplugins.core import products
     rng = np.random.default_rng(n)
     a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
-    got = sparse.dot(backend.cupy.asarray(a), backend.cupy.asarray(b), backend.cupy)
+    got = products.dot(backend.cupy.asarray(a), backend.cupy.asarray(b), backend.cupy)
     assert got.shape == () and got.dtype == dtype
     ref = np.dot(a.astype(np.float64), b.astype(np.float64))
     scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
@@ -1130,10 +1172,11 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypat
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
 def test_rows_of_and_colour_diagonal_match_numpy(dtype):
-    """Kernels rows_of (a thread a row writes its index over its entries) and colour_diagonal
-    (colour Gauss-Seidel's l1 diagonal and whether a colour couples to itself) against their NumPy
-    twins: empty rows, an empty matrix, unsorted columns, a proper colouring (no same-colour
-    coupling) and random colours."""
+    """Kernels rows_of (a thread a row writes its index over its entries), colour_diagonal
+    (colour Gauss-Seidel's l1 diagonal and whether a colour couples to itself), row_l1
+    (sparse.l1_norms) and ell_fill (sparse.ELL.from_csr) against their NumPy twins: empty rows, an
+    empty matrix, unsorted columns, a proper colouring (no same-colour coupling) and random
+    colours."""
     import scipy.sparse
 
     from pcplugins.core import sparse
@@ -1157,6 +1200,11 @@ def test_rows_of_and_colour_diagonal_match_numpy(dtype):
         Dd, samed = csr_smoothers.colour_diagonal(Md, cp.asarray(colours), cp)
         assert same == samed and same == (M is A)
         assert Dd.dtype == D.dtype and np.allclose(cp.asnumpy(Dd), D, rtol=1e-12, atol=0)
+        l1, l1d = sparse.l1_norms(M, np), sparse.l1_norms(Md, cp)
+        assert l1d.dtype == l1.dtype and np.allclose(cp.asnumpy(l1d), l1, rtol=1e-6, atol=0)
+        E, Ed = sparse.ELL.from_csr(M, np), sparse.ELL.from_csr(Md, cp)
+        assert Ed.nnz == E.nnz and Ed.shape == E.shape and Ed.data.dtype == E.data.dtype
+        assert (Ed.indices.get() == E.indices).all() and (Ed.data.get() == E.data).all()
 
 
 def test_upload_through_pinned_buffers_matches_asarray(monkeypatch):

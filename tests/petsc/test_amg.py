@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins.core import aggregation, colouring, kcycle, smoothers, sparse
+from pcplugins.core import aggregation, colouring, kcycle, products, smoothers, sparse
 from pcplugins.core.comm import Comm
 
 import meshes
@@ -44,8 +44,8 @@ def test_galerkin_and_transfers_equal_the_explicit_prolongation():
     Ac = sparse.galerkin(A, agg, 17, numpy)
     assert abs(Ac - P.T @ A @ P).max() < 1e-13
     r, e = rng.random(81), rng.random(17)
-    assert numpy.allclose(sparse.spmv(sparse.members(agg, 17, numpy), r, numpy), P.T @ r)
-    assert numpy.allclose(sparse.prolong_add(r.copy(), e, agg), r + P @ e)
+    assert numpy.allclose(products.spmv(sparse.members(agg, 17, numpy), r, numpy), P.T @ r)
+    assert numpy.allclose(products.prolong_add(r.copy(), e, agg), r + P @ e)
 
 
 @pytest.mark.parametrize("dtype", [numpy.float64, numpy.complex128])
@@ -175,12 +175,12 @@ def test_ell_products_equal_csr():
     lengths = numpy.diff(A.indptr)
     assert E.width == lengths.max() > lengths.min() and E.nnz == A.nnz
     u, f = rng.random(60), rng.random(60)
-    assert numpy.allclose(sparse.spmv(E, u, numpy), A @ u, rtol=1e-14, atol=1e-14)
-    assert numpy.allclose(sparse.residual(E, f, u, numpy), f - A @ u, rtol=1e-14, atol=1e-14)
+    assert numpy.allclose(products.spmv(E, u, numpy), A @ u, rtol=1e-14, atol=1e-14)
+    assert numpy.allclose(products.residual(E, f, u, numpy), f - A @ u, rtol=1e-14, atol=1e-14)
     rows = numpy.arange(1, 60, 4).astype(numpy.int32)
     scale = rng.random(rows.size)
-    ref = sparse.relax_rows(u.copy(), f, A[rows], rows, scale, numpy)
-    assert numpy.allclose(sparse.relax_rows(u.copy(), f, E[rows], rows, scale, numpy), ref, rtol=1e-14)
+    ref = products.relax_rows(u.copy(), f, A[rows], rows, scale, numpy)
+    assert numpy.allclose(products.relax_rows(u.copy(), f, E[rows], rows, scale, numpy), ref, rtol=1e-14)
 
 
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
@@ -886,7 +886,7 @@ def test_signs_give_the_galerkin_product_of_the_signed_prolongation():
     assert abs(sparse.galerkin(B, agg, nc, numpy, s) - P.T @ B @ P).max() < 1e-12
     assert abs(sparse.members(agg, nc, numpy, s) - P.T).max() == 0
     e = numpy.random.default_rng(4).random(nc)
-    assert numpy.allclose(sparse.prolong_add(numpy.zeros(len(agg)), e, agg, s), P @ e)
+    assert numpy.allclose(products.prolong_add(numpy.zeros(len(agg)), e, agg, s), P @ e)
 
 
 def test_stalled_coarsening_is_said_or_refused(monkeypatch):

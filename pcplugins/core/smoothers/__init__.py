@@ -2,10 +2,11 @@
 (``make_csr``).
 
 Every smoother has ``smooth(u, f, sweeps, [exchange,] reverse=False, zero_guess=False)``, which
-improves ``u`` for ``A u = f`` in place, and ``describe()``. On stencil levels ``u`` is padded with
-its ghosts current on entry and ``exchange(u)`` refreshes them (a DMDA ghost update under MPI,
-nothing in serial), called after every colour so that the iterates do not depend on the number
-of ranks. ``reverse=True`` runs the colours in the opposite order (the post-smoother reverses
+improves ``u`` for ``A u = f`` in place, and ``describe()``; the CSR smoothers return the result,
+which may be a new array (l1-Jacobi sweeps out of place, one kernel a sweep). On stencil levels
+``u`` is padded with its ghosts current on entry and ``exchange(u)`` refreshes them (a DMDA ghost
+update under MPI, nothing in serial), called after every colour so that the iterates do not
+depend on the number of ranks. ``reverse=True`` runs the colours in the opposite order (the post-smoother reverses
 the pre-smoother, which keeps the cycle symmetric for CG); ``zero_guess=True`` starts from u = 0
 whatever ``u`` holds.
 

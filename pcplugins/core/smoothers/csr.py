@@ -4,7 +4,7 @@ Gauss-Seidel by row colours, l1-Jacobi, the hybrid form of either across ranks, 
 import numpy
 
 from ... import backend
-from .. import smoothed, sparse
+from .. import products, smoothed, sparse
 from .stencil import capped_lambda_max, chebyshev_steps, lanczos_lambda_max, probe_vector
 
 
@@ -47,7 +47,7 @@ class CSRColourGS:
         parts = self.parts[::-1] if reverse else self.parts
         for _ in range(sweeps):
             for idx, Ac, invd in parts:
-                sparse.relax_rows(u, f, Ac, idx, invd, self.xp, independent=self.proper)
+                products.relax_rows(u, f, Ac, idx, invd, self.xp, independent=self.proper)
         return u
 
     def describe(self):
@@ -74,11 +74,7 @@ def colour_diagonal(A, colours, xp):
                            "  else if (colours[j] == colours[i]) { l1 += magnitude(data[k]); any = 1; }"
                            "}"
                            "d = D(diag) + D(l1); same = any",
-                           # |a| as NumPy's abs takes it (in the value's own precision), then widened
-                           preamble="__device__ double magnitude(float v) { return fabsf(v); }\n"
-                                    "__device__ double magnitude(double v) { return fabs(v); }\n"
-                                    "__device__ double magnitude(complex<float> v) { return abs(v); }\n"
-                                    "__device__ double magnitude(complex<double> v) { return abs(v); }\n")(
+                           preamble=sparse.MAGNITUDE)(
             A.indptr, A.indices, A.data, colours, D, same)
         return D, backend.any_true(same)
     rows, cols = sparse.rows_of(A, xp), A.indices
@@ -96,10 +92,15 @@ class CSRL1Jacobi:
         self.A, self.xp, self.inv = A if M is None else M, xp, 1.0 / (l1 if extra is None else l1 + extra)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
+        """Out of place (one kernel a sweep on the GPU): returns a new array, or ``u``, written,
+        for no sweeps from zero or for one (its residual is f)."""
         if zero_guess:
-            u[...] = 0
-        for _ in range(sweeps):
-            u += self.inv * sparse.residual(self.A, f, u, self.xp)
+            if sweeps == 0:
+                u[...] = 0
+                return u
+            u = self.xp.multiply(self.inv, f, out=u) if self.inv.dtype == u.dtype else self.inv * f
+        for _ in range(sweeps - bool(zero_guess)):
+            u = products.jacobi(self.A, f, u, self.inv, self.xp)
         return u
 
     def describe(self):
@@ -121,7 +122,7 @@ class CSRHybrid:
         for s in range(sweeps):
             first = zero_guess and s == 0           # every rank starts from zero: no exchange
             g = f if first else f - self.A.off_rank(u)
-            self.inner.smooth(u, g, 1, reverse=reverse, zero_guess=first)
+            u = self.inner.smooth(u, g, 1, reverse=reverse, zero_guess=first)
         return u
 
     def describe(self):
@@ -151,7 +152,7 @@ class CSRChebyshev:
         self._steps = {}
 
     def _residual(self, f, u):
-        return self.rows.residual(f, u) if self.rows else sparse.residual(self.A, f, u, self.xp)
+        return self.rows.residual(f, u) if self.rows else products.residual(self.A, f, u, self.xp)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:

@@ -7,7 +7,7 @@
 - ``dezeeuw``: de Zeeuw's matrix-dependent prolongation, on stencil levels and as a CSR matrix;
 - ``csr``: the 1D linear interpolation of the CSR levels.
 
-(Aggregation AMG's piecewise-constant transfers are sparse.members and sparse.prolong_add.)
+(Aggregation AMG's piecewise-constant transfers are sparse.members and products.prolong_add.)
 """
 from .blackbox import BlackBox
 from .csr import prolongation_1d

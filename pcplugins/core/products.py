@@ -1,0 +1,198 @@
+"""The cycle's products on NumPy or CuPy arrays, none of which waits for the host: CSR and ELL row
+products (A u, f - A u, Gauss-Seidel and Jacobi updates), the aggregate prolongation, and the
+K-cycle's inner products and vector updates with device scalars.
+
+cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per call,
+so on the GPU these run one small kernel each (sparse.cu's row kernels, real or complex, single or
+double); on the host they are SciPy/NumPy expressions, the kernels' twins (tests/gpu/test_kernels.py
+compares them).
+"""
+import functools
+
+import numpy
+
+from .. import backend, kernels
+from . import sparse
+
+
+def prolong_add(u, e, agg, sign=None, scale=1.0):
+    """u += scale P e (one kernel on the GPU); P[i, agg[i]] = sign[i] with ``sign``, else 1."""
+    if backend.array_module(u) is numpy:
+        e = e[agg] if scale == 1 else scale * e[agg]
+        u += e if sign is None else sign * e
+        return u
+    if sign is None:
+        sparse.elementwise("prolong", "raw T e, I agg, T a", "T u", "u += a * e[agg]")(e, agg, scale, u)
+    else:
+        sparse.elementwise("prolong_signed", "raw T e, I agg, S s, T a", "T u",
+                           "u += a * s * e[agg]")(e, agg, sign, scale, u)
+    return u
+
+
+_ROWS, _RESIDUAL, _SCALE, _UPDATE = 1, 2, 4, 8
+# rows this long on average (a system's coarse levels: 6 unknowns a node, tens of neighbours) go to a warp a row
+WARP_ROWS = 24
+
+
+def _csr_rows(A, u, f=None, rows=None, scale=None, update=None):
+    """The row kernel of A's storage (csr_rows or ell_rows) in the mode the arguments ask for;
+    ``update``: the array that takes u + the result (u itself where the rows do not couple)."""
+    m = A.shape[0]
+    out = backend.cupy.empty(m, A.dtype) if update is None else update
+    mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
+        (_SCALE if scale is not None else 0) | (_UPDATE if update is not None else 0)
+    threads = m
+    if isinstance(A, sparse.ELL):
+        name, matrix = "ell_rows", (numpy.int32(A.width), A.indices, A.data)
+    elif A.nnz >= WARP_ROWS * m:
+        name, matrix, threads = "csr_rows_warp", (A.indptr, A.indices, A.data), 32 * m
+    else:
+        name, matrix = "csr_rows", (A.indptr, A.indices, A.data)
+    sparse.row_kernel(kernels.CTYPES[A.dtype], name)(((threads + 255) // 256,), (256,),
+                                        (numpy.int32(m), numpy.int32(mode), rows if rows is not None else A.indices,
+                                         *matrix, u, f if f is not None else u,
+                                         scale if scale is not None else u, out))
+    return out
+
+
+def spmv(A, u, xp):
+    """A u (a new array); A a CSR or ELL matrix, or anything with ``@`` (distributed.Transfer)."""
+    if backend.is_gpu(xp) and hasattr(A, "indices") and _kernel_types(A, u):
+        return _csr_rows(A, u)
+    return A @ u
+
+
+def residual(A, f, u, xp):
+    """f - A u (a new array)."""
+    if backend.is_gpu(xp) and _kernel_types(A, u, f):
+        return _csr_rows(A, u, f=f)
+    r = A @ u
+    if r.dtype == numpy.result_type(f, r) and not backend.is_gpu(xp):
+        return xp.subtract(f, r, out=r)          # in place: a new array costs its page faults
+    return f - r
+
+
+def restricted_residual(R, A, f, u, xp):
+    """R (f - A u) (a new array): on the GPU one kernel that writes no residual, as many threads a
+    row of R as R has entries a row on average (rounded up to a power of 2, at most 32: 4 for a 2D
+    aux grid, 8 in 3D), each summing its members' residuals (A's rows short: ELL, or CSR of fewer
+    than WARP_ROWS entries on average)."""
+    if (backend.is_gpu(xp) and not isinstance(R, sparse.ELL) and hasattr(R, "indptr") and _kernel_types(R, u, f)
+            and _kernel_types(A, u) and (isinstance(A, sparse.ELL) or A.nnz < WARP_ROWS * A.shape[0])):
+        nc = R.shape[0]
+        out = backend.cupy.empty(nc, R.dtype)
+        if nc == 0:
+            return out
+        lanes = min(32, 1 << max(0, -(-R.nnz // max(nc, 1)) - 1).bit_length())
+        matrix = (A.width, A.indices, A.indices, A.data) if isinstance(A, sparse.ELL) else \
+            (0, A.indptr, A.indices, A.data)
+        i32 = numpy.int32
+        sparse.row_kernel(kernels.CTYPES[A.dtype], "restricted_residual")(
+            ((nc * lanes + 255) // 256,), (256,),
+            (i32(nc), i32(lanes), R.indptr, R.indices, R.data, i32(A.shape[0]), i32(matrix[0]), *matrix[1:], u, f, out))
+        return out
+    return spmv(R, residual(A, f, u, xp), xp)
+
+
+def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
+    """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A (indices, or
+    on the host a slice): all the new values computed from the old u, then written (the same
+    result whatever the colouring).
+    ``independent``: the rows do not couple to each other, so one kernel updates u in place."""
+    if backend.is_gpu(xp) and _kernel_types(Arows, u, f, scale):
+        if independent:
+            return _csr_rows(Arows, u, f=f, rows=rows, scale=scale, update=u)
+        t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
+        sparse.elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")(
+            t, rows, u, size=rows.shape[0])
+        return u
+    u[rows] += scale * (f[rows] - Arows @ u)
+    return u
+
+
+def jacobi(A, f, u, scale, xp):
+    """u + scale (f - A u), a new array (one kernel on the GPU): a Jacobi sweep out of place."""
+    if backend.is_gpu(xp) and _kernel_types(A, u, f, scale):
+        return _csr_rows(A, u, f=f, scale=scale, update=backend.cupy.empty_like(u))
+    return u + scale * residual(A, f, u, xp)
+
+
+def _kernel_types(A, *vectors):
+    """The row kernel's types: int32 indices, the vectors' values of the matrix's type."""
+    return (A.indices.dtype == numpy.int32 and (isinstance(A, sparse.ELL) or A.indptr.dtype == numpy.int32)
+            and A.dtype in kernels.CTYPES and all(v.dtype == A.dtype for v in vectors))
+
+
+def dot(a, b, xp):
+    """(a, b) of real vectors as a 0-d array of ``xp``, with no synchronisation. On the GPU two
+    kernels: per-block partial sums over the whole device, then their sum (CuPy's ReductionKernel
+    gives a full reduction one thread block, which leaves the device mostly idle; the K-cycle
+    takes many dots per cycle)."""
+    if not backend.is_gpu(xp):
+        return xp.asarray(numpy.dot(a, b))
+    n = a.size
+    blocks = max(1, min(1024, (n + 255) // 256))
+    partial = xp.empty(blocks, a.dtype)
+    kernels.kernel("sparse", "dot_partial", VALUE=kernels.CTYPES[numpy.dtype(a.dtype)])(
+        (blocks,), (256,), (a, b, partial, numpy.int64(n)))
+    return _sum_kernel()(partial)
+
+
+@functools.lru_cache(maxsize=None)
+def _sum_kernel():
+    return backend.cupy.ReductionKernel("T x", "T z", "x", "a + b", "z = a", "0", "pcplugins_sum")
+
+
+def axpy(y, alpha, x, xp):
+    """y += alpha x with alpha a 0-d array (one kernel on the GPU)."""
+    if not backend.is_gpu(xp):
+        y += alpha * x
+        return y
+    sparse.elementwise("axpy", "raw T a, T x", "T y", "y += a[0] * x")(alpha, x, y)
+    return y
+
+
+def axpy_ratio(y, num, den, x, xp):
+    """y -= (num / den) x, num and den 0-d arrays, nothing where den <= 0 (one kernel on the GPU)."""
+    if not backend.is_gpu(xp):
+        if den > 0:
+            y -= (num / den) * x
+        return y
+    sparse.elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y",
+                       "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
+    return y
+
+
+def step_length(rp, pap, xp):
+    """rp / pap, or 0 where pap <= 0 (a direction of zero energy: the residual is already zero)."""
+    if not backend.is_gpu(xp):
+        return xp.asarray(rp / pap if pap > 0 else 0.0)
+    return sparse.elementwise("step", "T rp, T pap", "T a", "a = pap > 0 ? rp / pap : 0")(rp, pap)
+
+
+def xmay(x, alpha, y, xp):
+    """x - alpha y (a new array), alpha a 0-d array."""
+    if not backend.is_gpu(xp):
+        return x - alpha * y
+    return sparse.elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
+
+
+def gemv(out, A, x):
+    """out = A x for a small dense A (the coarsest level's inverse), into a preallocated ``out``:
+    one launch with no cuBLAS workspace, so it can be captured in a CUDA graph. On the GPU
+    sparse.cu's dense_rows, a warp a row, for contiguous arrays of one value type, else a CuPy
+    reduction."""
+    if backend.array_module(out) is numpy:
+        return numpy.matmul(A, x, out=out)
+    if (A.dtype in kernels.CTYPES and A.dtype == x.dtype == out.dtype and A.flags.c_contiguous
+            and x.flags.c_contiguous and out.flags.c_contiguous and A.shape[0]):
+        m, n = A.shape
+        sparse.row_kernel(kernels.CTYPES[A.dtype], "dense_rows")(
+            ((32 * m + 255) // 256,), (256,), (numpy.int32(m), numpy.int32(n), A, x, out))
+        return out
+    return _gemv_kernel()(A, x[None, :], out, axis=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _gemv_kernel():
+    return backend.cupy.ReductionKernel("T a, T x", "T y", "a * x", "a + b", "y = a", "0", "pcplugins_gemv")
