@@ -271,10 +271,10 @@ class AggregationMG:
 
     def _ell(self, k, M, coords):
         """Level k's products in ELL storage (on several ranks the smoother's, of this rank's own
-        block)? Every level with storage ``ell``; with ``coarse`` the aux grid's coarse levels
-        whose rows have at most 3^dim entries (an aggregate is a cell coupled to its neighbour
-        cells: 9 in 2D, 27 in 3D, unless long edges skip a cell). ``auto`` is ``coarse`` on the
-        GPU and CSR on the host, where SciPy's compiled CSR product is faster than NumPy's ELL."""
+        block)? Every level with storage ``ell``; with ``coarse`` the aux grid's levels whose rows
+        have at most 3^dim entries (a cell coupled to its neighbour cells: 9 in 2D, 27 in 3D; on
+        the finest level a grid's star stencil, read coalesced by colour Gauss-Seidel). ``auto``
+        is ``coarse`` on the GPU and CSR on the host (SciPy's CSR product beats NumPy's ELL)."""
         o = self.opts
         storage = o.storage if o.storage != "auto" else "coarse" if backend.is_gpu(self.xp) else "csr"
         M = M.own if isinstance(M, distributed.Rows) else M
@@ -282,7 +282,7 @@ class AggregationMG:
             return False
         if storage == "ell":
             return True
-        return self.method == "auxgrid" and k > 0 and int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
+        return self.method == "auxgrid" and int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
 
     def free(self):
         """Release the levels now, and the replicated levels' graphs (their callback refers back

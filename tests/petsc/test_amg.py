@@ -185,10 +185,10 @@ def test_ell_products_equal_csr():
 
 @pytest.mark.parametrize("smoother", ["gs", "l1jacobi", "chebyshev"])
 def test_auxgrid_coarse_levels_in_ell(smoother):
-    """-pc_amg_storage coarse (auto's choice on the GPU): the aux grid's coarse levels of a P1 mesh
-    (an aggregate couples to its 8 neighbour cells) are stored as ELL of width at most 9, the
-    finest level as CSR; the cycle equals the all-CSR cycle to rounding, ``ell`` puts every level
-    in ELL, and auto on the host is CSR."""
+    """-pc_amg_storage coarse (auto's choice on the GPU): the aux grid's levels of a P1 mesh (an
+    aggregate couples to its 8 neighbour cells, a vertex here to at most 8) are stored as ELL of
+    width at most 9, and a finest level with a longer row as CSR; the cycle equals the all-CSR
+    cycle to rounding, ``ell`` puts every level in ELL, and auto on the host is CSR."""
     A, xy = fe("quasi", 48)
     f = numpy.random.default_rng(1).random(A.shape[0])
     out = {}
@@ -197,8 +197,12 @@ def test_auxgrid_coarse_levels_in_ell(smoother):
                                                            storage=storage, coarse_size=40), xy)
         out[storage] = (mg.cycle(f), [lev.storage for lev in mg.levels[:-1]])
     coarse = out["coarse"][1]
-    assert coarse[0] == "CSR" and len(coarse) >= 3
-    assert all(s.startswith("ELL (width ") and int(s[11:-1]) <= 9 for s in coarse[1:]), coarse
+    assert len(coarse) >= 3 and all(s.startswith("ELL (width ") and int(s[11:-1]) <= 9 for s in coarse), coarse
+    B = A.tolil()
+    B[0, 1:13] = B[1:13, 0] = -1e-3                 # a row of 13 entries
+    mg = kcycle.AggregationMG(B.tocsr(), numpy, kcycle.Options(aggregation="auxgrid", smoother=smoother,
+                                                               storage="coarse", coarse_size=40), xy)
+    assert mg.levels[0].storage == "CSR"
     assert set(out["csr"][1]) == set(out["auto"][1]) == {"CSR"} and all(s.startswith("ELL") for s in out["ell"][1])
     for storage in ("coarse", "ell"):
         assert numpy.allclose(out[storage][0], out["csr"][0], rtol=1e-10, atol=1e-12), storage
