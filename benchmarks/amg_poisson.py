@@ -166,7 +166,8 @@ def _run(name, options, A, xy, gpu, bs=1):
     if options.get("pc_python_type") == "pcplugins.AMG":
         ksp.getPC().setType("python")
         ksp.getPC().setPythonType("pcplugins.AMG")
-        pcplugins.set_coordinates(ksp.getPC(), xy)
+        # on the GPU the coordinates are where the matrix is (a CuPy array: a CUDA Vec on the PC)
+        pcplugins.set_coordinates(ksp.getPC(), backend.cupy.asarray(xy) if gpu else xy)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-6, max_it=20000)
     ksp.setFromOptions()

@@ -6,6 +6,7 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
+from . import vec
 from .dmda import pc_dm
 from .errors import error
 from .mat import pc_matrix
@@ -74,9 +75,14 @@ def near_null_space(M, xp):
 
 
 def _finite_coordinates(v, n, dim, xp):
-    """The values of the coordinates Vec ``v`` as an n x dim float64 ``xp`` array (a copy)."""
-    c = numpy.asarray(v.getArray(readonly=True)).real.reshape(n, dim).astype(numpy.float64, copy=False)  # complex PETSc
-    c = backend.upload(c) if backend.is_gpu(xp) else c.copy()
+    """The values of the coordinates Vec ``v`` as an n x dim float64 ``xp`` array (a copy): from
+    a CUDA Vec's device array on the GPU (no host trip), else from its host array."""
+    if vec.vec_is_cuda(v) and backend.is_gpu(xp):
+        with vec.vec_array(v, "r") as a:
+            c = a.real.reshape(n, dim).astype(numpy.float64)         # a copy (real parts: complex PETSc)
+    else:
+        c = numpy.asarray(v.getArray(readonly=True)).real.reshape(n, dim).astype(numpy.float64, copy=False)
+        c = backend.upload(c) if backend.is_gpu(xp) else c.copy()
     if not backend.all_true(xp.isfinite(c)):
         raise error("pcplugins.AMG: the coordinates contain NaN or Inf")
     return c
@@ -84,11 +90,23 @@ def _finite_coordinates(v, n, dim, xp):
 
 def compose_coordinates(pc, coords):
     """Attach vertex coordinates (n x dim; under MPI those of this rank's rows) to the PC for
-    pcplugins.AMG."""
-    c = numpy.ascontiguousarray(coords, dtype=numpy.float64)
-    if c.ndim != 2 or c.shape[1] not in (2, 3):
-        raise error(f"pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, got shape {c.shape}")
-    v = PETSc.Vec().createWithArray(c.ravel().copy(), bsize=c.shape[1], comm=PETSc.COMM_SELF)
+    pcplugins.AMG: a NumPy array as a host Vec, a CuPy array as a CUDA Vec (copied on the device;
+    the setup then reads them where they are, as it reads a matrix already on the device)."""
+    if backend.array_module(coords) is not numpy:
+        if coords.ndim != 2 or coords.shape[1] not in (2, 3):
+            raise error("pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, "
+                        f"got shape {coords.shape}")
+        v = PETSc.Vec().create(comm=PETSc.COMM_SELF)
+        v.setSizes(coords.size, bsize=coords.shape[1])
+        v.setType(PETSc.Vec.Type.SEQCUDA)
+        with vec.vec_array(v, "w") as a:
+            a[...] = coords.ravel()
+    else:
+        c = numpy.ascontiguousarray(coords, dtype=numpy.float64)
+        if c.ndim != 2 or c.shape[1] not in (2, 3):
+            raise error("pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, "
+                        f"got shape {c.shape}")
+        v = PETSc.Vec().createWithArray(c.ravel().copy(), bsize=c.shape[1], comm=PETSc.COMM_SELF)
     pc.compose("coordinates", v)
     return v
 

@@ -148,18 +148,26 @@ def test_fft_poisson_cuda_matches_host(precision, tol, dense, monkeypatch):
 @pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
 def test_amg_petsc_cuda_matches_host(method):
     """aijcusparse + CUDA Vecs: the matrix is read on the device, setup and cycle run on CuPy,
-    and the iteration count equals the host run's."""
+    and the iteration count equals the host run's; coordinates given as a CuPy array (a CUDA Vec
+    composed on the PC) give the same solve as a NumPy array's."""
+    import cupy
+
     import meshes
     A, xy = meshes.p1_poisson(*meshes.mesh("disk", 24))
     its = {}
-    for mat_type in ("aij", "aijcusparse"):
+    for mat_type, where in (("aij", "host"), ("aijcusparse", "host"), ("aijcusparse", "device")):
         options = {"pc_amg_aggregation": method, "pc_amg_coarse_size": 100, "pc_amg_kcycle_size": 0}
-        it, res, ksp = amg_solve(A, xy, options, rtol=1e-8, mat_type=mat_type)
+        coords = cupy.asarray(xy) if where == "device" else xy
+        it, res, ksp = amg_solve(A, coords, options, rtol=1e-8, mat_type=mat_type)
         ctx = ksp.getPC().getPythonContext()
-        its[mat_type] = (it, ctx.device, ctx.matrix_source, ksp.getSolution().getType())
-    assert its["aij"][1] == "cpu" and its["aijcusparse"][1] == "gpu"
-    assert "cuda" in its["aijcusparse"][3] and "device" in its["aijcusparse"][2]
-    assert abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
+        its[mat_type, where] = (it, ctx.device, ctx.matrix_source, ksp.getSolution().getType(),
+                                ksp.getPC().query("coordinates").getType(), ksp.getSolution().getArray().copy())
+    host, dev, devxy = its["aij", "host"], its["aijcusparse", "host"], its["aijcusparse", "device"]
+    assert host[1] == "cpu" and dev[1] == devxy[1] == "gpu"
+    assert "cuda" in dev[3] and "device" in dev[2]
+    assert "cuda" not in dev[4] and "cuda" in devxy[4]
+    assert abs(host[0] - dev[0]) <= 1, its
+    assert dev[0] == devxy[0] and np.array_equal(dev[5], devxy[5])
 
 
 @real_scalars
