@@ -85,6 +85,14 @@ class CSRLevel:
             return self.restrict(self.rows.residual(f, u))
         return products.restricted_residual(self.R, self.M, f, u, self.xp)
 
+    def correct_and_smooth(self, u, e, scale, f, sweeps):
+        """u + scale P e, then ``sweeps`` post-sweeps (in reverse order): where the smoother takes
+        the prolongation into its first sweep (l1-Jacobi's smooth_prolonged), one product fewer."""
+        if self.agg is not None and self.rows is None and hasattr(self.smoother, "smooth_prolonged"):
+            return self.smoother.smooth_prolonged(u, e, self.agg, self.sign, scale, f, sweeps)
+        self.prolong_add(u, e, scale)
+        return self.smoother.smooth(u, f, sweeps, reverse=True)
+
     def prolong_add(self, u, e, scale=1.0):
         """u += scale P e."""
         if self.agg is not None:
@@ -129,8 +137,7 @@ class Cycle:
             u = self.xp.empty_like(f) if self.pre > 0 else self.xp.zeros_like(f)
             u = lev.smoother.smooth(u, f, self.pre, zero_guess=True)
         e = self.coarse_correction(k + 1, lev.restricted_residual(f, u), kind)
-        lev.prolong_add(u, e, self.overcorrection if kind == "w" else 1.0)
-        return lev.smoother.smooth(u, f, self.post, reverse=True)
+        return lev.correct_and_smooth(u, e, self.overcorrection if kind == "w" else 1.0, f, self.post)
 
     def coarse_correction(self, k, f, kind):
         """C_k f for the residual f restricted from level k - 1."""

@@ -117,6 +117,26 @@ def jacobi(A, f, u, scale, xp):
     return u + scale * residual(A, f, u, xp)
 
 
+def jacobi_prolonged(A, f, u, e, agg, sign, alpha, scale, xp):
+    """v + scale (f - A v) with v = u + alpha P e (P[i, agg[i]] = sign[i], or 1 without ``sign``),
+    a new array: the prolongation and the Jacobi sweep after it, on the GPU one kernel that never
+    writes v (A's rows short: ELL, or CSR of fewer than WARP_ROWS entries on average); ``u`` may
+    be overwritten."""
+    if (backend.is_gpu(xp) and _kernel_types(A, u, f, scale, e) and agg.dtype == numpy.int32
+            and (sign is None or sign.dtype == A.dtype) and A.shape[0]
+            and (isinstance(A, sparse.ELL) or A.nnz < WARP_ROWS * A.shape[0])):
+        m = A.shape[0]
+        out = backend.cupy.empty_like(u)
+        matrix = (A.width, A.indices, A.indices, A.data) if isinstance(A, sparse.ELL) else \
+            (0, A.indptr, A.indices, A.data)
+        sparse.row_kernel(kernels.CTYPES[A.dtype], "jacobi_prolonged")(
+            ((m + 255) // 256,), (256,),
+            (numpy.int32(m), numpy.int32(matrix[0]), *matrix[1:], u, e, agg, numpy.uint64(0) if sign is None else sign,
+             A.dtype.type(alpha), f, scale, out))
+        return out
+    return jacobi(A, f, prolong_add(u, e, agg, sign, alpha), scale, xp)
+
+
 def _kernel_types(A, *vectors):
     """The row kernel's types: int32 indices, the vectors' values of the matrix's type."""
     return (A.indices.dtype == numpy.int32 and (isinstance(A, sparse.ELL) or A.indptr.dtype == numpy.int32)

@@ -103,6 +103,32 @@ extern "C" __global__ void restricted_residual(const int nc, const int lanes, co
     if (a < nc && lane == 0) out[a] = buf[threadIdx.x];
 }
 
+__device__ __forceinline__ T prolonged(const int j, const T* u, const T* __restrict__ e,
+        const int* __restrict__ agg, const T* __restrict__ sign, const T alpha)
+{
+    // v_j = u_j + alpha (P e)_j, P[j, agg[j]] = sign[j] (1 without signs)
+    return u[j] + (sign ? alpha * sign[j] : alpha) * e[agg[j]];
+}
+
+extern "C" __global__ void jacobi_prolonged(const int m, const int width, const int* __restrict__ indptr,
+        const int* __restrict__ indices, const T* __restrict__ data, const T* __restrict__ u,
+        const T* __restrict__ e, const int* __restrict__ agg, const T* __restrict__ sign, const T alpha,
+        const T* __restrict__ f, const T* __restrict__ scale, T* __restrict__ out)
+{
+    // out = v + scale (f - A v), v = u + alpha P e made as it is read, never written: the
+    // prolongation and the first Jacobi sweep after it in one pass. A in ELL storage (width > 0,
+    // entry k of row t at k * m + t) or CSR (indptr).
+    const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (t >= m) return;
+    T s = T(0);
+    if (width > 0)
+        for (int k = 0; k < width; ++k) s += data[k * m + t] * prolonged(indices[k * m + t], u, e, agg, sign, alpha);
+    else
+        for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * prolonged(indices[k], u, e, agg, sign, alpha);
+    const T v = prolonged(t, u, e, agg, sign, alpha);
+    out[t] = v + scale[t] * (f[t] - s);
+}
+
 extern "C" __global__ void dense_rows(const int m, const int n, const T* __restrict__ a,
         const T* __restrict__ x, T* __restrict__ out)
 {

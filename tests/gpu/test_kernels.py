@@ -1039,10 +1039,11 @@ def test_gemv_matches_numpy(shape, dtype, tol):
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.complex128, 1e-13), (np.float32, 1e-5),
                                        (np.complex64, 1e-5)])
 def test_csr_row_kernels_match_twins(dtype, tol, density):
-    """products.spmv / residual / relax_rows / jacobi / restricted_residual: the row kernels (CSR
-    and ELL storage, compiled per value type; rows of about 10 and 90 entries: a thread a row, and
-    csr_rows_warp) against the SciPy expressions, with an improper colouring (same-colour
-    neighbours) where the update order would matter, and the kernel (not cuSPARSE) is what ran."""
+    """products.spmv / residual / relax_rows / jacobi / restricted_residual / jacobi_prolonged (with
+    and without signs): the row kernels (CSR and ELL storage, compiled per value type; rows of
+    about 10 and 90 entries: a thread a row, and csr_rows_warp) against the SciPy expressions, with
+    an improper colouring (same-colour neighbours) where the update order would matter, and the
+    kernel (not cuSPARSE) is what ran."""
     import scipy.sparse
 
     from pcplugins.core import products, sparse
@@ -1061,6 +1062,7 @@ def test_csr_row_kernels_match_twins(dtype, tol, density):
     inv = rng.random(300).astype(dtype)
     agg = rng.permutation(np.arange(300) % 80)          # 80 aggregates, members in R's rows unsorted
     R = scipy.sparse.csr_matrix((rng.choice([-1.0, 1.0], 300), (agg, np.arange(300))), shape=(80, 300)).astype(dtype)
+    e, sign = rng.random(80).astype(dtype), rng.choice([-1.0, 1.0], 300).astype(dtype)
     out = {}
     for xp in (np, cp):
         for ell in (False, True):
@@ -1076,6 +1078,9 @@ def test_csr_row_kernels_match_twins(dtype, tol, density):
                                                xp.asarray(R.indptr.astype(np.int32))), shape=R.shape)
             assert xp is np or products._kernel_types(Rx, uu)     # the kernel's types (short rows: density 0.03)
             res.append(products.restricted_residual(Rx, Ax, xp.asarray(f), uu, xp))
+            for sg in (None, xp.asarray(sign)):            # u + 1.5 P e, then a Jacobi sweep
+                res.append(products.jacobi_prolonged(Ax, xp.asarray(f), uu.copy(), xp.asarray(e),
+                                                     xp.asarray(agg.astype(np.int32)), sg, 1.5, xp.asarray(inv), xp))
             out[xp, ell] = [backend.to_host(a) for a in res]
     for key in [(np, True), (cp, False), (cp, True)]:
         for a, b in zip(out[np, False], out[key]):       # R (f - A u) sums hundreds of terms at density 0.3

@@ -103,6 +103,14 @@ class CSRL1Jacobi:
             u = products.jacobi(self.A, f, u, self.inv, self.xp)
         return u
 
+    def smooth_prolonged(self, u, e, agg, sign, alpha, f, sweeps):
+        """``smooth`` of u + alpha P e (``agg``, ``sign``: P as products.prolong_add takes it),
+        its first sweep one product with the prolongation (products.jacobi_prolonged)."""
+        if sweeps == 0:
+            return products.prolong_add(u, e, agg, sign, alpha)
+        u = products.jacobi_prolonged(self.A, f, u, e, agg, sign, alpha, self.inv, self.xp)
+        return self.smooth(u, f, sweeps - 1)
+
     def describe(self):
         return "l1-Jacobi"
 
