@@ -15,7 +15,8 @@ quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py), and (
 Q1 linear elasticity on ne2^2 / ne3^3 elements (examples/elasticity.py: block size = dimension,
 the rigid body modes set as the near null space, as PETSc's ksp ex56 does; pyamg gets them as B).
 The matrix is given
-without a DM; pcplugins.AMG gets the vertex coordinates through pcplugins.set_coordinates. Under
+without a DM, already on the device for the GPU runs; pcplugins.AMG gets the vertex coordinates
+through pcplugins.set_coordinates (for the GPU runs a CuPy array, on the device too). Under
 mpiexec each rank holds a block of consecutive rows (and their coordinates), one GPU per rank.
 Each solver runs 1 + repeat times on fresh KSPs; of the runs after the first (which compiles
 kernels) the one of median total time is reported.
