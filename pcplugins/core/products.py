@@ -78,15 +78,14 @@ def restricted_residual(R, A, f, u, xp):
     row of R as R has entries a row on average (rounded up to a power of 2, at most 32: 4 for a 2D
     aux grid, 8 in 3D), each summing its members' residuals (A's rows short: ELL, or CSR of fewer
     than WARP_ROWS entries on average)."""
-    if (backend.is_gpu(xp) and not isinstance(R, sparse.ELL) and hasattr(R, "indptr") and _kernel_types(R, u, f)
-            and _kernel_types(A, u) and (isinstance(A, sparse.ELL) or A.nnz < WARP_ROWS * A.shape[0])):
+    matrix = _short_rows(A) if backend.is_gpu(xp) else None
+    if (matrix and not isinstance(R, sparse.ELL) and hasattr(R, "indptr") and _kernel_types(R, u, f)
+            and _kernel_types(A, u)):
         nc = R.shape[0]
         out = backend.cupy.empty(nc, R.dtype)
         if nc == 0:
             return out
         lanes = min(32, 1 << max(0, -(-R.nnz // max(nc, 1)) - 1).bit_length())
-        matrix = (A.width, A.indices, A.indices, A.data) if isinstance(A, sparse.ELL) else \
-            (0, A.indptr, A.indices, A.data)
         i32 = numpy.int32
         sparse.row_kernel(kernels.CTYPES[A.dtype], "restricted_residual")(
             ((nc * lanes + 255) // 256,), (256,),
@@ -123,19 +122,28 @@ def jacobi_prolonged(A, f, u, e, agg, sign, alpha, scale, xp):
     a new array: the prolongation and the Jacobi sweep after it, on the GPU one kernel that never
     writes v (A's rows short: ELL, or CSR of fewer than WARP_ROWS entries on average); ``u`` may
     be overwritten."""
-    if (backend.is_gpu(xp) and _kernel_types(A, u, f, scale, e) and agg.dtype == numpy.int32
-            and (sign is None or sign.dtype == A.dtype) and A.shape[0]
-            and (isinstance(A, sparse.ELL) or A.nnz < WARP_ROWS * A.shape[0])):
+    matrix = _short_rows(A) if backend.is_gpu(xp) else None
+    if (matrix and _kernel_types(A, u, f, scale, e) and agg.dtype == numpy.int32
+            and (sign is None or sign.dtype == A.dtype) and A.shape[0]):
         m = A.shape[0]
         out = backend.cupy.empty_like(u)
-        matrix = (A.width, A.indices, A.indices, A.data) if isinstance(A, sparse.ELL) else \
-            (0, A.indptr, A.indices, A.data)
         sparse.row_kernel(kernels.CTYPES[A.dtype], "jacobi_prolonged")(
             ((m + 255) // 256,), (256,),
             (numpy.int32(m), numpy.int32(matrix[0]), *matrix[1:], u, e, agg, numpy.uint64(0) if sign is None else sign,
              A.dtype.type(alpha), f, scale, out))
         return out
     return jacobi(A, f, prolong_add(u, e, agg, sign, alpha), scale, xp)
+
+
+def _short_rows(A):
+    """(width, indptr, indices, data) for the kernels that take a thread a row of A in either
+    storage (width 0: CSR, indptr read; else ELL, indptr unused): A in ELL, or CSR of fewer than
+    WARP_ROWS entries a row on average; None for longer rows."""
+    if isinstance(A, sparse.ELL):
+        return A.width, A.indices, A.indices, A.data
+    if A.nnz < WARP_ROWS * A.shape[0]:
+        return 0, A.indptr, A.indices, A.data
+    return None
 
 
 def _kernel_types(A, *vectors):

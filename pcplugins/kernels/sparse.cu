@@ -1,4 +1,5 @@
-// Row products of CSR and ELL matrices (A u, f - A u, scaled and Jacobi updates, R (f - A u)), dot products
+// Row products of CSR and ELL matrices (A u, f - A u, scaled and Jacobi updates, R (f - A u), a
+// Jacobi sweep after the prolongation), a dense matrix's product (dense_rows), dot products
 // that never wait for the host, and the sums of sorted duplicates of a Galerkin product. Defines: VALUE (double, float, complex<double>,
 // complex<float>). Wrappers and SciPy/NumPy twins: pcplugins/core/products.py (the row products, dots),
 // pcplugins/core/sparse.py (the Galerkin sums).

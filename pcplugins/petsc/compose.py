@@ -92,20 +92,17 @@ def compose_coordinates(pc, coords):
     """Attach vertex coordinates (n x dim; under MPI those of this rank's rows) to the PC for
     pcplugins.AMG: a NumPy array as a host Vec, a CuPy array as a CUDA Vec (copied on the device;
     the setup then reads them where they are, as it reads a matrix already on the device)."""
-    if backend.array_module(coords) is not numpy:
-        if coords.ndim != 2 or coords.shape[1] not in (2, 3):
-            raise error("pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, "
-                        f"got shape {coords.shape}")
+    device = backend.array_module(coords) is not numpy
+    c = coords if device else numpy.ascontiguousarray(coords, dtype=numpy.float64)
+    if c.ndim != 2 or c.shape[1] not in (2, 3):
+        raise error(f"pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, got shape {c.shape}")
+    if device:
         v = PETSc.Vec().create(comm=PETSc.COMM_SELF)
-        v.setSizes(coords.size, bsize=coords.shape[1])
+        v.setSizes(c.size, bsize=c.shape[1])
         v.setType(PETSc.Vec.Type.SEQCUDA)
         with vec.vec_array(v, "w") as a:
-            a[...] = coords.ravel()
+            a[...] = c.ravel()
     else:
-        c = numpy.ascontiguousarray(coords, dtype=numpy.float64)
-        if c.ndim != 2 or c.shape[1] not in (2, 3):
-            raise error("pcplugins.set_coordinates: coordinates must be an n x 2 or n x 3 array, "
-                        f"got shape {c.shape}")
         v = PETSc.Vec().createWithArray(c.ravel().copy(), bsize=c.shape[1], comm=PETSc.COMM_SELF)
     pc.compose("coordinates", v)
     return v

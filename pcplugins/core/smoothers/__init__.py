@@ -6,9 +6,9 @@ improves ``u`` for ``A u = f`` in place, and ``describe()``; the CSR smoothers r
 which may be a new array (l1-Jacobi sweeps out of place, one kernel a sweep). On stencil levels
 ``u`` is padded with its ghosts current on entry and ``exchange(u)`` refreshes them (a DMDA ghost
 update under MPI, nothing in serial), called after every colour so that the iterates do not
-depend on the number of ranks. ``reverse=True`` runs the colours in the opposite order (the post-smoother reverses
-the pre-smoother, which keeps the cycle symmetric for CG); ``zero_guess=True`` starts from u = 0
-whatever ``u`` holds.
+depend on the number of ranks. ``reverse=True`` runs the colours in the opposite order (the
+post-smoother reverses the pre-smoother, which keeps the cycle symmetric for CG);
+``zero_guess=True`` starts from u = 0 whatever ``u`` holds.
 
 - ``stencil``: multicolour Gauss-Seidel, weighted Jacobi and Chebyshev on stencil operators
   (HostColourGS: the Gauss-Seidel of stored coefficients on the host, by SciPy CSR products);
