@@ -198,27 +198,43 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
         score = pair_scores(S, theta, xp, rows)
         strong = score > 0
         partner = _match_host(n, rows[strong], S.indices[strong], score[strong], rounds)
+    agg, nc, R = pair_lists(partner, xp)
+    return agg, nc, _pair_signs(A, partner, xp), R
+
+
+def pair_lists(partner, xp):
+    """The aggregates of a matching, (agg, nc, R): numbered in the order of their representatives
+    (a pair's lower unknown), and R = sparse.members(agg, nc) made from the pairs: an aggregate's
+    members are its representative, then its partner. On the GPU one scan and one kernel (the
+    scan counts representatives in its high 32 bits and members in its low ones); the NumPy
+    expressions are its twin."""
+    n = partner.shape[0]
+    if backend.is_gpu(xp) and n:
+        key = sparse.elementwise("pair_key", "int64 p", "int64 key",
+                                 "key = (p < 0 || p > i) ? ((1LL << 32) | (p >= 0 ? 2 : 1)) : 0")(partner)
+        scan = xp.cumsum(key)
+        nc = int(scan[-1] >> 32)
+        agg, members, indptr = xp.empty(n, numpy.int32), xp.empty(n, numpy.int32), xp.empty(nc + 1, numpy.int32)
+        sparse.elementwise(
+            "pair_lists", "int64 p, raw int64 scan", "int32 agg, raw int32 members, raw int32 indptr",
+            "const long long r = (p >= 0 && p < i) ? p : i, s = scan[r];"
+            "const int id = (int)(s >> 32) - 1, end = (int)(s & 0xffffffffLL);"
+            "agg = id;"
+            "if (r == i) { indptr[id + 1] = end; members[end - (p >= 0 ? 2 : 1)] = i; if (i == 0) indptr[0] = 0; }"
+            "else members[end - 1] = i")(partner, scan, agg, members, indptr)
+        return agg, nc, sparse.member_lists(members, indptr, n, xp)
     i = xp.arange(n, dtype=numpy.int32)
     rep = xp.where(partner >= 0, xp.minimum(i, partner), i)
-    # the aggregates numbered in the order of their representatives (a pair's lower unknown)
     ids = xp.cumsum(rep == i) - 1
     agg = ids[rep].astype(numpy.int32)
     nc = int(ids[-1]) + 1 if n else 0
-    return agg, nc, _pair_signs(A, partner, rep, xp), _pair_members(partner, rep, agg, nc, i, xp)
-
-
-def _pair_members(partner, rep, agg, nc, i, xp):
-    """sparse.members(agg, nc) of a matching: an aggregate's members are its representative and
-    then its partner (the higher index), the aggregates in the order of their representatives.
-    ``i``: the unknowns' numbers (int32), arange(n)."""
-    n = agg.shape[0]
     size = xp.where(rep == i, 1 + (partner >= 0), 0).astype(numpy.int32)
     end = xp.cumsum(size, dtype=numpy.int32)              # at a representative: its aggregate's end
     indptr = xp.zeros(nc + 1, numpy.int32)
     indptr[agg + 1] = end[rep]                            # each member writes its aggregate's end
     members = xp.empty(n, numpy.int32)
     members[end[rep] - size[rep] + (i != rep)] = i
-    return sparse.member_lists(members, indptr, n, xp)
+    return agg, nc, sparse.member_lists(members, indptr, n, xp)
 
 
 def pair_scores(S, theta, xp, rows=None):
@@ -227,7 +243,7 @@ def pair_scores(S, theta, xp, rows=None):
     not strong."""
     rows = sparse.rows_of(S, xp) if rows is None else rows
     w = xp.where(S.data > 0, S.data, 0.0)
-    strong = xp.flatnonzero((w > 0) & (w >= theta * row_max(w, S, xp)[rows]))
+    strong = xp.flatnonzero((w > 0) & (w >= theta * sparse.row_max(w, S, xp)[rows]))
     score = xp.zeros_like(w)
     score[strong] = w[strong] * (1.0 + 1e-6 * _hash(rows[strong], S.indices[strong], xp))
     return score
@@ -293,7 +309,7 @@ def _match_host(n, rows, cols, score, rounds):
     return partner
 
 
-def _pair_signs(A, partner, rep, xp):
+def _pair_signs(A, partner, xp):
     """The signs of the prolongation's entries, +-1 per unknown (None when all are +1): the second
     unknown of a pair whose coupling a_ij + a_ji is positive takes -1, so that P follows a
     near-null vector that changes sign across positive couplings (for D A D with D = diag(+-1)
@@ -303,10 +319,10 @@ def _pair_signs(A, partner, rep, xp):
     if backend.is_gpu(xp):
         # one thread an unknown: its row and its partner's row searched for the pair's couplings
         flip = sparse.elementwise(
-            "pair_flip", "int64 p, int64 rep, raw T a, raw I ptr, raw I col", "bool flip",
+            "pair_flip", "int64 p, raw T a, raw I ptr, raw I col", "bool flip",
             "T c = 0; if (p >= 0) { for (I j = ptr[i]; j < ptr[i + 1]; j++) if (col[j] == p) c += a[j];"
             "for (I j = ptr[p]; j < ptr[p + 1]; j++) if (col[j] == i) c += a[j]; }"
-            "flip = p >= 0 && rep != i && c > 0")(partner, rep, xp.ascontiguousarray(data), A.indptr, A.indices)
+            "flip = p >= 0 && p < i && c > 0")(partner, xp.ascontiguousarray(data), A.indptr, A.indices)
     else:
         rows, cols = sparse.rows_of(A, xp), A.indices
         if not ((data > 0) & (rows != cols)).any():      # no positive coupling: no pair to sign
@@ -316,39 +332,10 @@ def _pair_signs(A, partner, rep, xp):
         for mine, other in ((rows, cols), (cols, rows)):     # a_{i, partner(i)} and a_{partner(i), i}
             hit = paired[mine] & (other == partner[mine])
             c += xp.bincount(mine[hit], weights=data[hit], minlength=n)
-        flip = paired & (rep != xp.arange(n)) & (c > 0)
+        flip = paired & (partner < xp.arange(n)) & (c > 0)       # the pair's second unknown
     if not backend.any_true(flip):
         return None
     return xp.where(flip, -1.0, 1.0)
-
-
-def row_max(values, A, xp):
-    """The largest of ``values`` (>= 0, one per stored entry of A) in each row: on the GPU one
-    thread a row (CuPy's sparse max goes through a dense copy of each row block), its SciPy twin
-    on the host."""
-    if A.shape[0] == 0:                  # a rank that owns no rows
-        return xp.zeros(0)
-    if backend.is_gpu(xp):
-        return sparse.elementwise("row_max", "raw T v, raw I indptr", "T m",
-                                  "T best = 0; for (I j = indptr[i]; j < indptr[i + 1]; j++) "
-                                  "best = v[j] > best ? v[j] : best; m = best")(
-            values, A.indptr, size=A.shape[0])
-    out = numpy.zeros(A.shape[0], values.dtype)
-    full = numpy.diff(A.indptr) > 0
-    if values.size:
-        out[full] = numpy.maximum.reduceat(values, A.indptr[:-1][full])
-    return out
-
-
-def row_argmax(values, A, xp, rows=None):
-    """The column of the largest positive value in each row of A (``values`` one per stored
-    entry), -1 where a row has none. Of equal values (to rounding: sums in a device's own order)
-    the first column, so that NumPy and CuPy pick the same."""
-    n = A.shape[0]
-    rows = sparse.rows_of(A, xp) if rows is None else rows
-    pick = (values > 0) & (values >= (1 - 1e-12) * row_max(values, A, xp)[rows])
-    first = n - row_max(xp.where(pick, n - A.indices, 0).astype(numpy.float64), A, xp)
-    return xp.where(first < n, first, -1).astype(numpy.int64)
 
 
 def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
@@ -389,5 +376,5 @@ def _joined(R1, R2, xp):
     """The member lists of two aggregations in turn (R1: fine to middle, R2: middle to coarse):
     R1's rows in the order R2 lists them (a row gather), split at R2's row bounds. No sort:
     a coarse aggregate's members come as its middle aggregates' lists, one after the other."""
-    G = R1[R2.indices]
+    G = sparse.gathered_rows(R1, R2.indices, xp)
     return sparse.member_lists(G.indices, G.indptr[R2.indptr], R1.shape[1], xp)

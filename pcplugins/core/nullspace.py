@@ -69,7 +69,7 @@ def join_singletons(agg, graph, xp):
     alone = xp.bincount(agg, minlength=int(agg.max()) + 1 if n else 0)[agg] == 1
     rows, cols = sparse.rows_of(graph, xp), graph.indices
     w = xp.where((rows != cols) & ~alone[cols] & alone[rows], graph.data, 0.0)
-    best = aggregation.row_argmax(w, graph, xp, rows)
+    best = sparse.row_argmax(w, graph, xp, rows)
     return _renumber(xp.where(best >= 0, agg[xp.maximum(best, 0)], agg), xp)
 
 

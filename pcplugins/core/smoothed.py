@@ -15,7 +15,7 @@ maximal independent set of distance 2 of the strength graph (MIS(2), Luby's roun
 node whose key (state, hash) is the largest within distance 2 joins the set, one within distance
 2 of a member leaves it), so the roots' neighbourhoods are disjoint; each root takes its
 neighbours, and the nodes at distance 2 join their strongest neighbour's aggregate. Every step
-is a maximum over the rows of the graph (aggregation.row_max), the same on NumPy and CuPy.
+is a maximum over the rows of the graph (sparse.row_max), the same on NumPy and CuPy.
 """
 import numpy
 
@@ -63,7 +63,7 @@ def _hash(n, xp):
 def _neighbour_max(own, rows, key, xp):
     """The largest of ``own`` (the rows' own keys) and ``key`` over each row's entries of the
     CSR rows ``rows`` (a row block of the strength graph: the nodes' strong neighbours)."""
-    return xp.maximum(own, aggregation.row_max(key[rows.indices], rows, xp))
+    return xp.maximum(own, sparse.row_max(key[rows.indices], rows, xp))
 
 
 def _rows(S, rows):
@@ -115,11 +115,11 @@ def aggregates(S, xp, distance=2):
     agg = xp.where(root, ids, -1).astype(numpy.int64)
     rows = sparse.rows_of(S, xp)
     # a root's neighbours (at distance 2 none is next to two roots: they are 3 apart)
-    at = aggregation.row_argmax(xp.where(root[S.indices], S.data, 0.0), S, xp, rows)
+    at = sparse.row_argmax(xp.where(root[S.indices], S.data, 0.0), S, xp, rows)
     agg = xp.where((agg < 0) & (at >= 0), agg[xp.maximum(at, 0)], agg)
     # the rest (2 from a root: maximality) join their strongest neighbour's aggregate
     free = agg < 0
-    at = aggregation.row_argmax(xp.where(free[rows] & (agg[S.indices] >= 0), S.data, 0.0), S, xp, rows)
+    at = sparse.row_argmax(xp.where(free[rows] & (agg[S.indices] >= 0), S.data, 0.0), S, xp, rows)
     agg = xp.where(free & (at >= 0), agg[xp.maximum(at, 0)], agg)
     return agg.astype(numpy.int32), nc
 

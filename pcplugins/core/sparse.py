@@ -93,10 +93,29 @@ def row_parts(M, order, bounds):
     if isinstance(M, ELL):
         return [M[slice(a, b) if order is None else order[a:b]] for a, b in pairs]
     xp = backend.array_module(M.data)
-    P = M if order is None else M[order]
+    P = M if order is None else gathered_rows(M, order, xp)
     at = backend.to_host(P.indptr[xp.asarray(numpy.asarray(bounds, numpy.int64))]).tolist()
     return [module(xp).csr_matrix((P.data[s:e], P.indices[s:e], P.indptr[a:b + 1] - s), shape=(b - a, M.shape[1]))
             for (a, b), s, e in zip(pairs, at[:-1], at[1:])]
+
+
+def gathered_rows(M, order, xp):
+    """The CSR matrix of M's rows in ``order``, a permutation of them (so the result holds all
+    M.nnz entries: its size needs no wait for the device), each row's entries in their order. On
+    the GPU a cumsum of the lengths and one kernel, a thread a row (cupyx's fancy row index takes
+    several and waits for the host); its twin is SciPy's M[order]."""
+    if not backend.is_gpu(xp):
+        return M[order]
+    n = order.shape[0]
+    lengths = (M.indptr[1:] - M.indptr[:-1])[order]
+    indptr = xp.concatenate([xp.zeros(1, M.indptr.dtype), xp.cumsum(lengths, dtype=M.indptr.dtype)])
+    indices, data = xp.empty_like(M.indices), xp.empty_like(M.data)
+    if n:
+        elementwise("gathered_rows", "O src, raw I ptr, raw I idx, raw T val, raw I start", "raw I oidx, raw T oval",
+                    "I d = start[i];"
+                    "for (I k = ptr[src]; k < ptr[src + 1]; ++k, ++d) { oidx[d] = idx[k]; oval[d] = val[k]; }")(
+            order, M.indptr, M.indices, M.data, indptr, indices, data)
+    return module(xp).csr_matrix((data, indices, indptr), shape=(n, M.shape[1]))
 
 
 def to_host(A):
@@ -119,6 +138,34 @@ def rows_of(A, xp):
         elementwise("rows_of", "raw I indptr", "raw int32 rows",
                     "for (I k = indptr[i]; k < indptr[i + 1]; ++k) rows[k] = i")(A.indptr, rows, size=A.shape[0])
     return rows
+
+
+def row_max(values, A, xp):
+    """The largest of ``values`` (>= 0, one per stored entry of A) in each row: on the GPU one
+    thread a row (CuPy's sparse max goes through a dense copy of each row block), its SciPy twin
+    on the host."""
+    if A.shape[0] == 0:                  # a rank that owns no rows
+        return xp.zeros(0)
+    if backend.is_gpu(xp):
+        return elementwise("row_max", "raw T v, raw I indptr", "T m",
+                           "T best = 0; for (I j = indptr[i]; j < indptr[i + 1]; j++) "
+                           "best = v[j] > best ? v[j] : best; m = best")(values, A.indptr, size=A.shape[0])
+    out = numpy.zeros(A.shape[0], values.dtype)
+    full = numpy.diff(A.indptr) > 0
+    if values.size:
+        out[full] = numpy.maximum.reduceat(values, A.indptr[:-1][full])
+    return out
+
+
+def row_argmax(values, A, xp, rows=None):
+    """The column of the largest positive value in each row of A (``values`` one per stored
+    entry), -1 where a row has none. Of equal values (to rounding: sums in a device's own order)
+    the first column, so that NumPy and CuPy pick the same."""
+    n = A.shape[0]
+    rows = rows_of(A, xp) if rows is None else rows
+    pick = (values > 0) & (values >= (1 - 1e-12) * row_max(values, A, xp)[rows])
+    first = n - row_max(xp.where(pick, n - A.indices, 0).astype(numpy.float64), A, xp)
+    return xp.where(first < n, first, -1).astype(numpy.int64)
 
 
 def l1_norms(A, xp):

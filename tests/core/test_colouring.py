@@ -35,7 +35,7 @@ def _rounds(S, score, rounds=4):
     for _ in range(rounds):
         free = partner < 0
         s = np.where(free[rows] & free[cols], score, 0.0)
-        best = aggregation.row_max(s, S, np)
+        best = sparse.row_max(s, S, np)
         pick = (s > 0) & (s == best[rows])
         choice = np.full(n, -1)
         choice[rows[pick]] = cols[pick]
@@ -75,13 +75,13 @@ def test_aggregates_numbered_by_their_representatives():
 
 
 def test_row_max_on_the_host():
-    """aggregation.row_max: each row's largest value, 0 on an empty row."""
+    """sparse.row_max: each row's largest value, 0 on an empty row."""
     A = scipy.sparse.random(300, 300, density=0.03, format="csr", random_state=7)
     A.data[A.indptr[17]:A.indptr[18]] = 0
     A.eliminate_zeros()
     v = np.random.default_rng(1).random(A.nnz)
     B = scipy.sparse.csr_matrix((v, A.indices, A.indptr), shape=A.shape)
-    assert np.array_equal(aggregation.row_max(v, A, np), B.toarray().max(axis=1))
+    assert np.array_equal(sparse.row_max(v, A, np), B.toarray().max(axis=1))
 
 
 def _unchanged(mats, aggs, signs, colours, transfers, members):

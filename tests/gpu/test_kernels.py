@@ -826,20 +826,20 @@ def test_colour_graph_kernels_match_twins(case):
 
 
 def test_row_max_kernel_matches_twin():
-    """aggregation.row_max: the row kernel against its host twin (a segmented maximum), on random
+    """sparse.row_max: the row kernel against its host twin (a segmented maximum), on random
     rows and an empty one."""
     import scipy.sparse
 
-    from pcplugins.core import aggregation, sparse
+    from pcplugins.core import sparse
     cp = backend.cupy
     rng = np.random.default_rng(6)
     A = scipy.sparse.random(500, 500, density=0.04, format="csr", random_state=7)
     A.data[A.indptr[17]:A.indptr[18]] = 0
     A.eliminate_zeros()
     v = rng.random(A.nnz)
-    want = aggregation.row_max(v, A, np)
+    want = sparse.row_max(v, A, np)
     Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
-    got = backend.to_host(aggregation.row_max(cp.asarray(v), Ad, cp))
+    got = backend.to_host(sparse.row_max(cp.asarray(v), Ad, cp))
     assert A.indptr[18] == A.indptr[17] and got[17] == 0
     assert np.array_equal(got, want)
 
@@ -873,6 +873,9 @@ def test_pair_kernels_match_twins(case):
             A.data[A.indptr[r]:A.indptr[r + 1]] = A.data[A.indptr[r]:A.indptr[r + 1]][::-1].copy()
         Ad = sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp)
         Ad.has_sorted_indices = False
+    # the pattern the scores are for, taken first (as pair_matching does): cupyx's diagonal() may
+    # sort an unsorted matrix's rows into new arrays
+    indptr, indices = Ad.indptr, Ad.indices
     got = aggregation.pair_scores_gpu(Ad, 0.25, cp)
     if case == "nonsymmetric":
         assert got is None
@@ -886,13 +889,57 @@ def test_pair_kernels_match_twins(case):
     ref.eliminate_zeros()
     assert mine.nnz == ref.nnz > A.shape[0] and np.array_equal(mine.indptr, ref.indptr)
     assert np.array_equal(mine.indices, ref.indices) and np.array_equal(mine.data, ref.data)
-    partner = backend.to_host(aggregation._match_gpu(Ad.indptr, Ad.indices, got, cp, 4))
+    partner = backend.to_host(aggregation._match_gpu(indptr, indices, got, cp, 4))
     rows = np.repeat(np.arange(A.shape[0]), np.diff(S.indptr))
     strong = want > 0
     host = aggregation._match_host(A.shape[0], rows[strong], S.indices[strong], want[strong], 4)
     assert (host >= 0).sum() > A.shape[0] / 2
+    paired = np.flatnonzero(partner >= 0)
+    assert np.array_equal(partner[partner[paired]], paired) and (partner[paired] != paired).all()
     if case != "unsorted":                 # (equal scores go to the last in the row's own order)
         assert np.array_equal(partner, host)
+    # the aggregates and member lists of the matching (pair_lists' scan and kernel), and the
+    # prolongation's signs (pair_flip), against their NumPy twins on the same partners
+    agg, nc, R = aggregation.pair_lists(cp.asarray(partner), cp)
+    agg0, nc0, R0 = aggregation.pair_lists(partner, np)
+    assert nc == nc0 and np.array_equal(backend.to_host(agg), agg0)
+    for a, b in ((R.indptr, R0.indptr), (R.indices, R0.indices), (R.data, R0.data)):
+        assert np.array_equal(backend.to_host(a), b)
+    sign = aggregation._pair_signs(Ad, cp.asarray(partner), cp)
+    sign0 = aggregation._pair_signs(A, partner, np)
+    assert (sign is None) == (sign0 is None) and (sign0 is not None) == (case == "signed")
+    if sign0 is not None:
+        assert np.array_equal(backend.to_host(sign), sign0) and (sign0 < 0).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_gathered_rows_match_scipy(dtype, index):
+    """sparse.gathered_rows (a thread a row copies its entries to the row's new place) equals
+    SciPy's fancy row index M[order] for a permutation, with empty rows and unsorted entries."""
+    import scipy.sparse
+
+    from pcplugins.core import sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(4)
+    M = scipy.sparse.random(400, 300, density=0.05, format="csr", random_state=5, dtype=np.float64)
+    M.data[M.indptr[7]:M.indptr[9]] = 0
+    M.eliminate_zeros()
+    M = M.astype(dtype)
+    if np.iscomplexobj(M.data):
+        M.data = M.data + 1j * rng.random(M.nnz)
+    M.indices[M.indptr[20]:M.indptr[21]] = M.indices[M.indptr[20]:M.indptr[21]][::-1].copy()
+    order = rng.permutation(400).astype(index)
+    want = M[order]
+    Md = sparse.module(cp).csr_matrix((cp.asarray(M.data), cp.asarray(M.indices), cp.asarray(M.indptr)), shape=M.shape)
+    got = sparse.gathered_rows(Md, cp.asarray(order), cp)
+    assert got.shape == want.shape and M.indptr[9] == M.indptr[7]
+    for a, b in ((got.indptr, want.indptr), (got.indices, want.indices), (got.data, want.data)):
+        assert np.array_equal(backend.to_host(a), b)
+    none = sparse.module(cp).csr_matrix((cp.zeros(0, dtype), cp.zeros(0, np.int32), cp.zeros(1, np.int32)),
+                                        shape=(0, 300))
+    empty = sparse.gathered_rows(none, cp.zeros(0, index), cp)
+    assert empty.shape == (0, 300) and empty.nnz == 0
 
 
 def _matrix_order(mg, k, values, coarse=None):
