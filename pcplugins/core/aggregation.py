@@ -179,11 +179,11 @@ def strength(A, xp):
     return S
 
 
-def pair_matching(A, xp, theta=0.25, rounds=4):
+def pair_matching(A, xp, theta=0.25, rounds=4, signs=True):
     """One pairwise aggregation of A: returns (agg, nc, sign, R), the signs of the prolongation's
-    entries (_pair_signs; None: all +1) and the restriction of agg, without signs
-    (sparse.members(agg, nc), made from the pairs: an aggregate is its representative and its
-    partner, in that order, so no sort is needed)."""
+    entries (_pair_signs; None: all +1, and always where not ``signs``) and the restriction of
+    agg, without signs (sparse.members(agg, nc), made from the pairs: an aggregate is its
+    representative and its partner, in that order, so no sort is needed)."""
     n = A.shape[0]
     if backend.is_gpu(xp):
         indptr, indices, score = A.indptr, A.indices, pair_scores_gpu(A, theta, xp)
@@ -199,7 +199,7 @@ def pair_matching(A, xp, theta=0.25, rounds=4):
         strong = score > 0
         partner = _match_host(n, rows[strong], S.indices[strong], score[strong], rounds)
     agg, nc, R = pair_lists(partner, xp)
-    return agg, nc, _pair_signs(A, partner, xp), R
+    return agg, nc, _pair_signs(A, partner, xp) if signs else None, R
 
 
 def pair_lists(partner, xp):
@@ -309,6 +309,21 @@ def _match_host(n, rows, cols, score, rounds):
     return partner
 
 
+def positive_couplings(A, xp):
+    """Whether A has a positive off-diagonal entry (real part). Where it has none, neither has
+    P^T A P for a P of ones and zeros (its couplings sum A's), so no level of a pairwise hierarchy
+    needs signs. On the GPU one kernel, a thread a row, and one wait for the host."""
+    data = A.data.real if xp.iscomplexobj(A.data) else A.data
+    if backend.is_gpu(xp):
+        if not A.shape[0]:
+            return False
+        return backend.any_true(sparse.elementwise(
+            "positive_couplings", "raw T a, raw I ptr, raw I col", "bool any",
+            "any = false; for (I j = ptr[i]; j < ptr[i + 1]; j++) if (col[j] != i && a[j] > 0) any = true")(
+            xp.ascontiguousarray(data), A.indptr, A.indices, size=A.shape[0]))
+    return bool(((data > 0) & (sparse.rows_of(A, xp) != A.indices)).any())
+
+
 def _pair_signs(A, partner, xp):
     """The signs of the prolongation's entries, +-1 per unknown (None when all are +1): the second
     unknown of a pair whose coupling a_ij + a_ji is positive takes -1, so that P follows a
@@ -324,9 +339,9 @@ def _pair_signs(A, partner, xp):
             "for (I j = ptr[p]; j < ptr[p + 1]; j++) if (col[j] == i) c += a[j]; }"
             "flip = p >= 0 && p < i && c > 0")(partner, xp.ascontiguousarray(data), A.indptr, A.indices)
     else:
-        rows, cols = sparse.rows_of(A, xp), A.indices
-        if not ((data > 0) & (rows != cols)).any():      # no positive coupling: no pair to sign
+        if not positive_couplings(A, xp):                # no pair to sign
             return None
+        rows, cols = sparse.rows_of(A, xp), A.indices
         paired = partner >= 0
         c = xp.zeros(n)
         for mine, other in ((rows, cols), (cols, rows)):     # a_{i, partner(i)} and a_{partner(i), i}
@@ -349,10 +364,11 @@ def pairwise(A, xp, coarse_size, max_levels, theta=0.25, passes=2, comm=None):
     every rank where it has them on one (distributed.Rows.galerkin exchanges them, collectively)."""
     total = (lambda v: v) if comm is None else comm.allsum
     aggs, sizes, Acs, signs, members = [], [A.shape[0]], [], [], []
+    signed = total(int(positive_couplings(A, xp))) > 0
     while total(sizes[-1]) > coarse_size and len(sizes) < max_levels:
         agg, sign, nc, Ak, Rk = None, None, sizes[-1], A, None
         for _ in range(passes):
-            a, nc, s, R = pair_matching(Ak, xp, theta)
+            a, nc, s, R = pair_matching(Ak, xp, theta, signs=signed)
             if comm is not None and comm.allsum(int(s is not None)):
                 s = xp.ones(Ak.shape[0]) if s is None else s
             # P = P_1 P_2: the sign of fine unknown i is s_1[i] s_2[a_1[i]]

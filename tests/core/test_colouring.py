@@ -74,6 +74,30 @@ def test_aggregates_numbered_by_their_representatives():
     assert nc == want.max() + 1 and np.array_equal(agg, want)
 
 
+def test_hierarchies_without_positive_couplings_take_no_signs():
+    """An M-matrix's Galerkin levels have no positive coupling either (each sums A's couplings),
+    so pairwise() checks the finest level once and no level of its hierarchy has signs, as
+    when every pass looked; D A D (D = diag(+-1)) has them, and its passes take signs."""
+    A = scipy.sparse.csr_matrix(convection_diffusion(33, 10.0, 2))
+    assert not aggregation.positive_couplings(A, np)
+    aggs, sizes, Acs, signs, _ = aggregation.pairwise(A, np, coarse_size=20, max_levels=10)
+    assert len(Acs) >= 3 and all(s is None for s in signs)
+    assert not any(aggregation.positive_couplings(C, np) for C in Acs)
+    Ak = A
+    for agg, C in zip(aggs, Acs):            # every pass asked for its signs: none, the same levels
+        a, nc, s, _ = aggregation.pair_matching(Ak, np)
+        assert s is None
+        Ak = sparse.galerkin(Ak, a, nc, np)
+        a2, nc2, s2, _ = aggregation.pair_matching(Ak, np)
+        assert s2 is None and np.array_equal(a2[a], agg)
+        Ak = sparse.galerkin(Ak, a2, nc2, np)
+        assert abs(Ak - C).max() == 0
+    d = np.where(np.random.default_rng(5).random(A.shape[0]) < 0.5, -1.0, 1.0)
+    B = (scipy.sparse.diags(d) @ A @ scipy.sparse.diags(d)).tocsr()
+    assert aggregation.positive_couplings(B, np)
+    assert aggregation.pairwise(B, np, coarse_size=20, max_levels=10)[3][0] is not None
+
+
 def test_row_max_on_the_host():
     """sparse.row_max: each row's largest value, 0 on an empty row."""
     A = scipy.sparse.random(300, 300, density=0.03, format="csr", random_state=7)

@@ -905,6 +905,7 @@ def test_pair_kernels_match_twins(case):
     assert nc == nc0 and np.array_equal(backend.to_host(agg), agg0)
     for a, b in ((R.indptr, R0.indptr), (R.indices, R0.indices), (R.data, R0.data)):
         assert np.array_equal(backend.to_host(a), b)
+    assert aggregation.positive_couplings(Ad, cp) == aggregation.positive_couplings(A, np) == (case == "signed")
     sign = aggregation._pair_signs(Ad, cp.asarray(partner), cp)
     sign0 = aggregation._pair_signs(A, partner, np)
     assert (sign is None) == (sign0 is None) and (sign0 is not None) == (case == "signed")
