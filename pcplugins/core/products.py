@@ -162,7 +162,7 @@ def dot(a, b, xp):
     n = a.size
     blocks = max(1, min(1024, (n + 255) // 256))
     partial = xp.empty(blocks, a.dtype)
-    kernels.kernel("sparse", "dot_partial", VALUE=kernels.CTYPES[numpy.dtype(a.dtype)])(
+    sparse.row_kernel(kernels.CTYPES[numpy.dtype(a.dtype)], "dot_partial")(
         (blocks,), (256,), (a, b, partial, numpy.int64(n)))
     return _sum_kernel()(partial)
 

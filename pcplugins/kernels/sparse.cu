@@ -20,6 +20,23 @@ __device__ __forceinline__ void finish_row(const int t, const int mode, T s, con
     else out[t] = s;
 }
 
+__device__ __forceinline__ T lanes_sum(T s, const int lane, const int lanes)
+{
+    // the sum of s over a group of ``lanes`` consecutive threads (a power of 2 up to 32, within
+    // one warp), met in a fixed order in shared memory (raw storage: a complex type cannot be a
+    // __shared__ array); the group's first lane holds it. Blocks of 256 threads, every thread of
+    // a block calling.
+    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
+    T* buf = reinterpret_cast<T*>(raw);
+    buf[threadIdx.x] = s;
+    __syncwarp();
+    for (int w = lanes / 2; w > 0; w /= 2) {
+        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
+        __syncwarp();
+    }
+    return buf[threadIdx.x];
+}
+
 extern "C" __global__ void csr_rows(const int m, const int mode, const int* __restrict__ rows,
         const int* __restrict__ indptr, const int* __restrict__ indices,
         const T* __restrict__ data, const T* u,
@@ -39,22 +56,14 @@ extern "C" __global__ void csr_rows_warp(const int m, const int mode, const int*
 {
     // csr_rows with a warp a row, its 32 lanes reading consecutive entries, for rows of tens to
     // hundreds of entries (coarse levels of systems and of pairwise aggregation), where a thread
-    // a row reads each row alone. Blocks of 256 threads; the lanes' sums meet in shared memory
-    // (raw storage: a complex type cannot be a __shared__ array)
-    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
-    T* buf = reinterpret_cast<T*>(raw);
+    // a row reads each row alone. Blocks of 256 threads; the lanes' sums meet by lanes_sum
     const int lane = threadIdx.x & 31;
     const int t = (blockDim.x * blockIdx.x + threadIdx.x) >> 5;
     T s = T(0);
     if (t < m)
         for (int k = indptr[t] + lane; k < indptr[t + 1]; k += 32) s += data[k] * u[indices[k]];
-    buf[threadIdx.x] = s;
-    __syncwarp();
-    for (int w = 16; w > 0; w >>= 1) {
-        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
-        __syncwarp();
-    }
-    if (t < m && lane == 0) finish_row(t, mode, buf[threadIdx.x], rows, u, f, scale, out);
+    s = lanes_sum(s, lane, 32);
+    if (t < m && lane == 0) finish_row(t, mode, s, rows, u, f, scale, out);
 }
 
 extern "C" __global__ void ell_rows(const int m, const int mode, const int* __restrict__ rows,
@@ -77,11 +86,8 @@ extern "C" __global__ void restricted_residual(const int nc, const int lanes, co
 {
     // out = R (f - A u), ``lanes`` threads (a power of 2 up to 32) a row of R (an aggregate): lane
     // l takes the row's members l, l + lanes, ..., each residual summed as it is made (none
-    // written), then the lanes' sums meet in a fixed order in shared memory (raw storage, as in
-    // csr_rows_warp). A in ELL storage (width > 0: entry k of row i at k * m + i) or CSR (indptr).
-    // Blocks of 256 threads.
-    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
-    T* buf = reinterpret_cast<T*>(raw);
+    // written), then the lanes' sums meet by lanes_sum. A in ELL storage (width > 0: entry k of
+    // row i at k * m + i) or CSR (indptr). Blocks of 256 threads.
     const int t = blockDim.x * blockIdx.x + threadIdx.x;
     const int a = t / lanes, lane = t % lanes;
     T sum = T(0);
@@ -95,13 +101,8 @@ extern "C" __global__ void restricted_residual(const int nc, const int lanes, co
                 for (int e = indptr[i]; e < indptr[i + 1]; ++e) s += data[e] * u[indices[e]];
             sum += rval[k] * (f[i] - s);
         }
-    buf[threadIdx.x] = sum;
-    __syncwarp();
-    for (int w = lanes / 2; w > 0; w /= 2) {
-        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
-        __syncwarp();
-    }
-    if (a < nc && lane == 0) out[a] = buf[threadIdx.x];
+    sum = lanes_sum(sum, lane, lanes);
+    if (a < nc && lane == 0) out[a] = sum;
 }
 
 __device__ __forceinline__ T prolonged(const int j, const T* u, const T* __restrict__ e,
@@ -134,22 +135,15 @@ extern "C" __global__ void dense_rows(const int m, const int n, const T* __restr
         const T* __restrict__ x, T* __restrict__ out)
 {
     // out = a x for a dense, row-major m x n matrix a (the coarsest level's inverse): a warp a row,
-    // its lanes reading consecutive entries; the lanes' sums meet in shared memory as in
-    // csr_rows_warp. Blocks of 256 threads.
-    __shared__ __align__(16) unsigned char raw[256 * sizeof(T)];
-    T* buf = reinterpret_cast<T*>(raw);
+    // its lanes reading consecutive entries; the lanes' sums meet by lanes_sum. Blocks of 256
+    // threads.
     const int lane = threadIdx.x & 31;
     const int r = (blockDim.x * blockIdx.x + threadIdx.x) >> 5;
     T s = T(0);
     if (r < m)
         for (int j = lane; j < n; j += 32) s += a[(long long) r * n + j] * x[j];
-    buf[threadIdx.x] = s;
-    __syncwarp();
-    for (int w = 16; w > 0; w >>= 1) {
-        if (lane < w) buf[threadIdx.x] += buf[threadIdx.x + w];
-        __syncwarp();
-    }
-    if (r < m && lane == 0) out[r] = buf[threadIdx.x];
+    s = lanes_sum(s, lane, 32);
+    if (r < m && lane == 0) out[r] = s;
 }
 
 // Partial sums of x . y (real T), one per block of 256 threads over a grid-stride loop; a second
