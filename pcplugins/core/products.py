@@ -85,7 +85,7 @@ def restricted_residual(R, A, f, u, xp):
         out = backend.cupy.empty(nc, R.dtype)
         if nc == 0:
             return out
-        lanes = min(32, 1 << max(0, -(-R.nnz // max(nc, 1)) - 1).bit_length())
+        lanes = min(32, 1 << max(0, -(-R.nnz // nc) - 1).bit_length())
         i32 = numpy.int32
         sparse.row_kernel(kernels.CTYPES[A.dtype], "restricted_residual")(
             ((nc * lanes + 255) // 256,), (256,),
