@@ -41,6 +41,7 @@ device arrays), so on the GPU a cycle is captured and replayed as a CUDA graph. 
 hierarchy (multigrid.Multigrid) runs the same V/W/F recursion in place on its preallocated padded
 level arrays, which its ghost updates and fused kernels need.
 """
+from .. import backend
 from . import products, sparse
 
 KINDS = ("v", "w", "f", "k")
@@ -79,11 +80,16 @@ class CSRLevel:
     def restrict(self, r):
         return products.spmv(self.R, r, self.xp)
 
-    def restricted_residual(self, f, u):
-        """R (f - A u): one product on the GPU (products.restricted_residual) in serial."""
+    def restricted_residual(self, f, u, out=None):
+        """R (f - A u) (in ``out`` where given): one product on the GPU
+        (products.restricted_residual) in serial."""
         if self.rows:
-            return self.restrict(self.rows.residual(f, u))
-        return products.restricted_residual(self.R, self.M, f, u, self.xp)
+            r = self.restrict(self.rows.residual(f, u))
+            if out is None:
+                return r
+            out[...] = r
+            return out
+        return products.restricted_residual(self.R, self.M, f, u, self.xp, out=out)
 
     def correct_and_smooth(self, u, e, scale, f, sweeps):
         """u + scale P e, then ``sweeps`` post-sweeps (in reverse order): where the smoother takes
@@ -116,6 +122,13 @@ class Cycle:
         self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
         self.v_from = len(levels) if v_from is None else v_from
         self.overcorrection = overcorrection
+        # a doubling cycle's coarse visits, captured once each (backend.Subgraphs)
+        self.subgraphs = backend.Subgraphs() if backend.is_gpu(xp) and kind != "v" else None
+
+    def free(self):
+        """Release the shared coarse visits' graphs and memory now."""
+        if self.subgraphs is not None:
+            self.subgraphs.free()
 
     def __call__(self, f):
         """B_0 f: one cycle from u = 0 (a new array)."""
@@ -136,14 +149,30 @@ class Cycle:
         else:   # the smoother's zero first guess sets u
             u = self.xp.empty_like(f) if self.pre > 0 else self.xp.zeros_like(f)
             u = lev.smoother.smooth(u, f, self.pre, zero_guess=True)
-        e = self.coarse_correction(k + 1, lev.restricted_residual(f, u), kind)
+        below, shared = self._visit(k + 1, kind)
+        r = lev.restricted_residual(f, u, out=self.subgraphs.input((k + 1, below)) if shared else None)
+        e = self.coarse_correction(k + 1, r, kind)
         return lev.correct_and_smooth(u, e, self.overcorrection if kind == "w" else 1.0, f, self.post)
 
-    def coarse_correction(self, k, f, kind):
-        """C_k f for the residual f restricted from level k - 1."""
-        last = k == len(self.levels) - 1
+    def _visit(self, k, kind):
+        """The kind of visit to level k that a ``kind`` cycle makes there (V from ``v_from`` on),
+        and whether its visits are captured once for all (``subgraphs``: the levels below the
+        first, which a doubling cycle visits more than once, serial, not the coarsest)."""
         if kind in ("k", "w") and k >= self.v_from:
             kind = "v"
+        return kind, self.subgraphs is not None and 2 <= k < len(self.levels) - 1 and self.levels[k].rows is None
+
+    def coarse_correction(self, k, f, kind):
+        """C_k f for the residual f restricted from level k - 1; on the GPU a visit a doubling
+        cycle repeats is captured once (backend.Subgraphs): its result, an array of the capture's,
+        is read before the next visit to level k (correct_and_smooth)."""
+        kind, shared = self._visit(k, kind)
+        if shared:
+            return self.subgraphs((k, kind), lambda g: self._correction(k, g, kind), f)
+        return self._correction(k, f, kind)
+
+    def _correction(self, k, f, kind):
+        last = k == len(self.levels) - 1
         if kind == "k" and not last:
             return self.fcg(k, f)
         e = self.apply(k, f, kind)

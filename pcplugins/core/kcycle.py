@@ -27,26 +27,22 @@ from .. import backend
 from . import aggregation, coarse, colouring, cycle, distributed, nullspace, products, smoothed, smoothers, sparse
 from .comm import Comm
 
-# Pairwise levels: a graph that needs more than 3 x 8 colours (each a kernel per sweep) has them
-# folded into 8 (the l1 diagonal absorbs the couplings within a colour): the iteration counts stay
-# those of the proper colouring at a fraction of the launches; into 4 the K-cycle loses some
-# h-independence.
+# Pairwise levels needing over 3 x 8 colours (a kernel each a sweep) have them folded into 8 (the l1
+# diagonal absorbs the couplings within a colour): the proper colouring's iteration counts at a
+# fraction of the launches; into 4 the K-cycle loses some h-independence.
 MAX_COLOURS = 8
-# the largest coarsest level a stalled hierarchy may end in (its sparse LU)
-STALLED_LIMIT = 50000
-# The K-cycle visits level k 2^k times. On the GPU a level of fewer unknowns than this costs the
-# same per visit whatever its size (launch latency, not work), and the flexible CG on the levels
-# above makes up for V-cycles there (2D and 3D Poisson, both aggregations: the same iteration
-# counts); on the host the work is what counts and the K-cycle runs on every level.
+STALLED_LIMIT = 50000             # the largest coarsest level a stalled hierarchy may end in (its sparse LU)
+# The K-cycle visits level k 2^k times. On the GPU a level of fewer unknowns than this costs the same
+# per visit whatever its size (launch latency), and the flexible CG above makes up for V-cycles there
+# (2D and 3D Poisson, both aggregations: the same counts); on the host the K-cycle runs everywhere.
 KCYCLE_SIZE = {"gpu": 40000, "cpu": 0}
 # The W-cycle likewise visits level k 2^k times, and has no flexible CG above to make up for
 # V-cycles: from the first level below this size on the GPU it costs a few iterations, fewer than
 # from the K-cycle's size, for less time (docs/amg.md). Real matrices only: measured on them.
 WCYCLE_SIZE = {"gpu": 10000, "cpu": 0}
-# ... but a V-cycle from a level of more than this many times the coarsest level's unknowns loses
-# the K-cycle's iteration counts (2D Poisson 127^2, aux grid: 11 iterations with V-cycles from 16
-# times the coarsest, 17 from 64 times; 3D 257^3: 17 from 8 times, 18 from 64 times); pairwise
-# aggregation, which coarsens by about 3.4 a level, keeps its counts from 33 times (2D 2048^2)
+# ... but V-cycles from a level of over this many times the coarsest's unknowns lose the K-cycle's
+# counts (2D 127^2 aux grid: 11 iterations from 16 times, 17 from 64; 3D 257^3: 17 from 8, 18 from
+# 64); pairwise aggregation, coarsening by about 3.4 a level, keeps them from 33 times (2D 2048^2)
 KCYCLE_V_RATIO = 40
 # The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; counts in docs/amg.md) of
 # a real matrix of diagonally dominant rows (sparse.dominant); others, indefinite ones too, keep 1.
@@ -58,6 +54,10 @@ VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
 # ... and so do a real matrix's levels but the finest of fewer unknowns than this, whatever the
 # cycle: their colour kernels cost launch latency more than bandwidth; the W-cycle visits them most.
 SMALL_JACOBI_SIZE = {"gpu": 300000, "cpu": 0}
+# ... and every pairwise level but the finest: Jones-Plassmann colours are 6 to 8 kernels a sweep
+# (the aux grid's cells give 4) and rounds in the setup; 2D 2048^2 W-cycle: 17 -> 18 iterations,
+# 91 -> 78 ms setup + solve on an H200 (docs/amg.md)
+PAIRWISE_JACOBI = {"gpu": True, "cpu": False}
 # -pc_amg_smoother auto: smoothed aggregation on the host by Chebyshev (2, 2) in D^-1 A (GAMG's way;
 # no colouring in setup, and fewer iterations than Gauss-Seidel (1, 1): docs/amg.md), else gs
 
@@ -77,8 +77,8 @@ class Options:
     smoother: str = "auto"         # auto (the note below VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
     vcycle_smoother: str = "auto"  # the K- and W-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi |
                                    # chebyshev
-    pre: int = None                # sweeps; None: 2 for Chebyshev (a degree-2 polynomial, as PETSc's PCMG
-    post: int = None               # smooths), else 1
+    pre: int = None                # sweeps; None: 2 for Chebyshev (degree 2, as PCMG smooths), else 1
+    post: int = None
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
@@ -88,13 +88,11 @@ class Options:
 
 
 def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=None):
-    """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
-    on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
-    of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
-    prolongation of a near null space, smoothed or not: nullspace.py, smoothed.py); ``R`` the
-    restriction of ``agg`` or P where it is made already (sparse.members, P^T); ``smoother`` its
-    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage (AggregationMG._ell
-    decides; on a distributed level the smoother's, of the own block)."""
+    """A cycle.CSRLevel: ``A`` this rank's rows and columns (a distributed.Rows on several ranks),
+    ``agg`` its aggregates (None on the coarsest: a direct solve) and prolongation signs (None:
+    +1), or ``P`` its prolongation (CSR: a near null space's, smoothed or not: nullspace.py,
+    smoothed.py); ``R`` the restriction where made (sparse.members, P^T); ``smoother`` its kind
+    (smoothers.make_csr); ``ell``: products in ELL storage (AggregationMG._ell decides)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     last = agg is None and P is None
@@ -204,8 +202,10 @@ class AggregationMG:
         auto = o.vcycle_smoother == "auto"
         vsmoother = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if auto else o.vcycle_smoother
         small = vsmoother if auto and mine.dtype.kind != "c" else o.smoother
+        every = PAIRWISE_JACOBI[device] and self.method == "pairwise"
         kinds = [vsmoother if self.v_from is not None and k >= self.v_from else
-                 small if 0 < k and n < SMALL_JACOBI_SIZE[device] else o.smoother for k, n in enumerate(unknowns)]
+                 small if 0 < k and (every or n < SMALL_JACOBI_SIZE[device]) else o.smoother
+                 for k, n in enumerate(unknowns)]
         for k, (graph, bs) in enumerate(graphs):
             if kinds[k] == "gs":
                 colours[k] = nullspace.node_colours(graph, bs, xp, MAX_COLOURS)
@@ -285,15 +285,15 @@ class AggregationMG:
         return self.method == "auxgrid" and int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
 
     def free(self):
-        """Release the levels now, and the replicated levels' graphs (their callback refers back
-        to the hierarchy: a reference cycle that would hold the GPU memory until Python's cyclic
-        garbage collector runs)."""
+        """Release the levels now, the shared coarse visits' graphs, and the replicated levels'
+        graphs (their callback refers back to the hierarchy: a reference cycle that would hold the
+        GPU memory until Python's cyclic garbage collector runs)."""
         rep = getattr(self.coarse, "inner", None)
         if isinstance(rep, _Replicated):
             rep.free()
+        if self._cycle is not None:
+            self._cycle.free()
         self.levels, self.coarse, self._cycle = [], None, None
-
-    # -- cycles ---------------------------------------------------------------------------------------
     def cycle(self, f):
         """An approximation of A^-1 f (a new array): B_0 f, cycle.Cycle."""
         return self._in_order(self._cycle, f)

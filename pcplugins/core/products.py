@@ -73,8 +73,8 @@ def residual(A, f, u, xp):
     return f - r
 
 
-def restricted_residual(R, A, f, u, xp):
-    """R (f - A u) (a new array): on the GPU one kernel that writes no residual, as many threads a
+def restricted_residual(R, A, f, u, xp, out=None):
+    """R (f - A u) (a new array, or ``out``): on the GPU one kernel that writes no residual, as many threads a
     row of R as R has entries a row on average (rounded up to a power of 2, at most 32: 4 for a 2D
     aux grid, 8 in 3D), each summing its members' residuals (A's rows short: ELL, or CSR of fewer
     than WARP_ROWS entries on average)."""
@@ -82,7 +82,7 @@ def restricted_residual(R, A, f, u, xp):
     if (matrix and not isinstance(R, sparse.ELL) and hasattr(R, "indptr") and _kernel_types(R, u, f)
             and _kernel_types(A, u)):
         nc = R.shape[0]
-        out = backend.cupy.empty(nc, R.dtype)
+        out = backend.cupy.empty(nc, R.dtype) if out is None else out
         if nc == 0:
             return out
         lanes = min(32, 1 << max(0, -(-R.nnz // nc) - 1).bit_length())
@@ -91,7 +91,11 @@ def restricted_residual(R, A, f, u, xp):
             ((nc * lanes + 255) // 256,), (256,),
             (i32(nc), i32(lanes), R.indptr, R.indices, R.data, i32(A.shape[0]), i32(matrix[0]), *matrix[1:], u, f, out))
         return out
-    return spmv(R, residual(A, f, u, xp), xp)
+    r = spmv(R, residual(A, f, u, xp), xp)
+    if out is not None:
+        out[...] = r
+        return out
+    return r
 
 
 def relax_rows(u, f, Arows, rows, scale, xp, independent=False):

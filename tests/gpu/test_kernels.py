@@ -1025,9 +1025,9 @@ def test_smoothed_aggregation_cupy_matches_numpy(dim, n, peclet, smoother, monke
 
 def _gpu_smoother_rules(monkeypatch):
     """NumPy hierarchies take the GPU's choice of smoothers (kcycle.VCYCLE_SMOOTHER,
-    SMALL_JACOBI_SIZE), so that host and GPU cycles can be compared."""
+    SMALL_JACOBI_SIZE, PAIRWISE_JACOBI), so that host and GPU cycles can be compared."""
     from pcplugins.core import kcycle
-    for table in (kcycle.VCYCLE_SMOOTHER, kcycle.SMALL_JACOBI_SIZE):
+    for table in (kcycle.VCYCLE_SMOOTHER, kcycle.SMALL_JACOBI_SIZE, kcycle.PAIRWISE_JACOBI):
         monkeypatch.setitem(table, "cpu", table["gpu"])
 
 
@@ -1502,3 +1502,39 @@ def test_laplacian_fft_cupy_matches_numpy(shape, periodic, dense, dtype, tol):
         graphs(fd, out)
     assert graphs.note.startswith("on") and graphs.graphs
     assert np.linalg.norm(grid.interior(out).get() - ref) <= tol * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("cycle, kcycle_size", [("w", None), ("w", 300), ("k", None), ("k", 300)])
+@pytest.mark.parametrize("method", ["auxgrid", "pairwise"])
+def test_shared_coarse_visits_replay_the_eager_cycle(cycle, kcycle_size, method):
+    """A W- or K-cycle captured with its coarse visits captured once each and inserted as child
+    graph nodes (backend.Subgraphs, cycle.Cycle.coarse_correction) replays the eager cycle bit for
+    bit, three times over (each replay overwrites the visits' buffers), with one captured visit a
+    level from the second to the one above the coarsest."""
+    from pcplugins.core import kcycle, sparse
+
+    from conftest import laplacian
+    cp = backend.cupy
+    shape = (96, 95)
+    A = laplacian(shape)
+    xy = np.indices(shape).reshape(2, -1).T[:, ::-1].astype(float) if method == "auxgrid" else None
+    opts = kcycle.Options(cycle=cycle, aggregation=method, coarse_size=16, kcycle_size=kcycle_size)
+    mg = kcycle.AggregationMG(sparse.csr(A.indptr, A.indices, A.data, A.shape[0], cp), cp, opts,
+                              None if xy is None else cp.asarray(xy))
+    assert len(mg.levels) >= 5
+    f = cp.asarray(np.random.default_rng(5).standard_normal(A.shape[0]))
+    eager = mg.cycle(f)
+
+    def run(x, out):
+        out[...] = mg.cycle(x)
+    graphs = backend.CycleGraphs(run, cp.cuda.MemoryPool())
+    x, out = f.copy(), cp.zeros_like(f)
+    for _ in range(3):
+        out[...] = 0
+        graphs(x, out)
+        assert graphs.on and len(graphs.graphs) == 1
+        assert cp.array_equal(out, eager)
+    assert sorted(k for k, _ in mg._cycle.subgraphs.entries) == list(range(2, len(mg.levels) - 1))
+    assert cp.array_equal(mg.cycle(f), eager)          # eager again, after the capture
+    graphs.free()
+    mg._cycle.subgraphs.free()
