@@ -120,14 +120,14 @@ class Subgraphs:
     (eager, or where the driver has no child graph nodes) it is run(f).
 
     A visit's graph reads its input from a buffer of its own, ``input(key)``, where the caller may
-    write it (else f is copied there), and writes its result where its first run did: ``run``
-    takes its temporaries from a memory pool of the entry's own, which nothing else allocates
-    from. So the result is the same array at every visit of a key, valid until the next one, and
-    ``run`` must neither keep its input nor return it."""
+    write it (else f is copied there), and writes its result where its first run did: every
+    allocation of its capture is held until ``free`` (from CuPy's default pool, to which they go
+    back then), so no later allocation reuses that memory. So the result is the same array at
+    every visit of a key, valid until the next one, and ``run`` must neither keep its input nor
+    return it."""
 
     def __init__(self):
-        self.entries = {}                      # key: (graph, input buffer, result, pool)
-        self.pool = cupy.cuda.MemoryPool()     # the input buffers
+        self.entries = {}                      # key: (graph, input buffer, result, the capture's allocations)
         self._depth = 0
 
     def input(self, key):
@@ -142,7 +142,7 @@ class Subgraphs:
             return run(f)
         entry = self.entries.get(key)
         if entry is None:
-            with cupy.cuda.using_allocator(self.pool.malloc):
+            with cupy.cuda.using_allocator(cupy.get_default_memory_pool().malloc):
                 buf = cupy.empty_like(f)
             buf[...] = f
             entry = self.entries[key] = self._capture(run, buf)
@@ -152,13 +152,17 @@ class Subgraphs:
         return entry[2]
 
     def _capture(self, run, buf):
-        """(graph, buf, run(buf), pool): run captured on a stream of this nesting depth."""
+        """(graph, buf, run(buf), allocations held): run captured on a stream of this nesting depth."""
         key = (cupy.cuda.Device().id, self._depth)
         stream = _NESTED.get(key) or _NESTED.setdefault(key, cupy.cuda.Stream(non_blocking=True))
-        pool, graph, runtime = cupy.cuda.MemoryPool(), None, cupy.cuda.runtime
+        held, graph, runtime, pool = [], None, cupy.cuda.runtime, cupy.get_default_memory_pool()
+
+        def malloc(nbytes):
+            held.append(pool.malloc(nbytes))
+            return held[-1]
         self._depth += 1
         try:
-            with stream, cupy.cuda.using_allocator(pool.malloc):
+            with stream, cupy.cuda.using_allocator(malloc):
                 runtime.streamBeginCapture(stream.ptr, runtime.streamCaptureModeRelaxed)
                 try:
                     out = run(buf)
@@ -170,18 +174,14 @@ class Subgraphs:
             raise
         finally:
             self._depth -= 1
-        return graph, buf, out, pool
+        return graph, buf, out, held
 
     def free(self):
-        """Destroy the captured visits and release their memory (a graph that inserted them holds
-        copies of the graphs, not of the memory: free it first). Also when this object goes."""
-        pools = [self.pool]
-        for graph, _, _, pool in self.entries.values():
+        """Destroy the captured visits and give their memory back (a graph that inserted them
+        holds copies of the graphs, not of the memory: free it first). Also when this object goes."""
+        for graph, *_ in self.entries.values():
             _driver()[3](graph)
-            pools.append(pool)
-        self.entries = {}                  # the results and buffers go back to their pools first
-        for pool in pools:
-            pool.free_all_blocks()
+        self.entries = {}
 
     def __del__(self):
         if self.entries:

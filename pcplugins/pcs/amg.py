@@ -67,8 +67,8 @@ OPTIONS = [
     options.Option("pc_amg_vcycle_smoother", "str", "auto",
            "K- and W-cycle: smoother of the levels they run V-cycles on (-pc_amg_kcycle_size; auto: l1jacobi on "
            "the GPU where the smoother is gs, one kernel a sweep instead of one a colour, and so on a real "
-           f"matrix's GPU levels but the finest of fewer than {kcycle.SMALL_JACOBI_SIZE['gpu']} unknowns; else "
-           "-pc_amg_smoother)",
+           f"matrix's GPU levels but the finest of fewer than {kcycle.SMALL_JACOBI_SIZE['gpu']} unknowns, and "
+           "every pairwise one but the finest; else -pc_amg_smoother)",
            ("auto", "gs", "l1jacobi", "chebyshev")),
     options.Option("pc_amg_pre", "int", None, "Pre-smoothing sweeps (default: 2 with Chebyshev, else 1)", lo=0),
     options.Option("pc_amg_post", "int", None, "Post-smoothing sweeps (default: 2 with Chebyshev, else 1)", lo=0),
