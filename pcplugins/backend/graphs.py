@@ -184,7 +184,7 @@ class Subgraphs:
         self.entries = {}
 
     def __del__(self):
-        if self.entries:
+        if self.entries and _DRIVER.get("lib"):
             self.free()
 
 

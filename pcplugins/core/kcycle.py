@@ -55,8 +55,8 @@ VCYCLE_SMOOTHER = {"gpu": {"gs": "l1jacobi"}, "cpu": {}}
 # cycle: their colour kernels cost launch latency more than bandwidth; the W-cycle visits them most.
 SMALL_JACOBI_SIZE = {"gpu": 300000, "cpu": 0}
 # ... and every pairwise level but the finest: Jones-Plassmann colours are 6 to 8 kernels a sweep
-# (the aux grid's cells give 4) and rounds in the setup; 2D 2048^2 W-cycle: 17 -> 18 iterations,
-# 91 -> 78 ms setup + solve on an H200 (docs/amg.md)
+# (the aux grid's cells give 4) and rounds in the setup; the W-cycle takes at most one iteration more
+# (2D 2048^2: 17 -> 18; 3D 257^3: 12 both) in less time (docs/amg.md)
 PAIRWISE_JACOBI = {"gpu": True, "cpu": False}
 # -pc_amg_smoother auto: smoothed aggregation on the host by Chebyshev (2, 2) in D^-1 A (GAMG's way;
 # no colouring in setup, and fewer iterations than Gauss-Seidel (1, 1): docs/amg.md), else gs
