@@ -21,10 +21,20 @@ gathered onto every rank.
 """
 import dataclasses
 
-import numpy
-
 from .. import backend
-from . import aggregation, coarse, colouring, cycle, distributed, nullspace, products, smoothed, smoothers, sparse
+from . import (
+    aggregation,
+    coarse,
+    colouring,
+    cycle,
+    distributed,
+    nullspace,
+    products,
+    replicated,
+    smoothed,
+    smoothers,
+    sparse,
+)
 from .comm import Comm
 
 # Pairwise levels needing over 3 x 8 colours (a kernel each a sweep) have them folded into 8 (the l1
@@ -148,7 +158,7 @@ class AggregationMG:
         if self.method not in ("auxgrid", "pairwise", "mis"):
             raise ValueError(f"unknown aggregation {self.method!r}")
         clock = backend.Clock(xp)
-        # several ranks: coarsen while distributed down to gather_size, then _Replicated continues
+        # several ranks: coarsen while distributed down to gather_size, then replicated.py continues
         stop = max(o.coarse_size, o.gather_size) if parallel else o.coarse_size
         transfers, members, graphs = [None], [], []
         coarsest = (block_size, near_null)        # a system's block size and near null space on the last level
@@ -233,29 +243,8 @@ class AggregationMG:
         elif mats[-1].shape[0] <= o.coarse_size:
             self.coarse = coarse.GatheredRowsSolve(mats[-1], xp)
         else:
-            whole = len(mats) == 1            # a small problem, gathered whole: the serial AMG, coordinates too
-            xyz = None
-            if self.method == "auxgrid" and (whole or (block_size == 1 and near_null is None)):
-                # the aux grid goes on over the gathered level (a system's coarse levels have no
-                # nodes: pairwise there): its unknowns at their vertices' centroids, in rank
-                # order as GatheredRowsSolve gathers the rows
-                xyz = coords if self.orders[0] is None else coords[self.orders[0]]
-                for agg, nc in zip(aggs, sizes[1:]):
-                    xyz = aggregation.centroids(xyz, agg, nc, xp)
-                xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(xyz))))
-            # a cycle captured whole (comm.capturable) holds the gathered levels' part too
-            # (smoothed aggregation goes on with its own aggregates)
-            rest = dataclasses.replace(o, aggregation="auxgrid" if xyz is not None else
-                                       "mis" if o.nsmooths else "pairwise",
-                                       max_levels=max(2, o.max_levels - len(mats) + 1),
-                                       aggressive=max(0, o.aggressive - len(mats) + 1),
-                                       graph=o.graph and not comm.capturable)
-            # a system's gathered levels keep its nodes and its (coarse) near null space
-            bs, B = coarsest
-            if B is not None:
-                B = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(B))))
-            self.coarse = coarse.GatheredRowsSolve(
-                mats[-1], xp, lambda M: _Replicated(M, xp, rest, whole, xyz, bs, B))
+            self.coarse = replicated.gathered(mats, aggs, sizes[1:], coords, self.orders[0], self.method, o, comm,
+                                              coarsest, block_size > 1 or near_null is not None, xp, AggregationMG)
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from, overcorrection=o.overcorrection)
         self.timings["coarse"] = clock()
@@ -289,7 +278,7 @@ class AggregationMG:
         graphs (their callback refers back to the hierarchy: a reference cycle that would hold the
         GPU memory until Python's cyclic garbage collector runs)."""
         rep = getattr(self.coarse, "inner", None)
-        if isinstance(rep, _Replicated):
+        if isinstance(rep, replicated.Replicated):
             rep.free()
         if self._cycle is not None:
             self._cycle.free()
@@ -300,7 +289,7 @@ class AggregationMG:
 
     def correction(self, f):
         """What the cycle of a finer level gets from this hierarchy's finest level for the
-        restricted residual f (_Replicated: the levels a distributed hierarchy gathered)."""
+        restricted residual f (replicated.Replicated: the levels a distributed hierarchy gathered)."""
         return self._in_order(self._cycle.correction, f)
 
     def _in_order(self, run, f):
@@ -354,47 +343,3 @@ class AggregationMG:
             store = f"{lev.storage}, " if lev.smoother else ""
             lines.append(f"  level {k}: {n} unknowns, {nnz} nonzeros, {store}{s}")
         return lines
-
-
-class _Replicated:
-    """The levels of a distributed hierarchy from the first with at most ``gather_size`` unknowns:
-    that level's matrix is gathered onto every rank (coarse.GatheredRowsSolve), where a serial
-    hierarchy continues it (the aux grid over the gathered unknowns' centroids ``xyz``, else
-    pairwise aggregation) and each rank runs the same coarse correction,
-    captured as a CUDA graph on the GPU. Coarse levels cost a few exchanges each per visit, and
-    the K-cycle visits level k 2^k times: one allgather replaces all of those below. ``whole``:
-    the gathered level is the finest (a small problem): one whole cycle, the serial AMG of the
-    gathered matrix."""
-
-    def __init__(self, M, xp, opts, whole, xyz=None, block_size=1, near_null=None):
-        self.mg = AggregationMG(M, xp, opts, xyz, block_size=block_size, near_null=near_null)
-        self.whole = whole
-        n, dt = M.shape[0], M.dtype                 # complex for a complex matrix: never a real buffer
-        self.run = self._run
-        self.out = xp.zeros(n, dt)
-        if backend.is_gpu(xp) and opts.graph and self.mg.coarse.capturable:
-            self.run = backend.CycleGraphs(self._run, backend.cupy.cuda.MemoryPool(),
-                                           buffers=(xp.zeros(n, dt), xp.zeros(n, dt)))
-
-    @property
-    def capturable(self):
-        return self.mg.coarse.capturable
-
-    def free(self):
-        if isinstance(self.run, backend.CycleGraphs):
-            self.run.free()
-        self.run = None
-        self.mg.free()
-
-    def _run(self, f, out):
-        out[...] = self.mg.cycle(f) if self.whole else self.mg.correction(f)
-
-    def solve(self, f):
-        self.run(f, self.out)
-        return self.out
-
-    def describe(self):
-        sizes = " -> ".join(str(lev.n) for lev in self.mg.levels)
-        graph = ", CUDA graph" if isinstance(self.run, backend.CycleGraphs) else ""
-        return f"replicated serial hierarchy ({self.mg.method}, {sizes} unknowns{graph})"
-
