@@ -87,8 +87,8 @@ class Options:
     smoother: str = "auto"         # auto (the note below VCYCLE_SMOOTHER) | gs | l1jacobi | chebyshev
     vcycle_smoother: str = "auto"  # the K- and W-cycle's V-cycle levels: auto (VCYCLE_SMOOTHER) | gs | l1jacobi |
                                    # chebyshev
-    pre: int = None                # sweeps; None: 2 for Chebyshev (degree 2, as PCMG smooths), else 1
-    post: int = None
+    pre: int = None                # sweeps; None: 2 for Chebyshev (a degree-2 polynomial, as PETSc's PCMG
+    post: int = None               # smooths), else 1
     coarse_size: int = None       # default: 2048 on the GPU (one dense GEMV), 400 on the CPU
     max_levels: int = 25
     theta: float = 0.25            # pairwise: strength of connection
@@ -98,11 +98,13 @@ class Options:
 
 
 def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=None):
-    """A cycle.CSRLevel: ``A`` this rank's rows and columns (a distributed.Rows on several ranks),
-    ``agg`` its aggregates (None on the coarsest: a direct solve) and prolongation signs (None:
-    +1), or ``P`` its prolongation (CSR: a near null space's, smoothed or not: nullspace.py,
-    smoothed.py); ``R`` the restriction where made (sparse.members, P^T); ``smoother`` its kind
-    (smoothers.make_csr); ``ell``: products in ELL storage (AggregationMG._ell decides)."""
+    """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
+    on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
+    of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
+    prolongation of a near null space, smoothed or not: nullspace.py, smoothed.py); ``R`` the
+    restriction of ``agg`` or P where it is made already (sparse.members, P^T); ``smoother`` its
+    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage (AggregationMG._ell
+    decides; on a distributed level the smoother's, of the own block)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     last = agg is None and P is None
