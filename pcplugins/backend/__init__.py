@@ -179,4 +179,4 @@ def column_reduce(a, name):
 
 # the package's other modules use the names above
 from .cublas import matmul  # noqa: E402, F401
-from .graphs import CycleGraphs, Subgraphs  # noqa: E402, F401
+from .graphs import CycleGraphs, Subgraphs, graph_pool  # noqa: E402, F401

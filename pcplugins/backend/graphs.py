@@ -19,6 +19,15 @@ def _capture_stream():
     return stream
 
 
+def graph_pool():
+    """A memory pool for a graph's temporaries (CycleGraphs' ``pool``): private, as a captured
+    graph keeps the addresses it got, but with its chunks taken from CuPy's default pool, to which
+    ``free_all_blocks`` gives them back. So the capture of a new preconditioner reuses the memory
+    an earlier one gave back, where a pool of its own would pay a cudaMalloc for each temporary
+    (a KSP created for each solve, a SNES step's new PC)."""
+    return cupy.cuda.MemoryPool(cupy.get_default_memory_pool().malloc)
+
+
 class CycleGraphs:
     """Replays ``run(x, out)`` as a CUDA graph, one per (input, output) pair of device buffers.
 
@@ -29,7 +38,7 @@ class CycleGraphs:
     capturing (an eager first run would add a whole cycle's Python time to every setup). A call
     whose capture fails runs eagerly and the next one captures again; a second failure turns the
     graphs off. ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a
-    private CuPy memory pool, or None for the default one): the captured graph keeps using the
+    private CuPy memory pool, graph_pool(), or None for the default one): the captured graph keeps using the
     addresses it got during capture, so nothing else may allocate from that pool. With
     ``buffers`` (an input and an output array of our own) there is one graph on them, whatever
     Vecs the KSP passes.

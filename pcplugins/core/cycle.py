@@ -111,14 +111,15 @@ class CSRLevel:
 class Cycle:
     """B_0 and the coarse correction C_0 of ``levels`` (CSRLevel) with the coarsest solve
     ``coarse`` (``solve(f)`` -> a new array). ``dots(*pairs)``: the K-cycle's inner products of
-    the pairs (a, b), 0-d arrays (global sums on several ranks, all pairs in one exchange)."""
+    the pairs (a, b), a sequence of 0-d arrays or scalars (global sums on several ranks, all pairs
+    in one exchange)."""
 
     def __init__(self, levels, coarse, kind, pre, post, xp, dots=None, kcycle_its=2, revisit_coarsest=False,
                  v_from=None, overcorrection=1.0):
         if kind not in KINDS:
             raise ValueError(f"unknown cycle {kind!r} ({', '.join(KINDS)})")
         self.levels, self.coarse, self.kind, self.pre, self.post, self.xp = levels, coarse, kind, pre, post, xp
-        self.dots = dots or (lambda *pairs: [products.dot(a, b, xp) for a, b in pairs])
+        self.dots = dots or (lambda *pairs: products.dots(pairs, xp))
         self.kcycle_its, self.revisit_coarsest = kcycle_its, revisit_coarsest
         self.v_from = len(levels) if v_from is None else v_from
         self.overcorrection = overcorrection
@@ -187,12 +188,12 @@ class Cycle:
 
     def fcg(self, k, f):
         """Algorithm 2.1: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k. The
-        step lengths stay on the device (0-d arrays); a direction with (p, p)_A = 0 (the coarse
-        residual already zero) gets step length 0. (p, A p) and (r, p) are taken together: one
+        inner products stay on the device (0-d arrays), and each step's update takes its step
+        length from them (products.fcg_update); a direction with (p, p)_A = 0 (the coarse residual
+        already zero) gets step length 0. (p, A p) and (r, p) are taken together: one
         global sum for both on several ranks."""
         xp, lev = self.xp, self.levels[k]
-        u = xp.zeros_like(f)
-        r = f
+        u, r = None, f
         ps, aps, paps = [], [], []
         for i in range(self.kcycle_its):
             p = self.apply(k, r, "k")
@@ -200,10 +201,10 @@ class Cycle:
                 products.axpy_ratio(p, self.dots((p, apj))[0], papj, pj, xp)
             ap = lev.spmv(p)
             pap, rp = self.dots((p, ap), (r, p))
-            alpha = products.step_length(rp, pap, xp)
-            products.axpy(u, alpha, p, xp)
-            if i + 1 < self.kcycle_its:
-                r = products.xmay(r, alpha, ap, xp)
+            if i + 1 == self.kcycle_its:
+                u = products.fcg_update(u, p, rp, pap, xp)
+            else:
+                u, r = products.fcg_update(u, p, rp, pap, xp, r=r, ap=ap)
                 ps.append(p)
                 aps.append(ap)
                 paps.append(pap)

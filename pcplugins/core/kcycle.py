@@ -305,11 +305,8 @@ class AggregationMG:
     def _dots(self, *pairs):
         """(a, b) of each pair, 0-d arrays; on several ranks their global sums in one exchange (on
         the device where the communicator is capturable, else through the host)."""
-        d = [products.dot(a, b, self.xp) for a, b in pairs]
-        if self.comm.size == 1:
-            return d
-        total = self.comm.allsum_array(self.xp.stack(d))
-        return [total[i] for i in range(len(d))]
+        d = products.dots(pairs, self.xp)
+        return d if self.comm.size == 1 else self.comm.allsum_array(d)
 
     # -- information ----------------------------------------------------------------------------------
     def counts(self):

@@ -1,7 +1,7 @@
 """The cycle's products on NumPy or CuPy arrays, none of which waits for the host: CSR and ELL row
 products (A u, f - A u, R (f - A u), Gauss-Seidel and Jacobi updates, a Jacobi sweep after the
 prolongation), the aggregate prolongation, the coarse inverse's GEMV, and the K-cycle's inner
-products and vector updates with device scalars (Wang, Hu, Cohen, Xu, Algorithms 2.1 and 2.2).
+products (two pairs at a time) and updates with device scalars (Wang, Hu, Cohen, Xu, Algorithms 2.1 and 2.2).
 
 cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per call,
 so on the GPU these run one small kernel each (sparse.cu's row kernels, real or complex, single or
@@ -156,33 +156,46 @@ def _kernel_types(A, *vectors):
             and A.dtype in kernels.CTYPES and all(v.dtype == A.dtype for v in vectors))
 
 
-def dot(a, b, xp):
-    """(a, b) of real vectors as a 0-d array of ``xp``, with no synchronisation. On the GPU two
-    kernels: per-block partial sums over the whole device, then their sum (CuPy's ReductionKernel
-    gives a full reduction one thread block, which leaves the device mostly idle; the K-cycle
-    takes many dots per cycle)."""
+def dots(pairs, xp):
+    """(a, b) of each pair (no conjugate) as a 1-D array of ``xp``, with no synchronisation. On
+    the GPU two kernels for one or two pairs: per-block partial sums of both over the whole device,
+    then their sums in one block (CuPy's ReductionKernel gives a full reduction one thread block,
+    which leaves the device mostly idle, and costs a Python dispatch a call; the K-cycle takes
+    three inner products a step of flexible CG)."""
     if not backend.is_gpu(xp):
-        return xp.asarray(numpy.dot(a, b))
-    n = a.size
+        return xp.asarray([numpy.dot(a, b) for a, b in pairs])
+    if len(pairs) > 2:
+        return xp.concatenate([dots(pairs[i:i + 2], xp) for i in range(0, len(pairs), 2)])
+    n, dtype = pairs[0][0].size, pairs[0][0].dtype
     blocks = max(1, min(1024, (n + 255) // 256))
-    partial = xp.empty(blocks, a.dtype)
-    sparse.row_kernel(kernels.CTYPES[numpy.dtype(a.dtype)], "dot_partial")(
-        (blocks,), (256,), (a, b, partial, numpy.int64(n)))
-    return _sum_kernel()(partial)
+    partial, out = xp.empty(len(pairs) * blocks, dtype), xp.empty(len(pairs), dtype)
+    ctype = kernels.CTYPES[numpy.dtype(dtype)]
+    sparse.row_kernel(ctype, "dots_partial")((blocks,), (256,), (*pairs[0], *pairs[-1], numpy.int32(len(pairs)),
+                                                                 partial, numpy.int64(n)))
+    sparse.row_kernel(ctype, "dots_sum")((1,), (256,), (partial, numpy.int32(blocks), numpy.int32(len(pairs)), out))
+    return out
 
 
-@functools.lru_cache(maxsize=None)
-def _sum_kernel():
-    return backend.cupy.ReductionKernel("T x", "T z", "x", "a + b", "z = a", "0", "pcplugins_sum")
-
-
-def axpy(y, alpha, x, xp):
-    """y += alpha x with alpha a 0-d array (one kernel on the GPU)."""
+def fcg_update(u, p, rp, pap, xp, r=None, ap=None):
+    """A step of flexible CG (Algorithm 2.1) with the step length alpha = rp / pap, 0 where
+    pap <= 0 (a direction of zero energy: the residual is already zero), rp and pap 0-d arrays:
+    u + alpha p (in place; ``u`` None: from the zero first guess, a new array), and with ``r``
+    also r - alpha ap (a new array); one kernel on the GPU. Returns u, or (u, r - alpha ap)."""
     if not backend.is_gpu(xp):
-        y += alpha * x
-        return y
-    sparse.elementwise("axpy", "raw T a, T x", "T y", "y += a[0] * x")(alpha, x, y)
-    return y
+        alpha = rp / pap if pap > 0 else 0.0
+        if u is None:
+            u = alpha * p
+        else:
+            u += alpha * p
+        return u if r is None else (u, r - alpha * ap)
+    alpha = "T a = pap[0] > 0 ? rp[0] / pap[0] : T(0); "
+    set_u = "u = a * p;" if u is None else "u += a * p;"
+    if r is None:
+        kernel = sparse.elementwise(f"fcg_u{u is None:d}", "T p, raw T rp, raw T pap", "T u", alpha + set_u)
+        return kernel(p, rp, pap, xp.empty_like(p) if u is None else u)
+    kernel = sparse.elementwise(f"fcg_ur{u is None:d}", "T p, T r, T ap, raw T rp, raw T pap", "T u, T z",
+                                alpha + set_u + " z = r - a * ap;")
+    return kernel(p, r, ap, rp, pap, xp.empty_like(p) if u is None else u, xp.empty_like(r))
 
 
 def axpy_ratio(y, num, den, x, xp):
@@ -194,20 +207,6 @@ def axpy_ratio(y, num, den, x, xp):
     sparse.elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y",
                        "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
     return y
-
-
-def step_length(rp, pap, xp):
-    """rp / pap, or 0 where pap <= 0 (a direction of zero energy: the residual is already zero)."""
-    if not backend.is_gpu(xp):
-        return xp.asarray(rp / pap if pap > 0 else 0.0)
-    return sparse.elementwise("step", "T rp, T pap", "T a", "a = pap > 0 ? rp / pap : 0")(rp, pap)
-
-
-def xmay(x, alpha, y, xp):
-    """x - alpha y (a new array), alpha a 0-d array."""
-    if not backend.is_gpu(xp):
-        return x - alpha * y
-    return sparse.elementwise("xmay", "T x, raw T a, T y", "T z", "z = x - a[0] * y")(x, alpha, y)
 
 
 def gemv(out, A, x):

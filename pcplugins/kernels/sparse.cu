@@ -146,21 +146,51 @@ extern "C" __global__ void dense_rows(const int m, const int n, const T* __restr
     if (r < m && lane == 0) out[r] = s;
 }
 
-// Partial sums of x . y (real T), one per block of 256 threads over a grid-stride loop; a second
-// kernel (CuPy's sum) adds the partials. Twin: numpy.dot (sparse.dot).
-extern "C" __global__ void dot_partial(const T* x, const T* y, T* partial, long long n)
+// Partial sums of x0 . y0 and, with npairs 2, x1 . y1 (no conjugate), one of each per block of
+// 256 threads over a grid-stride loop: partial[p * gridDim.x + block]. dots_sum adds them. Twin:
+// numpy.dot of each pair (products.dots).
+extern "C" __global__ void dots_partial(const T* x0, const T* y0, const T* x1, const T* y1, const int npairs,
+        T* partial, const long long n)
 {
-    __shared__ T s[256];
-    T acc = 0;
-    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x)
-        acc += x[i] * y[i];
-    s[threadIdx.x] = acc;
+    __shared__ T s[2][256];
+    T a0 = 0, a1 = 0;
+    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x) {
+        a0 += x0[i] * y0[i];
+        if (npairs > 1) a1 += x1[i] * y1[i];
+    }
+    s[0][threadIdx.x] = a0;
+    s[1][threadIdx.x] = a1;
     __syncthreads();
     for (int w = 128; w > 0; w >>= 1) {
-        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        if (threadIdx.x < w) {
+            s[0][threadIdx.x] += s[0][threadIdx.x + w];
+            s[1][threadIdx.x] += s[1][threadIdx.x + w];
+        }
         __syncthreads();
     }
-    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = s[0][0];
+        if (npairs > 1) partial[gridDim.x + blockIdx.x] = s[1][0];
+    }
+}
+
+// out[p] = the sum of dots_partial's ``blocks`` partials of pair p, for p < npairs: one block of
+// 256 threads, the partials of each pair added in the same order on every run.
+extern "C" __global__ void dots_sum(const T* partial, const int blocks, const int npairs, T* out)
+{
+    __shared__ T s[256];
+    for (int p = 0; p < npairs; ++p) {
+        T a = 0;
+        for (int i = threadIdx.x; i < blocks; i += 256) a += partial[p * blocks + i];
+        s[threadIdx.x] = a;
+        __syncthreads();
+        for (int w = 128; w > 0; w >>= 1) {
+            if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) out[p] = s[0];
+        __syncthreads();
+    }
 }
 
 // out[s] = sum of data[order[j]] for starts[s] <= j < starts[s + 1] (the last run to n), added in

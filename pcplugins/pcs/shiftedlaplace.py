@@ -171,7 +171,7 @@ class ShiftedLaplace(PythonPC):
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             m = local * dof               # this rank's part of the grid
             dtype = numpy.float64 if self.real_equivalent else numpy.complex128
-            self._graphs = backend.CycleGraphs(self._cycle, backend.cupy.cuda.MemoryPool(),
+            self._graphs = backend.CycleGraphs(self._cycle, backend.graph_pool(),
                                                buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))
         self._run = self._graphs or self._cycle
 

@@ -1168,19 +1168,51 @@ def test_shifted_laplace_cupy_matches_numpy(coarse_solve, dim, n, prolongation):
     assert err <= tol, err
 
 
+@pytest.mark.parametrize("pairs", [1, 2, 3])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n", [1, 255, 256, 257, 100003, 3000000])
-def test_device_dot_matches_numpy(n, dtype):
-    """products.dot's two-stage device reduction (per-block partial sums, then their sum) against
-    NumPy, on sizes around the block size and beyond the 1024 blocks of the first stage."""
+def test_device_dots_match_numpy(n, dtype, pairs):
+    """products.dots's two-stage device reduction (per-block partial sums of two pairs at once,
+    then their sums) against NumPy, for one, two and three pairs, on sizes around the block size
+    and beyond the 1024 blocks of the first stage."""
     from pcplugins.core import products
     rng = np.random.default_rng(n)
-    a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
-    got = products.dot(backend.cupy.asarray(a), backend.cupy.asarray(b), backend.cupy)
-    assert got.shape == () and got.dtype == dtype
-    ref = np.dot(a.astype(np.float64), b.astype(np.float64))
-    scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
-    assert abs(float(got) - ref) <= (1e-12 if dtype == np.float64 else 1e-5) * scale
+    vectors = [rng.standard_normal(n).astype(dtype) for _ in range(2 * pairs)]
+    cp = backend.cupy
+    on = [(cp.asarray(vectors[2 * i]), cp.asarray(vectors[2 * i + 1])) for i in range(pairs)]
+    got = products.dots(on, cp)
+    assert got.shape == (pairs,) and got.dtype == dtype
+    host = products.dots([(vectors[2 * i], vectors[2 * i + 1]) for i in range(pairs)], np)      # the twin
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for i, (a, b) in enumerate(zip(vectors[::2], vectors[1::2])):
+        ref = np.dot(a.astype(np.float64), b.astype(np.float64))
+        scale = np.dot(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+        assert abs(float(got[i]) - ref) <= tol * scale
+        assert abs(float(got[i]) - float(host[i])) <= 2 * tol * scale
+
+
+@pytest.mark.parametrize("pap", [2.0, 0.0, -1.0])
+@pytest.mark.parametrize("first,residual", [(True, True), (False, True), (True, False), (False, False)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fcg_update_matches_numpy(dtype, first, residual, pap):
+    """products.fcg_update's kernels against their twin: u (new or updated in place) and
+    r - alpha ap with alpha = rp / pap, 0 where pap <= 0."""
+    from pcplugins.core import products
+    cp = backend.cupy
+    rng = np.random.default_rng(5)
+    u, p, r, ap = (rng.standard_normal(1001).astype(dtype) for _ in range(4))
+    rp, pp = np.asarray(0.7, dtype), np.asarray(pap, dtype)
+    kw = dict(r=r, ap=ap) if residual else {}
+    ref = products.fcg_update(None if first else u.copy(), p, rp, pp, np, **kw)
+    du = None if first else cp.asarray(u)
+    got = products.fcg_update(du, cp.asarray(p), cp.asarray(rp), cp.asarray(pp), cp,
+                              **({k: cp.asarray(v) for k, v in kw.items()}))
+    ref, got = (ref, got) if residual else ((ref,), (got,))
+    if not first:
+        assert got[0] is du                         # in place
+    tol = 1e-5 if dtype == np.float32 else 1e-13       # the GPU may fuse a multiply and an add
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(cp.asnumpy(a), b, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("route", ["segments", "sorted"])
@@ -1502,6 +1534,31 @@ def test_laplacian_fft_cupy_matches_numpy(shape, periodic, dense, dtype, tol):
         graphs(fd, out)
     assert graphs.note.startswith("on") and graphs.graphs
     assert np.linalg.norm(grid.interior(out).get() - ref) <= tol * np.linalg.norm(ref)
+
+
+def test_graph_pool_gives_its_memory_back_to_the_default_pool():
+    """backend.graph_pool's chunks come from CuPy's default pool and go back there when the graphs
+    are freed, so the capture of the same cycle by a new preconditioner takes no new device memory."""
+    cp = backend.cupy
+    default = cp.get_default_memory_pool()
+    x = cp.arange(1 << 20, dtype=cp.float64)
+    ref = (x * 2 + 1) * x
+    out = cp.zeros_like(x)
+
+    def run(a, o):
+        o[...] = (a * 2 + 1) * a                # two temporaries
+    totals = []
+    for _ in range(3):
+        graphs = backend.CycleGraphs(run, backend.graph_pool())
+        out[...] = 0
+        graphs(x, out)
+        assert graphs.on and len(graphs.graphs) == 1
+        assert cp.array_equal(out, ref)
+        used = default.used_bytes()
+        graphs.free()
+        assert default.used_bytes() <= used - x.nbytes       # the chunks went back
+        totals.append(default.total_bytes())
+    assert totals[0] == totals[1] == totals[2]
 
 
 @pytest.mark.parametrize("cycle, kcycle_size", [("w", None), ("w", 300), ("k", None), ("k", 300)])
