@@ -162,7 +162,7 @@ class CSRDirectSolve:
         if self.n <= DENSE_LIMIT:
             # densified where A lives: a dense matrix built on the host and uploaded would be most
             # of a GPU AMG setup
-            self.inv = dense_inverse(A.toarray(), xp).astype(self.dtype)
+            self.inv = dense_inverse(sparse.dense(A, xp), xp).astype(self.dtype)
             self.out = xp.zeros(self.n, self.dtype)
         else:
             host = sparse.to_host(A)

@@ -140,6 +140,20 @@ def rows_of(A, xp):
     return rows
 
 
+def dense(A, xp):
+    """The CSR matrix A as a dense array on its device: on the GPU a thread a row adds its entries
+    into zeros (cupyx's toarray goes through cuSPARSE and its format checks, a millisecond for
+    AMG's coarsest matrix); SciPy's toarray on the host, the twin."""
+    if not backend.is_gpu(xp):
+        return A.toarray()
+    d = xp.zeros(A.shape, A.dtype)
+    if A.shape[0] and A.shape[1]:
+        elementwise("dense_rows", "raw I indptr, raw J indices, raw T data, int64 n", "raw T d",
+                    "for (I k = indptr[i]; k < indptr[i + 1]; ++k) d[i * n + indices[k]] += data[k]")(
+            A.indptr, A.indices, A.data, numpy.int64(A.shape[1]), d.reshape(-1), size=A.shape[0])
+    return d
+
+
 def row_max(values, A, xp):
     """The largest of ``values`` (>= 0, one per stored entry of A) in each row: on the GPU one
     thread a row (CuPy's sparse max goes through a dense copy of each row block), its SciPy twin

@@ -1215,6 +1215,27 @@ def test_fcg_update_matches_numpy(dtype, first, residual, pap):
         np.testing.assert_allclose(cp.asnumpy(a), b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (37, 37), (300, 120)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_dense_matches_scipy(dtype, shape):
+    """sparse.dense's kernel (a thread a row adding its entries, duplicates summed) against its
+    twin, SciPy's toarray, bit for bit."""
+    import scipy.sparse
+
+    from pcplugins.core import sparse
+    cp = backend.cupy
+    rng = np.random.default_rng(shape[0])
+    coo = scipy.sparse.random(*shape, density=0.2, random_state=rng, format="coo")
+    coo = scipy.sparse.coo_matrix((np.r_[coo.data, 1.5], (np.r_[coo.row, 0], np.r_[coo.col, 0])), shape=shape)
+    host = coo.tocsr().astype(dtype)          # a duplicate at (0, 0), summed by tocsr
+    dup = scipy.sparse.csr_matrix((np.r_[dtype(0.25), host.data], np.r_[0, host.indices],
+                                   np.r_[0, host.indptr[1:] + 1]), shape=shape)   # one more at (0, 0), kept
+    for A in (host, dup):
+        got = sparse.dense(sparse.module(cp).csr_matrix(A), cp)
+        assert got.dtype == dtype and got.shape == shape
+        assert np.array_equal(cp.asnumpy(got), sparse.dense(A, np))
+
+
 @pytest.mark.parametrize("route", ["segments", "sorted"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
 def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypatch):
