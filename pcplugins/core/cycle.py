@@ -36,7 +36,7 @@ contractions and a projection, eigenvalues in [0, 1)), and the coarse solve is e
 scales a correction that another scaling lengthened beyond A_{k+1}^-1. (A V-cycle scaled on
 every level can overshoot: alpha 1.8 made CG fail on a P1 mesh.)
 
-Each step makes new arrays; nothing waits for the host (the flexible CG's step lengths stay 0-d
+Each step makes new arrays; nothing waits for the host (the flexible CG's inner products stay 0-d
 device arrays), so on the GPU a cycle is captured and replayed as a CUDA graph. The geometric
 hierarchy (multigrid.Multigrid) runs the same V/W/F recursion in place on its preallocated padded
 level arrays, which its ghost updates and fused kernels need.

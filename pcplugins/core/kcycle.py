@@ -11,7 +11,7 @@ On every coarse level the K-cycle runs ``kcycle_its`` steps of a flexible CG pre
 next level's cycle. That makes the preconditioner nonlinear (it changes from one application to
 the next): the outer Krylov method should be flexible (PETSc's ``fcg``, ``fgmres``).
 Everything here works on NumPy or CuPy arrays, and a cycle never waits for the host (the flexible
-CG's step lengths stay on the device), so on the GPU it is captured and replayed as a CUDA graph.
+CG's inner products stay on the device), so on the GPU it is captured and replayed as a CUDA graph.
 
 On several ranks (``comm``, distributed.py) each level's matrix is distributed by rows: every rank
 aggregates its own unknowns, products exchange the ghost values, the smoothers are hybrid (their
