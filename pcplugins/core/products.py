@@ -1,7 +1,8 @@
 """The cycle's products on NumPy or CuPy arrays, none of which waits for the host: CSR and ELL row
 products (A u, f - A u, R (f - A u), Gauss-Seidel and Jacobi updates, a Jacobi sweep after the
 prolongation), the aggregate prolongation, the coarse inverse's GEMV, and the K-cycle's inner
-products (two pairs at a time) and updates with device scalars (Wang, Hu, Cohen, Xu, Algorithms 2.1 and 2.2).
+products (two pairs at a time) and updates with device scalars (Wang, Hu, Cohen, Xu, Algorithms
+2.1 and 2.2).
 
 cuSPARSE (cupyx's A @ x) cannot be captured in a CUDA graph and costs a descriptor set-up per call,
 so on the GPU these run one small kernel each (sparse.cu's row kernels, real or complex, single or

@@ -142,8 +142,8 @@ def rows_of(A, xp):
 
 def dense(A, xp):
     """The CSR matrix A as a dense array on its device: on the GPU a thread a row adds its entries
-    into zeros (cupyx's toarray goes through cuSPARSE and its format checks, a millisecond for
-    AMG's coarsest matrix); SciPy's toarray on the host, the twin."""
+    into zeros, one kernel (cupyx's toarray goes through cuSPARSE after its format checks, which
+    wait for the device); SciPy's toarray on the host, the twin."""
     if not backend.is_gpu(xp):
         return A.toarray()
     d = xp.zeros(A.shape, A.dtype)
