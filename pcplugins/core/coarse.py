@@ -175,9 +175,10 @@ class CSRDirectSolve:
         return self.inv is not None
 
     def solve(self, f):
-        """A^-1 f (a new array)."""
+        """A^-1 f: with the dense inverse an array of this solve's own, which the next solve
+        overwrites (a cycle reads it before then: one copy fewer a visit); else a new array."""
         if self.inv is not None:
-            return products.gemv(self.out, self.inv, f).copy()
+            return products.gemv(self.out, self.inv, f)
         x = self.lu(backend.to_host(f).astype(self.lu_dtype))
         return backend.to_namespace(x.astype(self.dtype), self.xp)
 

@@ -110,9 +110,9 @@ class CSRLevel:
 
 class Cycle:
     """B_0 and the coarse correction C_0 of ``levels`` (CSRLevel) with the coarsest solve
-    ``coarse`` (``solve(f)`` -> a new array). ``dots(*pairs)``: the K-cycle's inner products of
-    the pairs (a, b), a sequence of 0-d arrays or scalars (global sums on several ranks, all pairs
-    in one exchange)."""
+    ``coarse`` (``solve(f)`` -> an array, which may be the solve's own, valid until its next
+    call). ``dots(*pairs)``: the K-cycle's inner products of the pairs (a, b), a sequence of 0-d
+    arrays or scalars (global sums on several ranks, all pairs in one exchange)."""
 
     def __init__(self, levels, coarse, kind, pre, post, xp, dots=None, kcycle_its=2, revisit_coarsest=False,
                  v_from=None, overcorrection=1.0):
@@ -143,7 +143,10 @@ class Cycle:
     def apply(self, k, f, kind, u=None):
         """B_k f (Algorithm 2.2); from the first guess ``u`` (taken over) u + B_k (f - A_k u)."""
         if k == len(self.levels) - 1:
-            return self.coarse.solve(f)
+            # the coarse solve may return an array of its own that its next solve overwrites:
+            # read before then within a cycle, copied where it is the cycle's result
+            e = self.coarse.solve(f)
+            return e.copy() if k == 0 else e
         lev = self.levels[k]
         if u is not None:
             u = lev.smoother.smooth(u, f, self.pre)
@@ -183,6 +186,7 @@ class Cycle:
             # linear: no residual and no sum of its own
             e = self.apply(k, f, again, u=e)
         elif again and self.revisit_coarsest:
+            e = e.copy()                # the second solve overwrites the first's array
             e += self.apply(k, self.levels[k].residual(f, e), again)
         return e
 

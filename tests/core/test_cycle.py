@@ -77,3 +77,29 @@ def test_gpu_smoother_rules(aggregation, monkeypatch):
     gs = [k == 0 or (aggregation == "auxgrid" and lev.n >= 300) for k, lev in enumerate(mg.levels[:-1])]
     assert sum(gs) >= 1 + (aggregation == "auxgrid") and len(kinds) >= 3
     assert kinds == ["CSRColourGS" if g else "CSRL1Jacobi" for g in gs], kinds
+
+
+@pytest.mark.parametrize("shape", [(9, 8), (6, 5, 4)])
+@pytest.mark.parametrize("cycle", ["w", "k"])
+def test_coarse_solve_array_is_never_a_kept_result(shape, cycle):
+    """The dense coarse solve writes every solve into one array of its own (no copy a visit): a
+    hierarchy that is the coarse solve alone hands out copies, so two cycles' results stay those of
+    their right-hand sides (A^-1 f against a direct solve), and within a multilevel cycle each
+    coarse result is read before the next solve overwrites it (the cycle against the same cycle
+    with a coarse solve that makes a new array each time)."""
+    A = laplacian(shape)
+    rng = np.random.default_rng(7)
+    f1, f2 = rng.standard_normal((2, A.shape[0]))
+    alone = kcycle.AggregationMG(A, np, kcycle.Options(cycle=cycle, aggregation="pairwise", coarse_size=1000))
+    assert len(alone.levels) == 1
+    u1 = alone.cycle(f1)
+    u2 = alone.cycle(f2)
+    dense = A.toarray()
+    for u, f in ((u1, f1), (u2, f2)):
+        assert np.linalg.norm(dense @ u - f) <= 1e-10 * np.linalg.norm(f)
+    opts = kcycle.Options(cycle=cycle, aggregation="pairwise", coarse_size=4)
+    mg, fresh = kcycle.AggregationMG(A, np, opts), kcycle.AggregationMG(A, np, opts)
+    assert len(mg.levels) >= 3 and mg.coarse.solve(f1[:mg.coarse.n]) is mg.coarse.solve(f2[:mg.coarse.n])
+    solve = fresh.coarse.solve
+    fresh.coarse.solve = lambda f: solve(f).copy()
+    assert np.array_equal(mg.cycle(f1), fresh.cycle(f1))
