@@ -53,6 +53,12 @@ class CycleGraphs:
         self.note = "on (whole cycle captured)"
         self.buffers = buffers
 
+    @classmethod
+    def on_buffers(cls, run, n, dtype):
+        """The graphs of a preconditioner's cycle ``run``: one graph on two buffers of ``n`` values
+        of its own, whatever Vecs the KSP passes, its temporaries from a graph_pool()."""
+        return cls(run, graph_pool(), buffers=(cupy.zeros(n, dtype), cupy.zeros(n, dtype)))
+
     def __call__(self, x, out):
         if not self.on:
             return self._eager(x, out)

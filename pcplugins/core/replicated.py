@@ -58,8 +58,7 @@ class Replicated:
         self.run = self._run
         self.out = xp.zeros(n, dt)
         if backend.is_gpu(xp) and mg.opts.graph and mg.coarse.capturable:
-            self.run = backend.CycleGraphs(self._run, backend.graph_pool(),
-                                           buffers=(xp.zeros(n, dt), xp.zeros(n, dt)))
+            self.run = backend.CycleGraphs.on_buffers(self._run, n, dt)
 
     @property
     def capturable(self):

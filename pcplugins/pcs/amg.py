@@ -215,8 +215,7 @@ class AMG(PythonPC):
                 and (self.comm.size == 1 or self.comm.capturable)):
             # the cycle's temporaries come from a pool of their own, which the graphs keep using;
             # under MPI the exchanges and inner products go device to device, captured with it
-            self._graphs = backend.CycleGraphs(self._cycle, backend.graph_pool(),
-                                               buffers=(xp.zeros(n, mine.dtype), xp.zeros(n, mine.dtype)))
+            self._graphs = backend.CycleGraphs.on_buffers(self._cycle, n, mine.dtype)
         self._run = self._graphs or self._cycle
 
     def _system(self, pc, M, n, xp):

@@ -171,8 +171,7 @@ class ShiftedLaplace(PythonPC):
             # the cycle's temporaries come from a pool of their own, which the graphs keep using
             m = local * dof               # this rank's part of the grid
             dtype = numpy.float64 if self.real_equivalent else numpy.complex128
-            self._graphs = backend.CycleGraphs(self._cycle, backend.graph_pool(),
-                                               buffers=(self.xp.zeros(m, dtype), self.xp.zeros(m, dtype)))
+            self._graphs = backend.CycleGraphs.on_buffers(self._cycle, m, dtype)
         self._run = self._graphs or self._cycle
 
     @staticmethod
