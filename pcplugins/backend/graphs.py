@@ -1,5 +1,6 @@
 """CUDA graphs: whole cycles replayed as one launch (CycleGraphs), and the coarse visits that a
 cycle repeats captured once and inserted wherever they recur (Subgraphs)."""
+import collections
 import contextlib
 import ctypes
 
@@ -185,7 +186,7 @@ class Subgraphs:
                     graph = runtime.streamEndCapture(stream.ptr)
         except BaseException:
             if graph:
-                _driver()[3](graph)
+                _driver().destroy(graph)
             raise
         finally:
             self._depth -= 1
@@ -195,7 +196,7 @@ class Subgraphs:
         """Destroy the captured visits and give their memory back (a graph that inserted them
         holds copies of the graphs, not of the memory: free it first). Also when this object goes."""
         for graph, *_ in self.entries.values():
-            _driver()[3](graph)
+            _driver().destroy(graph)
         self.entries = {}
 
     def __del__(self):
@@ -223,8 +224,11 @@ def _driver():
         fns[1].argtypes = [p(vp), vp, vp, ctypes.c_size_t, vp]
         fns[2].argtypes = [vp, p(vp), vp, ctypes.c_size_t, ctypes.c_uint]
         fns[3].argtypes = [vp]
-        _DRIVER["lib"] = fns
+        _DRIVER["lib"] = _Driver(*fns)
     return _DRIVER["lib"]
+
+
+_Driver = collections.namedtuple("_Driver", "capture_info add_child update_dependencies destroy")
 
 
 def _insert(stream, graph):
@@ -232,13 +236,14 @@ def _insert(stream, graph):
     stream's current dependencies, which it then replaces (CUDA's way of adding nodes to a
     capture: get the capture's graph and dependencies, add the node, set the dependencies). A
     failure turns child nodes off for this process, so that the next capture goes without them."""
-    info, add, update, _ = _driver()
+    lib = _driver()
     vp, ref = ctypes.c_void_p, ctypes.byref
     status, ident, parent, deps, edges, n, node = (ctypes.c_int(), ctypes.c_ulonglong(), vp(), vp(), vp(),
                                                    ctypes.c_size_t(), vp())
-    _check(info(stream, ref(status), ref(ident), ref(parent), ref(deps), ref(edges), ref(n)), "cuStreamGetCaptureInfo")
-    _check(add(ref(node), parent, deps, n, graph), "cuGraphAddChildGraphNode")
-    _check(update(stream, ref(node), None, 1, 1), "cuStreamUpdateCaptureDependencies")   # 1: set, not add
+    _check(lib.capture_info(stream, ref(status), ref(ident), ref(parent), ref(deps), ref(edges), ref(n)),
+           "cuStreamGetCaptureInfo")
+    _check(lib.add_child(ref(node), parent, deps, n, graph), "cuGraphAddChildGraphNode")
+    _check(lib.update_dependencies(stream, ref(node), None, 1, 1), "cuStreamUpdateCaptureDependencies")  # 1: set
 
 
 def _check(code, what):
