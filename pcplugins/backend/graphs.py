@@ -39,8 +39,8 @@ class CycleGraphs:
     capturing (an eager first run would add a whole cycle's Python time to every setup). A call
     whose capture fails runs eagerly and the next one captures again; a second failure turns the
     graphs off. ``run`` must not synchronise with the host. Its temporaries come from ``pool`` (a
-    private CuPy memory pool, graph_pool(), or None for the default one): the captured graph keeps using the
-    addresses it got during capture, so nothing else may allocate from that pool. With
+    private CuPy memory pool such as graph_pool(), or None for the default one): the captured graph
+    keeps using the addresses it got during capture, so nothing else may allocate from that pool. With
     ``buffers`` (an input and an output array of our own) there is one graph on them, whatever
     Vecs the KSP passes.
     """

@@ -194,8 +194,8 @@ class Cycle:
         """Algorithm 2.1: ``kcycle_its`` steps of flexible CG on level k preconditioned by B_k. The
         inner products stay on the device (0-d arrays), and each step's update takes its step
         length from them (products.fcg_update); a direction with (p, p)_A = 0 (the coarse residual
-        already zero) gets step length 0. (p, A p) and (r, p) are taken together: one
-        global sum for both on several ranks."""
+        already zero) gets step length 0. (p, A p) and (r, p) are taken together: one pass over
+        the vectors, and one global sum for both on several ranks."""
         xp, lev = self.xp, self.levels[k]
         u, r = None, f
         ps, aps, paps = [], [], []

@@ -303,7 +303,7 @@ class AggregationMG:
         return u
 
     def _dots(self, *pairs):
-        """(a, b) of each pair, 0-d arrays; on several ranks their global sums in one exchange (on
+        """(a, b) of each pair, a 1-D array; on several ranks their global sums in one exchange (on
         the device where the communicator is capturable, else through the host)."""
         d = products.dots(pairs, self.xp)
         return d if self.comm.size == 1 else self.comm.allsum_array(d)
