@@ -296,6 +296,23 @@ def colour_graphs():
     return {"5-point": five, "9-point": nine, "random": R.tocsr(), "clique": scipy.sparse.csr_matrix(clique)}
 
 
+def coarse_matrices(n):
+    """Dense coarsest-level matrices of order n for coarse.dense_inverse, by the path each takes:
+    Cholesky (a 2D Laplacian: SPD), LU (upwind convection-diffusion: not symmetric; a symmetric
+    indefinite one: its Cholesky factor has NaNs) and the pseudo-inverse (a pure Neumann path graph:
+    every row sums to zero)."""
+    import numpy
+    m = int(round(n ** 0.5))
+    spd = laplacian((m, n // m)).toarray()
+    k = spd.shape[0]
+    upwind = spd - 0.4 * numpy.eye(k, k=-1)
+    indefinite = spd - 2.05 * numpy.eye(k)
+    neumann = 2.0 * numpy.eye(k) - numpy.eye(k, k=1) - numpy.eye(k, k=-1)
+    neumann[0, 0] = neumann[-1, -1] = 1.0
+    return {"spd": (spd, "cholesky"), "upwind": (upwind, "lu"), "indefinite": (indefinite, "lu"),
+            "neumann": (neumann, "pseudo-inverse")}
+
+
 def random_stencil_matrix(shape, offsets, seed=0, zeros=True):
     """A StencilOperator with random coefficients on ``offsets`` and its CSR, with explicit zeros
     stored for every other box offset (as DMCreateMatrix preallocates). NumPy and SciPy only."""

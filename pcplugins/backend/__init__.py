@@ -7,6 +7,7 @@ cycle as a CUDA graph, and cublas.py multiplies matrices in a way a graph may ca
 PETSc's Vecs are petsc/vec.py's).
 """
 import concurrent.futures
+import contextlib
 import math
 import os
 import time
@@ -122,6 +123,27 @@ def synchronize(xp):
     """Wait for queued device work (a no-op on the host)."""
     if is_gpu(xp):
         cupy.cuda.get_current_stream().synchronize()
+
+
+_SIDE_STREAMS = {}
+
+
+def fork(xp):
+    """A second stream for device work that may run while the host goes on queueing work on the
+    current one: it starts after what the current stream has queued so far. Returns
+    (stream, join): ``with stream:`` queues work there; join() makes the current stream's later
+    work wait for it. Non-blocking (CUDA's legacy default stream, CuPy's and PETSc's, would otherwise
+    wait for it at once), one per device, kept: CuPy's pool reuses a stream's freed memory on that
+    stream only. On the host (stream, join) do nothing."""
+    if not is_gpu(xp):
+        return contextlib.nullcontext(), lambda: None
+    device = cupy.cuda.Device().id
+    side = _SIDE_STREAMS.get(device)
+    if side is None:
+        side = _SIDE_STREAMS[device] = cupy.cuda.Stream(non_blocking=True)
+    main = cupy.cuda.get_current_stream()
+    side.wait_event(main.record())
+    return side, lambda: main.wait_event(side.record())
 
 
 class Clock:

@@ -21,21 +21,35 @@ def dense_inverse(A, xp):
     by LU; where that fails, for a singular (pure Neumann or periodic) operator, the pseudo-inverse:
     where every row sums to zero and the constants span both null spaces, (A + J)^-1 - J with
     J = 1 1^T / n (one LU more), else by an SVD on the host (an order of magnitude more than LU)."""
+    return dense_inverse_queued(A, xp)()
+
+
+def dense_inverse_queued(A, xp):
+    """``dense_inverse``, returned as a function that finishes it: on the GPU the Cholesky path
+    (_spd_inverse, a chain of about a hundred small solver kernels at the AMG's coarse size) is
+    queued on a second stream (backend.fork) and nothing waits for it until the function is
+    called, so the host may set up the smoothers meanwhile; the LU and SVD fallbacks run then,
+    where it fails."""
     target = xp
     if A.shape[0] <= HOST_INVERSE and backend.array_module(A) is numpy:
         xp = numpy          # a small inverse is faster on the host than a device solver's round trips
     d = xp.asarray(A, dtype=numpy.result_type(A.dtype, numpy.float64))
     n = d.shape[0]
-    eye = xp.eye(n)
-    inv = _spd_inverse(d, eye, xp)
-    if inv is None:
-        inv = _checked_inverse(d, eye, xp)
-    if inv is None and rows_sum_to_zero(d):
-        J = xp.full((n, n), 1.0 / n)
-        inv = _checked_inverse(d + J, eye - J, xp, shift=J)
-    if inv is None:
-        inv = numpy.linalg.pinv(backend.to_host(A))
-    return target.asarray(inv)
+    stream, join = backend.fork(xp)
+    with stream:
+        eye = xp.eye(n)
+        spd, ok = _spd_inverse(d, eye, xp)
+
+    def finish():
+        join()
+        inv = spd if spd is not None and bool(ok) else _checked_inverse(d, eye, xp)
+        if inv is None and rows_sum_to_zero(d):
+            J = xp.full((n, n), 1.0 / n)
+            inv = _checked_inverse(d + J, eye - J, xp, shift=J)
+        if inv is None:
+            inv = numpy.linalg.pinv(backend.to_host(A))
+        return target.asarray(inv)
+    return finish
 
 
 def rows_sum_to_zero(A):
@@ -45,22 +59,27 @@ def rows_sum_to_zero(A):
 
 
 def _spd_inverse(d, eye, xp):
-    """d^-1 = L^-T L^-1 from the Cholesky factor L of a real d symmetric to rounding, where d X is
-    the identity to 1e-8 (else None: not positive definite). Cholesky and one triangular solve
-    take about 0.6 of LU's time on a GPU at the AMG's coarse size, and the coarse matrices of
-    symmetric positive definite problems are."""
-    if d.dtype.kind == "c" or not d.size or float(xp.abs(d - d.T).max()) > 1e-12 * float(xp.abs(d).max()):
-        return None
+    """(d^-1 = L^-T L^-1 from the Cholesky factor L of a real d, whether it holds): a 0-d boolean
+    array, true where d is symmetric to rounding and d X is the identity to 1e-8 (not so for a d
+    that is not positive definite, whose factor has NaNs); on the GPU nothing waits for it. Cholesky
+    and one triangular solve take about 0.6 of LU's time on a GPU at the AMG's coarse size, and the
+    coarse matrices of symmetric positive definite problems are. (None, False) for a complex or empty
+    d, and on the host for a d that is not symmetric (checked first there: it costs no wait)."""
+    if d.dtype.kind == "c" or not d.size:
+        return None, False
+    symmetric = xp.abs(d - d.T).max() <= 1e-12 * xp.abs(d).max()
     if backend.is_gpu(xp):
         from cupyx.scipy.linalg import solve_triangular
     else:
         from scipy.linalg import solve_triangular
+        if not symmetric:
+            return None, False
     try:
         Y = solve_triangular(xp.linalg.cholesky(d), eye, lower=True)
     except numpy.linalg.LinAlgError:
-        return None
+        return None, False
     inv = Y.T @ Y
-    return inv if _inverts(d, inv, eye, xp) else None
+    return inv, symmetric & (xp.abs(d @ inv - eye).max() <= 1e-8)
 
 
 def _inverts(d, inv, product, xp):
@@ -152,22 +171,31 @@ class CSRDirectSolve:
     """The coarsest level of a CSR hierarchy (pcplugins.AMG, pcplugins.ShiftedLaplace): up to
     DENSE_LIMIT unknowns the dense inverse (``dense_inverse``, on the level's device), each solve
     one GEMV into a preallocated array (capturable in a CUDA graph); beyond, a sparse LU on the
-    host. The inverse is computed in double and kept in ``dtype``."""
+    host. The inverse is computed in double and kept in ``dtype``. With ``wait=False`` the dense
+    inverse is only queued (dense_inverse_queued): call ``finish()`` before the first solve."""
 
-    def __init__(self, A, xp, dtype=None):
+    def __init__(self, A, xp, dtype=None, wait=True):
         self.xp = xp
         self.n = A.shape[0]
         self.dtype = numpy.dtype(dtype or A.dtype)
-        self.inv = self.lu = None
+        self.inv = self.lu = self._queued = None
         if self.n <= DENSE_LIMIT:
             # densified where A lives: a dense matrix built on the host and uploaded would be most
             # of a GPU AMG setup
-            self.inv = dense_inverse(sparse.dense(A, xp), xp).astype(self.dtype)
+            self._queued = dense_inverse_queued(sparse.dense(A, xp), xp)
             self.out = xp.zeros(self.n, self.dtype)
+            if wait:
+                self.finish()
         else:
             host = sparse.to_host(A)
             self.lu = sparse_lu(host)
             self.lu_dtype = host.dtype
+
+    def finish(self):
+        """Wait for the queued dense inverse (nothing to do where there is none)."""
+        if self._queued is not None:
+            self.inv, self._queued = self._queued().astype(self.dtype), None
+        return self
 
     @property
     def capturable(self):

@@ -233,6 +233,9 @@ class AggregationMG:
             mats, aggs, signs, colours, moved, members, self.orders = colouring.colour_order(
                 mats, aggs, signs, colours, transfers[:len(aggs)], members[:len(aggs)])
             transfers, members = moved + [None], members + [None]
+        # a serial hierarchy's coarsest inverse is queued first: its factorization runs on the
+        # device while the host sets up the smoothers
+        queued = None if parallel else coarse.CSRDirectSolve(mats[-1], xp, wait=False)
         ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
         self.levels = [_level(M, agg, nc, col, kind, xp, e, s, P, R) for M, agg, nc, col, kind, e, s, P, R
                        in zip(mats, aggs + [None], sizes[1:] + [None], colours, kinds, ell, signs + [None],
@@ -241,7 +244,7 @@ class AggregationMG:
         if parallel:
             comm.prepare()                # the inner products' exchange, device to device where it can be
         if not parallel:
-            self.coarse = coarse.CSRDirectSolve(mats[-1], xp)
+            self.coarse = queued.finish()
         elif mats[-1].shape[0] <= o.coarse_size:
             self.coarse = coarse.GatheredRowsSolve(mats[-1], xp)
         else:

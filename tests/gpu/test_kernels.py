@@ -8,7 +8,7 @@ import pytest
 from pcplugins import backend
 from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
 
-from conftest import gpu, halo_fill_cases, on_threads, random_stencil_matrix
+from conftest import coarse_matrices, gpu, halo_fill_cases, on_threads, random_stencil_matrix
 
 pytestmark = gpu
 
@@ -1616,3 +1616,24 @@ def test_shared_coarse_visits_replay_the_eager_cycle(cycle, kcycle_size, method)
     assert cp.array_equal(mg.cycle(f), eager)          # eager again, after the capture
     graphs.free()
     mg._cycle.subgraphs.free()
+
+
+@pytest.mark.parametrize("n", [600, 1100])
+@pytest.mark.parametrize("kind", ["spd", "upwind", "indefinite", "neumann"])
+def test_queued_dense_inverse_matches_host(kind, n, monkeypatch):
+    """coarse.dense_inverse_queued on the GPU: the Cholesky path queued on backend.fork's second
+    stream; the main stream's product with the finished inverse, queued at once (no synchronisation
+    between), reads the whole inverse: each matrix kind by its own path, the
+    inverse NumPy's LAPACK gives."""
+    from pcplugins.core import coarse
+    cp = backend.cupy
+    d, path = coarse_matrices(n)[kind]
+    calls = []
+    checked = coarse._checked_inverse
+    monkeypatch.setattr(coarse, "_checked_inverse", lambda *a, **k: calls.append(k) or checked(*a, **k))
+    x = np.random.default_rng(3).standard_normal(d.shape[0])
+    y = (coarse.dense_inverse_queued(cp.asarray(d), cp)() @ cp.asarray(x)).get()
+    # the pseudo-inverse's reference cuts the null space's singular value (rounding, 1e-16 relative)
+    ref = (np.linalg.pinv(d, rcond=1e-10) if path == "pseudo-inverse" else np.linalg.inv(d)) @ x
+    assert np.linalg.norm(y - ref) <= 1e-9 * np.linalg.norm(ref)
+    assert [("shift" in k) for k in calls] == {"cholesky": [], "lu": [False], "pseudo-inverse": [False, True]}[path]
