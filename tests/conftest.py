@@ -391,3 +391,26 @@ def halo_fill_cases(kinds=("linear", "paper")):
                 if kind == "linear" and not kw:    # a non-uniform last cell on odd axes
                     omegas = [0.3 + 0.1 * a if c and m % 2 else None for a, (c, m) in enumerate(zip(ax, shape))]
                 yield whole, cwhole, parts, ax, kind, omegas
+
+
+def cell_levels():
+    """Finest aux-grid levels for colour Gauss-Seidel's cell layout: (matrix, colours, cells) of a
+    2D 5-point grid of 64 x 48 points, a 3D 7-point box of 16 x 16 x 8, the 5-point grid's graph on
+    points spaced at random (0.4 to 1.6) along each axis (cells of 1 to 9 points), and the 2D grid
+    with one long coupling, between two cells of a colour. Cells and colours as
+    aggregation.auxgrid makes them."""
+    import numpy
+    import scipy.sparse
+
+    from pcplugins.core import aggregation
+    out = {}
+    rng = numpy.random.default_rng(5)
+    for name, shape, graded in (("2D", (64, 48), False), ("3D", (16, 16, 8), False), ("graded", (64, 48), True)):
+        ticks = [numpy.cumsum(rng.uniform(0.4, 1.6, m)) if graded else numpy.arange(m, dtype=float) for m in shape]
+        coords = numpy.stack([a.ravel() for a in numpy.meshgrid(*ticks, indexing="ij")], 1)   # laplacian()'s numbering
+        aggs, _, colours, _ = aggregation.auxgrid(coords, numpy, coarse_size=4, max_levels=2)
+        out[name] = (laplacian(shape), colours[0], aggs[0])
+    A, colours, cells = out["2D"]
+    i, j = 0, int(numpy.flatnonzero((colours == colours[0]) & (cells != cells[0]))[-1])
+    out["long"] = ((A + scipy.sparse.csr_matrix(([-0.5, -0.5], ([i, j], [j, i])), A.shape)).tocsr(), colours, cells)
+    return out

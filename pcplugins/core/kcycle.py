@@ -113,7 +113,7 @@ def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=No
         return cycle.CSRLevel(A, xp, M, rows=rows)
     if smoother == "gs" and colours is None:
         colours = colouring.colour_graph(A, xp, MAX_COLOURS)
-    smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M)
+    smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M, agg)
     if P is not None:
         P, R = (T if T.dtype == A.dtype else T.astype(A.dtype)       # the row kernels take one value type
                 for T in (P, P.T.tocsr() if R is None else R))

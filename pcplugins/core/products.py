@@ -31,26 +31,28 @@ def prolong_add(u, e, agg, sign=None, scale=1.0):
     return u
 
 
-_ROWS, _RESIDUAL, _SCALE, _UPDATE = 1, 2, 4, 8
+_ROWS, _RESIDUAL, _SCALE, _UPDATE, _BLOCKS = 1, 2, 4, 8, 16
 # rows this long on average (a system's coarse levels: 6 unknowns a node, tens of neighbours) go to a warp a row
 WARP_ROWS = 24
+BLOCK = 256             # threads a block of the row kernels (lanes_sum's shared memory holds as many)
 
 
-def _csr_rows(A, u, f=None, rows=None, scale=None, update=None):
+def _csr_rows(A, u, f=None, rows=None, scale=None, update=None, blocks=False):
     """The row kernel of A's storage (csr_rows or ell_rows) in the mode the arguments ask for;
-    ``update``: the array that takes u + the result (u itself where the rows do not couple)."""
+    ``update``: the array that takes u + the result (u itself where the rows do not couple, or,
+    with ``blocks``, couple within a block of BLOCK rows only: ``cell_layout``)."""
     m = A.shape[0]
     out = backend.cupy.empty(m, A.dtype) if update is None else update
     mode = (_ROWS if rows is not None else 0) | (_RESIDUAL if f is not None else 0) | \
-        (_SCALE if scale is not None else 0) | (_UPDATE if update is not None else 0)
+        (_SCALE if scale is not None else 0) | (_UPDATE if update is not None else 0) | (_BLOCKS if blocks else 0)
     threads = m
     if isinstance(A, sparse.ELL):
         name, matrix = "ell_rows", (numpy.int32(A.width), A.indices, A.data)
-    elif A.nnz >= WARP_ROWS * m:
-        name, matrix, threads = "csr_rows_warp", (A.indptr, A.indices, A.data), 32 * m
-    else:
+    elif blocks or A.nnz < WARP_ROWS * m:
         name, matrix = "csr_rows", (A.indptr, A.indices, A.data)
-    sparse.row_kernel(kernels.CTYPES[A.dtype], name)(((threads + 255) // 256,), (256,),
+    else:
+        name, matrix, threads = "csr_rows_warp", (A.indptr, A.indices, A.data), 32 * m
+    sparse.row_kernel(kernels.CTYPES[A.dtype], name)(((threads + BLOCK - 1) // BLOCK,), (BLOCK,),
                                         (numpy.int32(m), numpy.int32(mode), rows if rows is not None else A.indices,
                                          *matrix, u, f if f is not None else u,
                                          scale if scale is not None else u, out))
@@ -99,14 +101,16 @@ def restricted_residual(R, A, f, u, xp, out=None):
     return r
 
 
-def relax_rows(u, f, Arows, rows, scale, xp, independent=False):
+def relax_rows(u, f, Arows, rows, scale, xp, independent=False, blocks=False):
     """u[rows] += scale (f[rows] - Arows u), Arows holding the rows ``rows`` of A (indices, or
     on the host a slice): all the new values computed from the old u, then written (the same
     result whatever the colouring).
-    ``independent``: the rows do not couple to each other, so one kernel updates u in place."""
+    ``independent``: the rows do not couple to each other, so one kernel updates u in place;
+    ``blocks`` (GPU): they couple within blocks of BLOCK rows only, ``rows`` holding -1 for a
+    slot's padding (smoothers.csr.cell_layout): one kernel in place too."""
     if backend.is_gpu(xp) and _kernel_types(Arows, u, f, scale):
-        if independent:
-            return _csr_rows(Arows, u, f=f, rows=rows, scale=scale, update=u)
+        if independent or blocks:
+            return _csr_rows(Arows, u, f=f, rows=rows, scale=scale, update=u, blocks=blocks)
         t = _csr_rows(Arows, u, f=f, rows=rows, scale=scale)
         sparse.elementwise("scatter_add", "raw T t, raw I rows", "raw T u", "u[rows[i]] += t[i]")(
             t, rows, u, size=rows.shape[0])

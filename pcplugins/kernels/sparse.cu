@@ -12,12 +12,24 @@ __device__ __forceinline__ void finish_row(const int t, const int mode, T s, con
 {
     // s = (A u)[t]: out[t] = scale[t] (f[i] - s) with i = rows[t], or plain s, per mode;
     // mode 8: out[i] = u[i] + that instead (a Jacobi sweep out of place; or in place, out = u, on
-    // rows with no couplings among them)
+    // rows with no couplings among them, or with couplings within a block only: mode 16)
     const int i = (mode & 1) ? rows[t] : t;
     if (mode & 2) s = f[i] - s;
     if (mode & 4) s *= scale[t];
     if (mode & 8) out[i] = u[i] + s;
     else out[t] = s;
+}
+
+__device__ __forceinline__ void block_update(const int t, const bool live, const int mode, T s,
+        const int* __restrict__ rows, const T* u, const T* __restrict__ f, const T* __restrict__ scale, T* out)
+{
+    // mode 16 (with 8, out = u): every row a row of the launch couples to is in its own block (a
+    // cell's rows in one aligned slot of a colour's rows, CSRColourGS's cell layout), so once the
+    // whole block has read u (s = (A u)[t]) its rows may be written in place: the result of
+    // computing every new value first and writing them after. rows[t] < 0: a slot's padding,
+    // not live. Every thread of the block calls.
+    __syncthreads();
+    if (live) finish_row(t, mode, s, rows, u, f, scale, out);
 }
 
 __device__ __forceinline__ T lanes_sum(T s, const int lane, const int lanes)
@@ -43,6 +55,13 @@ extern "C" __global__ void csr_rows(const int m, const int mode, const int* __re
         const T* __restrict__ f, const T* __restrict__ scale, T* out)
 {
     const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (mode & 16) {                  // in place, rows coupled within a block only (block_update)
+        const bool live = t < m && rows[t] >= 0;
+        T s = T(0);
+        if (live) for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
+        block_update(t, live, mode, s, rows, u, f, scale, out);
+        return;
+    }
     if (t >= m) return;
     T s = T(0);
     for (int k = indptr[t]; k < indptr[t + 1]; ++k) s += data[k] * u[indices[k]];
@@ -73,6 +92,13 @@ extern "C" __global__ void ell_rows(const int m, const int mode, const int* __re
 {
     // csr_rows on ELL storage: entry k of row t at k * m + t
     const int t = blockDim.x * blockIdx.x + threadIdx.x;
+    if (mode & 16) {
+        const bool live = t < m && rows[t] >= 0;
+        T s = T(0);
+        if (live) for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];
+        block_update(t, live, mode, s, rows, u, f, scale, out);
+        return;
+    }
     if (t >= m) return;
     T s = T(0);
     for (int k = 0; k < width; ++k) s += data[k * m + t] * u[indices[k * m + t]];

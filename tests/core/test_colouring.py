@@ -6,7 +6,7 @@ import scipy.sparse
 
 from pcplugins.core import aggregation, colouring, kcycle, nullspace, sparse
 
-from conftest import amg_galerkin_error, colour_graphs
+from conftest import amg_galerkin_error, cell_levels, colour_graphs
 from problems import convection_diffusion
 
 
@@ -162,3 +162,36 @@ def test_hash_edge_is_symmetric_and_the_32_bit_hash():
         got = aggregation.hash_edge(i, j, np)
         assert got.dtype == np.int64 and np.array_equal(got, aggregation.hash_edge(j, i, np))
         assert got.tolist() == [ref(int(a), int(b)) for a, b in zip(i, j)]
+
+
+@pytest.mark.parametrize("case", ["2D", "3D", "graded", "long"])
+def test_cell_layout_slots(case, monkeypatch):
+    """smoothers.csr.cell_layout: every row once, colour by colour from multiples of
+    products.BLOCK, each cell's rows in a slot of their number rounded up to a power of 2,
+    starting at a multiple of it (so within one block), -1 padding after them; where every
+    same-colour coupling is within a cell (not the long coupling's) the rows of a
+    colour couple within blocks only. None for cells of more than CELL_SLOTS rows."""
+    from pcplugins.core import products
+    from pcplugins.core.smoothers import csr
+    A, colours, cells = cell_levels()[case]
+    n, k = A.shape[0], int(colours.max()) + 1
+    rows, bounds = csr.cell_layout(colours, cells, k, np)
+    assert np.array_equal(np.sort(rows[rows >= 0]), np.arange(n)) and bounds[-1] == rows.size
+    assert (bounds % products.BLOCK == 0).all() and rows.size < 2 * n + k * products.BLOCK
+    at = np.empty(n, int)
+    at[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
+    sizes = np.bincount(cells)
+    for c in np.unique(cells):
+        p = np.sort(at[cells == c])
+        w = 1 << int(sizes[c] - 1).bit_length()
+        assert np.array_equal(p, p[0] + np.arange(sizes[c])) and p[0] % w == 0
+        assert (rows[p[0] + sizes[c]:p[0] + w] == -1).all()
+    for a, b, c in zip(bounds[:-1], bounds[1:], range(k)):
+        part = rows[a:b]
+        assert (colours[part[part >= 0]] == c).all()
+    assert sizes.max() == {"2D": 4, "3D": 8, "graded": 9, "long": 4}[case]
+    r, c = A.nonzero()
+    same = (colours[r] == colours[c]) & (r != c)
+    assert (cells[r] != cells[c])[same].any() == (case == "long")
+    monkeypatch.setattr(csr, "CELL_SLOTS", int(sizes.max()) - 1)
+    assert csr.cell_layout(colours, cells, k, np) is None

@@ -8,7 +8,7 @@ import pytest
 from pcplugins import backend
 from pcplugins.core import fused, grid, kernels, multigrid, stencil, transfer
 
-from conftest import coarse_matrices, gpu, halo_fill_cases, on_threads, random_stencil_matrix
+from conftest import cell_levels, coarse_matrices, gpu, halo_fill_cases, on_threads, random_stencil_matrix
 
 pytestmark = gpu
 
@@ -1279,7 +1279,8 @@ def test_segment_sum_and_galerkin_product_match_the_host(dtype, route, monkeypat
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
 def test_rows_of_and_colour_diagonal_match_numpy(dtype):
     """Kernels rows_of (a thread a row writes its index over its entries), colour_diagonal
-    (colour Gauss-Seidel's l1 diagonal and whether a colour couples to itself), row_l1
+    (colour Gauss-Seidel's l1 diagonal, whether a colour couples to itself, and whether across
+    cells: none given, two halves of the unknowns, or each unknown its own), row_l1
     (sparse.l1_norms) and ell_fill (sparse.ELL.from_csr) against their NumPy twins: empty rows, an
     empty matrix, unsorted columns, a proper colouring (no same-colour coupling) and random
     colours."""
@@ -1299,13 +1300,19 @@ def test_rows_of_and_colour_diagonal_match_numpy(dtype):
     grid = scipy.sparse.diags([np.ones(59), 2 * np.ones(60), np.ones(59)], [-1, 0, 1], format="csr", dtype=dtype)
     for M, colours in ((A, rng.integers(0, 4, 3000).astype(np.int32)),
                        (grid, (np.arange(60) % 2).astype(np.int32)),
+                       (grid, (np.arange(60) // 2 % 2).astype(np.int32)),     # pairs: cells i // 2
                        (scipy.sparse.csr_matrix((0, 0), dtype=dtype), np.zeros(0, np.int32))):
         Md = sparse.csr(M.indptr, M.indices, M.data, M.shape[0], cp, dtype)
         assert (sparse.rows_of(Md, cp).get() == sparse.rows_of(M, np)).all()
-        D, same = csr_smoothers.colour_diagonal(M, colours, np)
-        Dd, samed = csr_smoothers.colour_diagonal(Md, cp.asarray(colours), cp)
-        assert same == samed and same == (M is A)
-        assert Dd.dtype == D.dtype and np.allclose(cp.asnumpy(Dd), D, rtol=1e-12, atol=0)
+        n = M.shape[0]
+        pairs = M is grid and colours[1] == 0
+        for cells in (None, np.arange(n, dtype=np.int32) // 2, np.arange(n, dtype=np.int32)):
+            D, same, across = csr_smoothers.colour_diagonal(M, colours, np, cells)
+            Dd, samed, acrossd = csr_smoothers.colour_diagonal(Md, cp.asarray(colours), cp,
+                                                               None if cells is None else cp.asarray(cells))
+            assert (same, across) == (samed, acrossd) and same == (M is A or pairs)
+            assert across == (M is A or (pairs and (cells is None or cells[-1] == n - 1)))
+            assert Dd.dtype == D.dtype and np.allclose(cp.asnumpy(Dd), D, rtol=1e-12, atol=0)
         l1, l1d = sparse.l1_norms(M, np), sparse.l1_norms(Md, cp)
         assert l1d.dtype == l1.dtype and np.allclose(cp.asnumpy(l1d), l1, rtol=1e-6, atol=0)
         E, Ed = sparse.ELL.from_csr(M, np), sparse.ELL.from_csr(Md, cp)
@@ -1637,3 +1644,34 @@ def test_queued_dense_inverse_matches_host(kind, n, monkeypatch):
     ref = (np.linalg.pinv(d, rcond=1e-10) if path == "pseudo-inverse" else np.linalg.inv(d)) @ x
     assert np.linalg.norm(y - ref) <= 1e-9 * np.linalg.norm(ref)
     assert [("shift" in k) for k in calls] == {"cholesky": [], "lu": [False], "pseudo-inverse": [False, True]}[path]
+
+
+@pytest.mark.parametrize("case", ["2D", "3D", "graded", "long"])
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("ell", [False, True])
+def test_cell_layout_sweeps_match_the_scatter(case, dtype, tol, ell):
+    """CSRColourGS on the GPU with the aux grid's cells (smoothers.csr.cell_layout: a colour one
+    row kernel in place, blocks of whole cells) against the same smoother without them (a row
+    kernel and a scatter a colour) and against the NumPy smoother: two sweeps from a random u,
+    forward and reversed, CSR and ELL storage; the layout taken where every same-colour coupling
+    is within a cell (not the long coupling's)."""
+    from pcplugins.core import sparse
+    from pcplugins.core.smoothers import csr as csr_smoothers
+    cp = backend.cupy
+    A, colours, cells = cell_levels()[case]
+    A = A.astype(dtype)
+    n = A.shape[0]
+    Ad = sparse.csr(A.indptr, A.indices, A.data, n, cp, dtype)
+    M = sparse.ELL.from_csr(Ad, cp) if ell else None
+    by_cells = csr_smoothers.CSRColourGS(Ad, cp.asarray(colours), cp, M=M, cells=cp.asarray(cells))
+    scattered = csr_smoothers.CSRColourGS(Ad, cp.asarray(colours), cp, M=M)
+    host = csr_smoothers.CSRColourGS(A, colours, np)
+    assert by_cells.blocks == (case != "long") and not scattered.blocks and not by_cells.proper
+    rng = np.random.default_rng(4)
+    u0, f = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    for reverse in (False, True):
+        a = by_cells.smooth(cp.asarray(u0), cp.asarray(f), 2, reverse).get()
+        b = scattered.smooth(cp.asarray(u0), cp.asarray(f), 2, reverse).get()
+        c = host.smooth(u0.copy(), f, 2, reverse)
+        assert np.linalg.norm(a - b) <= tol * np.linalg.norm(b)
+        assert np.linalg.norm(a - c) <= tol * np.linalg.norm(c)

@@ -14,20 +14,32 @@ class CSRColourGS:
     of the same colour (the l1 idea of Baker, Falgout, Kolev, Yang 2011): with a proper colouring
     that is plain Gauss-Seidel; with the aux grid's aggregate colouring (vertices of one cell share
     a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix.
-    ``extra``: more to add to D (CSRHybrid's couplings to other ranks)."""
+    ``extra``: more to add to D (CSRHybrid's couplings to other ranks). ``cells``: the aggregates
+    (the aux grid's cells); on the GPU, where the colouring is not proper but every coupling within
+    a colour is within a cell, each colour's rows go in the cell layout (``cell_layout``) and a
+    colour is one kernel in place, not a kernel and a scatter."""
 
-    def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None):
+    def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None, cells=None):
         self.A, self.xp, self.omega = A, xp, omega
-        D, same = colour_diagonal(A, colours, xp)
+        D, same, across = colour_diagonal(A, colours, xp, cells)
         if extra is not None:
             D = D + extra
         # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
         counts = backend.to_host(xp.bincount(colours)) if colours.size else []    # a rank may own no rows
         self.ncolours = len(counts)
         bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
+        layout = None
+        if backend.is_gpu(xp) and same and cells is not None and not across:
+            layout = cell_layout(colours, cells, self.ncolours, xp)
+        self.blocks = layout is not None
         # on the host, unknowns numbered colour by colour (colouring.colour_order) make each
         # colour a slice: updated in place, no gather or scatter, and no sort here
-        if not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all()):
+        if self.blocks:
+            slots, bounds = layout
+            order = xp.maximum(slots, 0)          # a slot's padding reads row 0 and writes nothing
+            invd = (omega / D[order]).astype(A.dtype)
+            rows = [slots[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        elif not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all()):
             order, invd = None, (omega / D).astype(A.dtype)
             rows = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         else:
@@ -47,40 +59,87 @@ class CSRColourGS:
         parts = self.parts[::-1] if reverse else self.parts
         for _ in range(sweeps):
             for idx, Ac, invd in parts:
-                products.relax_rows(u, f, Ac, idx, invd, self.xp, independent=self.proper)
+                products.relax_rows(u, f, Ac, idx, invd, self.xp, independent=self.proper, blocks=self.blocks)
         return u
 
     def describe(self):
         kind = "Gauss-Seidel" if self.proper else "l1 Gauss-Seidel (same-colour couplings in the diagonal)"
         w = "" if self.omega == 1.0 else f", omega {self.omega:g}"
-        return f"{self.ncolours}-colour {kind}{w}"
+        return f"{self.ncolours}-colour {kind}{w}" + (", a kernel a colour (cell layout)" if self.blocks else "")
 
 
-def colour_diagonal(A, colours, xp):
+def colour_diagonal(A, colours, xp, cells=None):
     """Colour Gauss-Seidel's diagonal (CSRColourGS): D_i = a_ii plus the sum of |a_ij|
     over the other unknowns j of i's colour, that sum in float64 (as NumPy's weighted bincount
-    sums: D is float64, or complex128 for a complex A), and whether any such coupling exists. On
-    the GPU one kernel, a thread a row, summing in the row's order; its twin is the NumPy
+    sums: D is float64, or complex128 for a complex A), whether any such coupling exists, and
+    whether any is between two ``cells`` (always, where there are none). On the GPU one kernel, a
+    thread a row, summing in the row's order, and one wait for both flags; its twin is the NumPy
     expression."""
     if backend.is_gpu(xp) and A.shape[0]:
         D = xp.empty(A.shape[0], numpy.result_type(A.dtype, numpy.float64))
-        same = xp.empty(A.shape[0], numpy.int32)
-        sparse.elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours",
-                           "D d, int32 same",
-                           "T diag = 0; double l1 = 0; int any = 0;"
+        flags = xp.empty(A.shape[0], numpy.int32)
+        sparse.elementwise("colour_diagonal", "raw I indptr, raw I indices, raw T data, raw C colours, "
+                           "raw G cells, bool by_cells", "D d, int32 flags",
+                           "T diag = 0; double l1 = 0; int same = 0, across = 0;"
                            "for (I k = indptr[i]; k < indptr[i + 1]; ++k) {"
                            "  const I j = indices[k];"
                            "  if (j == i) diag += data[k];"
-                           "  else if (colours[j] == colours[i]) { l1 += magnitude(data[k]); any = 1; }"
+                           "  else if (colours[j] == colours[i]) {"
+                           "    l1 += magnitude(data[k]); same = 1;"
+                           "    if (!by_cells || cells[j] != cells[i]) across = 1;"
+                           "  }"
                            "}"
-                           "d = D(diag) + D(l1); same = any",
+                           "d = D(diag) + D(l1); flags = same | across << 1",
                            preamble=sparse.MAGNITUDE)(
-            A.indptr, A.indices, A.data, colours, D, same)
-        return D, backend.any_true(same)
+            A.indptr, A.indices, A.data, colours, colours if cells is None else cells, cells is not None, D, flags)
+        seen = int(flags.max())
+        return D, bool(seen & 1), bool(seen & 2)
     rows, cols = sparse.rows_of(A, xp), A.indices
     same = (colours[rows] == colours[cols]) & (rows != cols)
     D = A.diagonal() + xp.bincount(rows[same], weights=xp.abs(A.data[same]), minlength=A.shape[0])
-    return D, backend.any_true(same)
+    across = same if cells is None else same & (cells[rows] != cells[cols])
+    return D, backend.any_true(same), backend.any_true(across)
+
+
+# the most rows a cell of the cell layout may have (its slot stays within a block of products.BLOCK)
+CELL_SLOTS = 32
+
+
+def cell_layout(colours, cells, ncolours, xp):
+    """The rows of a colour Gauss-Seidel sweep, colour by colour, in slots: each cell's rows in a
+    slot of 1, 2, 4, ... 32 rows (its size rounded up to a power of 2; -1 pads a slot), a colour's
+    slots largest first and in cell order among equals, so that each slot starts at a multiple of
+    its size; each colour starting at a multiple of products.BLOCK. A block of the row kernel then
+    holds whole cells. Returns (rows, bounds), bounds the colours' starts and the end; None where a
+    cell has more than CELL_SLOTS rows. Where every same-colour coupling is within a cell, the rows
+    of one colour couple only within a block, and the row kernel may update them in place
+    (products.relax_rows with ``blocks``). ``cells``: each row's cell, numbered below the number
+    of rows."""
+    n = colours.shape[0]
+    if n == 0:
+        return None
+    size = xp.bincount(cells)[cells]                          # each row's cell's size
+    if int(size.max()) > CELL_SLOTS:
+        return None
+    code = sum((size > (1 << b)).astype(numpy.int32) for b in range(5))   # log2 of the slot's size
+    itype = numpy.int32 if 6 * ncolours * n < 2 ** 31 else numpy.int64
+    key = (colours.astype(itype) * 6 + (5 - code)) * n + cells.astype(itype)      # radix-sorted
+    order = (xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)).astype(numpy.int32)
+    key = key[order]
+    first = xp.empty(n, bool)
+    first[:1] = True
+    xp.not_equal(key[1:], key[:-1], out=first[1:])
+    cell = xp.cumsum(first, dtype=numpy.int32) - 1            # each sorted row's slot
+    start = xp.flatnonzero(first).astype(numpy.int32)         # each slot's first sorted row
+    width = xp.left_shift(1, code[order[start]]).astype(numpy.int64)
+    colour = colours[order[start]]
+    total = backend.to_host(xp.bincount(colour, weights=width, minlength=ncolours)).astype(numpy.int64)
+    before = numpy.concatenate([[0], numpy.cumsum(total)])[:-1]            # slots of the earlier colours
+    bounds = numpy.concatenate([[0], numpy.cumsum(-(-total // products.BLOCK) * products.BLOCK)])
+    slot = xp.cumsum(width) - width + xp.asarray(bounds[:-1] - before)[colour]
+    rows = xp.full(int(bounds[-1]), -1, numpy.int32)
+    rows[slot[cell] + xp.arange(n) - start[cell]] = order
+    return rows, bounds.astype(int)
 
 
 class CSRL1Jacobi:
