@@ -113,12 +113,13 @@ def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=No
         return cycle.CSRLevel(A, xp, M, rows=rows)
     if smoother == "gs" and colours is None:
         colours = colouring.colour_graph(A, xp, MAX_COLOURS)
-    smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M, agg)
     if P is not None:
+        smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M)
         P, R = (T if T.dtype == A.dtype else T.astype(A.dtype)       # the row kernels take one value type
                 for T in (P, P.T.tocsr() if R is None else R))
         return cycle.CSRLevel(A, xp, M, R=R, P=P, smoother=smoother, rows=rows)
     R = sparse.members(agg, nc, xp, sign) if R is None else R
+    smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M, agg, R)
     return cycle.CSRLevel(A, xp, M, R=R, agg=agg, sign=sign, smoother=smoother, rows=rows)
 
 

@@ -88,7 +88,9 @@ def row_parts(M, order, bounds):
     """The rows order[bounds[k]:bounds[k + 1]] of M for each k, as matrices of M's kind: one
     gather of the rows of a CSR matrix in ``order`` and slices of it (a gather per part costs the
     GPU a few waits for the host), an ELL matrix's parts gathered one by one (its kernels read
-    whole arrays). ``order`` None: M's rows are in order already, the parts are slices of them."""
+    whole arrays). ``order`` None: M's rows are in order already, the parts are slices of them;
+    -1 in ``order``: an empty row (CSR; ELL: a copy of the last row, which the cell layout's
+    kernels do not read)."""
     pairs = list(zip(bounds[:-1], bounds[1:]))
     if isinstance(M, ELL):
         return [M[slice(a, b) if order is None else order[a:b]] for a, b in pairs]
@@ -100,20 +102,28 @@ def row_parts(M, order, bounds):
 
 
 def gathered_rows(M, order, xp):
-    """The CSR matrix of M's rows in ``order``, a permutation of them (so the result holds all
-    M.nnz entries: its size needs no wait for the device), each row's entries in their order. On
-    the GPU a cumsum of the lengths and one kernel, a thread a row (cupyx's fancy row index takes
-    several and waits for the host); its twin is SciPy's M[order]."""
+    """The CSR matrix of M's rows in ``order``, a permutation of them with -1 where an empty row
+    goes (so the result holds all M.nnz entries: its size needs no wait for the device), each
+    row's entries in their order. On the GPU a cumsum of the lengths and one kernel, a thread a row
+    (cupyx's fancy row index takes several and waits for the host); its twin is SciPy's M[order]
+    with the empty rows inserted."""
     if not backend.is_gpu(xp):
-        return M[order]
+        if not (order < 0).any():
+            return M[order]
+        G = M[order[order >= 0]]
+        lengths = numpy.zeros(order.shape[0], G.indptr.dtype)
+        lengths[order >= 0] = numpy.diff(G.indptr)
+        return module(xp).csr_matrix((G.data, G.indices, numpy.concatenate([[0], numpy.cumsum(lengths)])),
+                                     shape=(order.shape[0], M.shape[1]))
     n = order.shape[0]
-    lengths = (M.indptr[1:] - M.indptr[:-1])[order]
+    lengths = xp.where(order >= 0, (M.indptr[1:] - M.indptr[:-1])[order], 0)
     indptr = xp.concatenate([xp.zeros(1, M.indptr.dtype), xp.cumsum(lengths, dtype=M.indptr.dtype)])
     indices, data = xp.empty_like(M.indices), xp.empty_like(M.data)
     if n:
         elementwise("gathered_rows", "O src, raw I ptr, raw I idx, raw T val, raw I start", "raw I oidx, raw T oval",
                     "I d = start[i];"
-                    "for (I k = ptr[src]; k < ptr[src + 1]; ++k, ++d) { oidx[d] = idx[k]; oval[d] = val[k]; }")(
+                    "if (src >= 0)"
+                    "  for (I k = ptr[src]; k < ptr[src + 1]; ++k, ++d) { oidx[d] = idx[k]; oval[d] = val[k]; }")(
             order, M.indptr, M.indices, M.data, indptr, indices, data)
     return module(xp).csr_matrix((data, indices, indptr), shape=(n, M.shape[1]))
 

@@ -175,7 +175,9 @@ def test_cell_layout_slots(case, monkeypatch):
     from pcplugins.core.smoothers import csr
     A, colours, cells = cell_levels()[case]
     n, k = A.shape[0], int(colours.max()) + 1
-    rows, bounds = csr.cell_layout(colours, cells, k, np)
+    members = sparse.members(cells, int(cells.max()) + 1, np)
+    rows, bounds = csr.cell_layout(colours, members, np)
+    assert len(bounds) == k + 1
     assert np.array_equal(np.sort(rows[rows >= 0]), np.arange(n)) and bounds[-1] == rows.size
     assert (bounds % products.BLOCK == 0).all() and rows.size < 2 * n + k * products.BLOCK
     at = np.empty(n, int)
@@ -194,4 +196,4 @@ def test_cell_layout_slots(case, monkeypatch):
     same = (colours[r] == colours[c]) & (r != c)
     assert (cells[r] != cells[c])[same].any() == (case == "long")
     monkeypatch.setattr(csr, "CELL_SLOTS", int(sizes.max()) - 1)
-    assert csr.cell_layout(colours, cells, k, np) is None
+    assert csr.cell_layout(colours, members, np) is None

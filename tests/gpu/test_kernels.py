@@ -917,7 +917,8 @@ def test_pair_kernels_match_twins(case):
 @pytest.mark.parametrize("index", [np.int32, np.int64])
 def test_gathered_rows_match_scipy(dtype, index):
     """sparse.gathered_rows (a thread a row copies its entries to the row's new place) equals
-    SciPy's fancy row index M[order] for a permutation, with empty rows and unsorted entries."""
+    SciPy's fancy row index M[order] for a permutation, with empty rows and unsorted entries; with
+    -1 in the order, its NumPy twin, which inserts empty rows there."""
     import scipy.sparse
 
     from pcplugins.core import sparse
@@ -941,6 +942,13 @@ def test_gathered_rows_match_scipy(dtype, index):
                                         shape=(0, 300))
     empty = sparse.gathered_rows(none, cp.zeros(0, index), cp)
     assert empty.shape == (0, 300) and empty.nnz == 0
+    padded = np.insert(order, [0, 5, 5, 400], -1)          # -1: an empty row there (the cell layout's padding)
+    want = sparse.gathered_rows(M, padded, np)
+    assert want.shape == (404, 300) and want.nnz == M.nnz and want[[0, 6, 7, 403]].nnz == 0
+    assert (want[np.flatnonzero(padded >= 0)] != M[order]).nnz == 0
+    got = sparse.gathered_rows(Md, cp.asarray(padded), cp)
+    for a, b in ((got.indptr, want.indptr), (got.indices, want.indices), (got.data, want.data)):
+        assert np.array_equal(backend.to_host(a), b)
 
 
 def _matrix_order(mg, k, values, coarse=None):
@@ -1653,8 +1661,9 @@ def test_cell_layout_sweeps_match_the_scatter(case, dtype, tol, ell):
     """CSRColourGS on the GPU with the aux grid's cells (smoothers.csr.cell_layout: a colour one
     row kernel in place, blocks of whole cells) against the same smoother without them (a row
     kernel and a scatter a colour) and against the NumPy smoother: two sweeps from a random u,
-    forward and reversed, CSR and ELL storage; the layout taken where every same-colour coupling
-    is within a cell (not the long coupling's)."""
+    forward and reversed, CSR and ELL storage (padded slots: empty CSR rows); the layout taken
+    where every same-colour coupling is within a cell (not the long coupling's). And the layout
+    itself the NumPy twin's."""
     from pcplugins.core import sparse
     from pcplugins.core.smoothers import csr as csr_smoothers
     cp = backend.cupy
@@ -1663,10 +1672,14 @@ def test_cell_layout_sweeps_match_the_scatter(case, dtype, tol, ell):
     n = A.shape[0]
     Ad = sparse.csr(A.indptr, A.indices, A.data, n, cp, dtype)
     M = sparse.ELL.from_csr(Ad, cp) if ell else None
-    by_cells = csr_smoothers.CSRColourGS(Ad, cp.asarray(colours), cp, M=M, cells=cp.asarray(cells))
+    members = sparse.members(cp.asarray(cells), int(cells.max()) + 1, cp)
+    by_cells = csr_smoothers.CSRColourGS(Ad, cp.asarray(colours), cp, M=M, cells=cp.asarray(cells), members=members)
     scattered = csr_smoothers.CSRColourGS(Ad, cp.asarray(colours), cp, M=M)
     host = csr_smoothers.CSRColourGS(A, colours, np)
     assert by_cells.blocks == (case != "long") and not scattered.blocks and not by_cells.proper
+    layout, twin = (csr_smoothers.cell_layout(colours, members, cp),
+                    csr_smoothers.cell_layout(colours, sparse.members(cells, int(cells.max()) + 1, np), np))
+    assert np.array_equal(layout[0].get(), twin[0]) and np.array_equal(layout[1], twin[1])
     rng = np.random.default_rng(4)
     u0, f = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
     for reverse in (False, True):

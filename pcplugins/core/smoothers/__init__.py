@@ -42,15 +42,16 @@ __all__ = ["CSRChebyshev", "CSRColourGS", "CSRHybrid", "CSRL1Jacobi", "Chebyshev
            "gershgorin", "lanczos_lambda_max", "make", "make_csr"]
 
 
-def make_csr(kind, A, xp, colours=None, rows=None, M=None, cells=None):
+def make_csr(kind, A, xp, colours=None, rows=None, M=None, cells=None, members=None):
     """The smoother ``kind`` (gs, l1jacobi, chebyshev) of a CSR level ``A`` (this rank's own rows
     and columns): ``colours`` the row colours of Gauss-Seidel, ``rows`` the distributed.Rows A
     belongs to on several ranks (Gauss-Seidel and l1-Jacobi then sweep in their hybrid form, the
     ghost couplings in the l1 diagonal; Chebyshev is the global polynomial), ``M`` the storage of
-    the products, ``cells`` the level's aggregates (CSRColourGS's cell layout)."""
+    the products, ``cells`` and ``members`` the level's aggregates and their rows (CSRColourGS's
+    cell layout)."""
     extra = rows.ghost_l1() if rows else None
     if kind == "gs":
-        smoother = CSRColourGS(A, colours, xp, extra=extra, M=M, cells=cells)
+        smoother = CSRColourGS(A, colours, xp, extra=extra, M=M, cells=cells, members=members)
     elif kind == "l1jacobi":
         smoother = CSRL1Jacobi(A, xp, extra=extra, M=M)
     else:

@@ -15,43 +15,47 @@ class CSRColourGS:
     that is plain Gauss-Seidel; with the aux grid's aggregate colouring (vertices of one cell share
     a colour, Wang, Hu, Cohen, Xu section 4.5) it stays convergent for any SPD matrix.
     ``extra``: more to add to D (CSRHybrid's couplings to other ranks). ``cells``: the aggregates
-    (the aux grid's cells); on the GPU, where the colouring is not proper but every coupling within
-    a colour is within a cell, each colour's rows go in the cell layout (``cell_layout``) and a
-    colour is one kernel in place, not a kernel and a scatter."""
+    (the aux grid's cells) and ``members`` their rows (sparse.members); on the GPU, where the
+    colouring is not proper but every coupling within a colour is within a cell, each colour's rows
+    go in the cell layout (``cell_layout``) and a colour is one kernel in place, not a kernel and a
+    scatter."""
 
-    def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None, cells=None):
+    def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None, cells=None, members=None):
         self.A, self.xp, self.omega = A, xp, omega
         D, same, across = colour_diagonal(A, colours, xp, cells)
         if extra is not None:
             D = D + extra
-        # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
-        counts = backend.to_host(xp.bincount(colours)) if colours.size else []    # a rank may own no rows
-        self.ncolours = len(counts)
-        bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
         layout = None
-        if backend.is_gpu(xp) and same and cells is not None and not across:
-            layout = cell_layout(colours, cells, self.ncolours, xp)
+        if backend.is_gpu(xp) and same and members is not None and not across:
+            layout = cell_layout(colours, members, xp)
         self.blocks = layout is not None
-        # on the host, unknowns numbered colour by colour (colouring.colour_order) make each
-        # colour a slice: updated in place, no gather or scatter, and no sort here
         if self.blocks:
-            slots, bounds = layout
-            order = xp.maximum(slots, 0)          # a slot's padding reads row 0 and writes nothing
-            invd = (omega / D[order]).astype(A.dtype)
-            rows = [slots[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-        elif not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all()):
-            order, invd = None, (omega / D).astype(A.dtype)
-            rows = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        else:
-            keys = colours.astype(numpy.int16 if self.ncolours < 2 ** 15 else numpy.int32)   # radix-sorted
-            order = xp.argsort(keys, kind="stable") if not backend.is_gpu(xp) else xp.argsort(keys)
-            order = order.astype(numpy.int32)
-            invd = (omega / D[order]).astype(A.dtype)
+            order, bounds = layout                # -1: a slot's padding, an empty row
+            invd = (omega / D[xp.maximum(order, 0)]).astype(A.dtype)
             rows = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            self.ncolours = len(bounds) - 1
+        else:
+            # the rows by colour (one sort, one transfer of the counts), each colour's rows in order
+            counts = backend.to_host(xp.bincount(colours)) if colours.size else []    # a rank may own no rows
+            self.ncolours = len(counts)
+            bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
+            order, invd, rows = self._colour_rows(colours, D, bounds)
         rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
         self.parts = [(idx, Ac, invd[a:b])
                       for a, b, idx, Ac in zip(bounds[:-1], bounds[1:], rows, rows_of_colour) if b > a]
         self.proper = not same
+
+    def _colour_rows(self, colours, D, bounds):
+        """(order, omega / D in that order, each colour's rows) of the rows sorted by colour. On
+        the host, unknowns numbered colour by colour (colouring.colour_order) make each colour a
+        slice: updated in place, no gather or scatter, and no sort here."""
+        xp, dtype = self.xp, self.A.dtype
+        if not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all()):
+            return None, (self.omega / D).astype(dtype), [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        keys = colours.astype(numpy.int16 if self.ncolours < 2 ** 15 else numpy.int32)   # radix-sorted
+        order = xp.argsort(keys, kind="stable") if not backend.is_gpu(xp) else xp.argsort(keys)
+        order = order.astype(numpy.int32)
+        return order, (self.omega / D[order]).astype(dtype), [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         if zero_guess:
@@ -103,42 +107,43 @@ def colour_diagonal(A, colours, xp, cells=None):
 
 # the most rows a cell of the cell layout may have (its slot stays within a block of products.BLOCK)
 CELL_SLOTS = 32
+_MOST_COLOURS = 64            # colour_graph's most
 
 
-def cell_layout(colours, cells, ncolours, xp):
+def cell_layout(colours, members, xp):
     """The rows of a colour Gauss-Seidel sweep, colour by colour, in slots: each cell's rows in a
     slot of 1, 2, 4, ... 32 rows (its size rounded up to a power of 2; -1 pads a slot), a colour's
     slots largest first and in cell order among equals, so that each slot starts at a multiple of
     its size; each colour starting at a multiple of products.BLOCK. A block of the row kernel then
-    holds whole cells. Returns (rows, bounds), bounds the colours' starts and the end; None where a
-    cell has more than CELL_SLOTS rows. Where every same-colour coupling is within a cell, the rows
-    of one colour couple only within a block, and the row kernel may update them in place
-    (products.relax_rows with ``blocks``). ``cells``: each row's cell, numbered below the number
-    of rows."""
-    n = colours.shape[0]
-    if n == 0:
+    holds whole cells. ``members``: the cells' rows (sparse.members' form, a cell's rows of one
+    colour). Returns (rows, bounds), bounds the colours' starts and the end; None where a cell has
+    more than CELL_SLOTS rows. Where every same-colour coupling is within a cell, the rows of one
+    colour couple only within a block, and the row kernel may update them in place
+    (products.relax_rows with ``blocks``). One sort of the cells and one wait for the host."""
+    ncells, n = members.shape
+    if n == 0 or ncells == 0:
         return None
-    size = xp.bincount(cells)[cells]                          # each row's cell's size
-    if int(size.max()) > CELL_SLOTS:
+    size = xp.diff(members.indptr)
+    colour = colours[members.indices[xp.minimum(members.indptr[:-1], n - 1)]].astype(numpy.int16)
+    code = sum((size > (1 << b)).astype(numpy.int16) for b in range(5))      # log2 of the slot's size
+    key = colour * numpy.int16(6) + (numpy.int16(5) - code)          # colour by colour, larger slots first
+    perm = (xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)).astype(numpy.int32)
+    key = key[perm]
+    width = xp.left_shift(1, 5 - key % 6).astype(numpy.int64)
+    end = xp.cumsum(width)
+    cuts = xp.searchsorted(key, xp.arange(0, 6 * _MOST_COLOURS + 1, 6, dtype=numpy.int16))
+    upto = xp.concatenate([xp.zeros(1, numpy.int64), end])[cuts]        # slots before each colour
+    info = backend.to_host(xp.concatenate([upto, size.max().astype(numpy.int64)[None]]))
+    if info[-1] > CELL_SLOTS:
         return None
-    code = sum((size > (1 << b)).astype(numpy.int32) for b in range(5))   # log2 of the slot's size
-    itype = numpy.int32 if 6 * ncolours * n < 2 ** 31 else numpy.int64
-    key = (colours.astype(itype) * 6 + (5 - code)) * n + cells.astype(itype)      # radix-sorted
-    order = (xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)).astype(numpy.int32)
-    key = key[order]
-    first = xp.empty(n, bool)
-    first[:1] = True
-    xp.not_equal(key[1:], key[:-1], out=first[1:])
-    cell = xp.cumsum(first, dtype=numpy.int32) - 1            # each sorted row's slot
-    start = xp.flatnonzero(first).astype(numpy.int32)         # each slot's first sorted row
-    width = xp.left_shift(1, code[order[start]]).astype(numpy.int64)
-    colour = colours[order[start]]
-    total = backend.to_host(xp.bincount(colour, weights=width, minlength=ncolours)).astype(numpy.int64)
-    before = numpy.concatenate([[0], numpy.cumsum(total)])[:-1]            # slots of the earlier colours
+    upto = info[:-1]
+    total = numpy.diff(upto)[:int(numpy.flatnonzero(numpy.diff(upto))[-1]) + 1]
     bounds = numpy.concatenate([[0], numpy.cumsum(-(-total // products.BLOCK) * products.BLOCK)])
-    slot = xp.cumsum(width) - width + xp.asarray(bounds[:-1] - before)[colour]
+    slot = xp.empty(ncells, numpy.int64)
+    slot[perm] = end - width + xp.asarray(bounds[:-1] - upto[:len(total)])[key // 6]
+    cell = sparse.rows_of(members, xp)
     rows = xp.full(int(bounds[-1]), -1, numpy.int32)
-    rows[slot[cell] + xp.arange(n) - start[cell]] = order
+    rows[slot[cell] + xp.arange(n) - members.indptr[cell]] = members.indices
     return rows, bounds.astype(int)
 
 
