@@ -1677,7 +1677,7 @@ def test_cell_layout_sweeps_match_the_scatter(case, dtype, tol, ell):
     scattered = csr_smoothers.CSRColourGS(Ad, cp.asarray(colours), cp, M=M)
     host = csr_smoothers.CSRColourGS(A, colours, np)
     assert by_cells.blocks == (case != "long") and not scattered.blocks and not by_cells.proper
-    layout, twin = (csr_smoothers.cell_layout(colours, members, cp),
+    layout, twin = (csr_smoothers.cell_layout(cp.asarray(colours), members, cp),
                     csr_smoothers.cell_layout(colours, sparse.members(cells, int(cells.max()) + 1, np), np))
     assert np.array_equal(layout[0].get(), twin[0]) and np.array_equal(layout[1], twin[1])
     rng = np.random.default_rng(4)
