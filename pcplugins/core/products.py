@@ -181,36 +181,49 @@ def dots(pairs, xp):
     return out
 
 
+# Whether an energy (p, A p) gives a step: positive for a real matrix (an SPD one's is, but for a
+# direction of zero energy), nonzero for a complex one (a complex symmetric matrix's is complex);
+# energy() is the host's twin
+ENERGY = ("template <typename T> __device__ bool energy(const T& e) { return e > T(0); }\n"
+          "template <typename T> __device__ bool energy(const complex<T>& e) { return e != complex<T>(0); }\n")
+
+
+def energy(e):
+    return bool(e != 0) if numpy.iscomplexobj(e) else bool(e > 0)
+
+
 def fcg_update(u, p, rp, pap, xp, r=None, ap=None):
-    """A step of flexible CG (Algorithm 2.1) with the step length alpha = rp / pap, 0 where
-    pap <= 0 (a direction of zero energy: the residual is already zero), rp and pap 0-d arrays:
-    u + alpha p (in place; ``u`` None: from the zero first guess, a new array), and with ``r``
-    also r - alpha ap (a new array); one kernel on the GPU. Returns u, or (u, r - alpha ap)."""
+    """A step of flexible CG (Algorithm 2.1) with the step length alpha = rp / pap, 0 where pap
+    gives none (``energy``: a direction of zero energy, the residual already zero), rp and pap 0-d
+    arrays: u + alpha p (in place; ``u`` None: from the zero first guess, a new array), and with
+    ``r`` also r - alpha ap (a new array); one kernel on the GPU. Returns u, or (u, r - alpha ap)."""
     if not backend.is_gpu(xp):
-        alpha = rp / pap if pap > 0 else 0.0
+        alpha = rp / pap if energy(pap) else 0.0
         if u is None:
             u = alpha * p
         else:
             u += alpha * p
         return u if r is None else (u, r - alpha * ap)
-    alpha = "T a = pap[0] > 0 ? rp[0] / pap[0] : T(0); "
+    alpha = "T a = energy(pap[0]) ? rp[0] / pap[0] : T(0); "
     set_u = "u = a * p;" if u is None else "u += a * p;"
     if r is None:
-        kernel = sparse.elementwise(f"fcg_u{u is None:d}", "T p, raw T rp, raw T pap", "T u", alpha + set_u)
+        kernel = sparse.elementwise(f"fcg_u{u is None:d}", "T p, raw T rp, raw T pap", "T u", alpha + set_u,
+                                    preamble=ENERGY)
         return kernel(p, rp, pap, xp.empty_like(p) if u is None else u)
     kernel = sparse.elementwise(f"fcg_ur{u is None:d}", "T p, T r, T ap, raw T rp, raw T pap", "T u, T z",
-                                alpha + set_u + " z = r - a * ap;")
+                                alpha + set_u + " z = r - a * ap;", preamble=ENERGY)
     return kernel(p, r, ap, rp, pap, xp.empty_like(p) if u is None else u, xp.empty_like(r))
 
 
 def axpy_ratio(y, num, den, x, xp):
-    """y -= (num / den) x, num and den 0-d arrays, nothing where den <= 0 (one kernel on the GPU)."""
+    """y -= (num / den) x, num and den 0-d arrays, nothing where den, an energy, gives no step
+    (``energy``); one kernel on the GPU."""
     if not backend.is_gpu(xp):
-        if den > 0:
+        if energy(den):
             y -= (num / den) * x
         return y
     sparse.elementwise("axpy_ratio", "raw T n, raw T d, T x", "T y",
-                       "if (d[0] > 0) y -= n[0] / d[0] * x")(num, den, x, y)
+                       "if (energy(d[0])) y -= n[0] / d[0] * x", preamble=ENERGY)(num, den, x, y)
     return y
 
 

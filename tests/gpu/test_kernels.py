@@ -1199,17 +1199,24 @@ def test_device_dots_match_numpy(n, dtype, pairs):
         assert abs(float(got[i]) - float(host[i])) <= 2 * tol * scale
 
 
-@pytest.mark.parametrize("pap", [2.0, 0.0, -1.0])
+@pytest.mark.parametrize("dtype, pap", [(t, e) for t in (np.float64, np.float32, np.complex128, np.complex64)
+                                         for e in (2.0, 0.0, -1.0) + ((1j,) if np.dtype(t).kind == "c" else ())])
 @pytest.mark.parametrize("first,residual", [(True, True), (False, True), (True, False), (False, False)])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_fcg_update_matches_numpy(dtype, first, residual, pap):
     """products.fcg_update's kernels against their twin: u (new or updated in place) and
-    r - alpha ap with alpha = rp / pap, 0 where pap <= 0."""
+    r - alpha ap with alpha = rp / pap, 0 where pap gives no step (real: pap <= 0; complex:
+    pap = 0); and axpy_ratio's, which takes the same guard."""
     from pcplugins.core import products
     cp = backend.cupy
+    complex_ = np.dtype(dtype).kind == "c"
     rng = np.random.default_rng(5)
     u, p, r, ap = (rng.standard_normal(1001).astype(dtype) for _ in range(4))
+    if complex_:
+        u, p, r, ap = (v + 1j * rng.standard_normal(1001).astype(dtype) for v in (u, p, r, ap))
     rp, pp = np.asarray(0.7, dtype), np.asarray(pap, dtype)
+    assert products.energy(pp) == (pap != 0 if complex_ else pap > 0)
+    y = products.axpy_ratio(cp.asarray(u), cp.asarray(rp), cp.asarray(pp), cp.asarray(p), cp)
+    np.testing.assert_allclose(y.get(), products.axpy_ratio(u.copy(), rp, pp, p, np), rtol=1e-5, atol=1e-5)
     kw = dict(r=r, ap=ap) if residual else {}
     ref = products.fcg_update(None if first else u.copy(), p, rp, pp, np, **kw)
     du = None if first else cp.asarray(u)
@@ -1218,7 +1225,7 @@ def test_fcg_update_matches_numpy(dtype, first, residual, pap):
     ref, got = (ref, got) if residual else ((ref,), (got,))
     if not first:
         assert got[0] is du                         # in place
-    tol = 1e-5 if dtype == np.float32 else 1e-13       # the GPU may fuse a multiply and an add
+    tol = 1e-5 if dtype in (np.float32, np.complex64) else 1e-13     # the GPU may fuse a multiply and an add
     for a, b in zip(got, ref):
         np.testing.assert_allclose(cp.asnumpy(a), b, rtol=tol, atol=tol)
 
