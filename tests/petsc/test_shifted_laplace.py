@@ -418,8 +418,9 @@ def test_amg_on_a_complex_matrix_without_a_dm(ksp_type, mat_type):
 def test_complex_tutorial_ex11_on_one_and_two_ranks(tmp_path):
     """PETSc's ksp ex11 (-Laplace u - sigma1 u + i sigma2 u, no DMDA), built from PETSc's sources:
     pcplugins.AMG under gmres converges to the true residual on 1 and 2 ranks (measured 58 and 60
-    iterations), its K-cycle under fgmres runs on 2 ranks with every level distributed (its
-    complex inner products once failed there), and ShiftedLaplace refuses it by name, pointing
+    iterations), its K-cycle under fgmres converges on 2 ranks with every level distributed (its
+    complex inner products once failed there; measured 90 iterations: with steps only on energies
+    of positive real part, 300 did not converge), and ShiftedLaplace refuses it by name, pointing
     to AMG."""
     exe = petsc_tutorials(tmp_path, ["src/ksp/ksp/tutorials/ex11.c"])["ex11"]
     amg = ["-n", "64", "-pc_type", "python", "-pc_python_type", "pcplugins.AMG", "-ksp_rtol", "1e-8",
@@ -431,8 +432,11 @@ def test_complex_tutorial_ex11_on_one_and_two_ranks(tmp_path):
         true = re.findall(r"\|\|r\(i\)\|\|/\|\|b\|\| +([0-9.eE+-]+)", out)
         assert res.returncode == 0 and its and int(its[0]) <= 80 and float(true[-1]) <= 1e-7, out
     res = run_tutorial(exe, 2, "-ksp_type", "fgmres", *amg, "-pc_amg_cycle", "k", "-pc_amg_gather_size", "0",
-                       "-ksp_max_it", "5")
-    assert res.returncode == 0 and "DIVERGED_ITS iterations 5" in res.stdout, res.stdout + res.stderr
+                       "-ksp_max_it", "150")
+    out = res.stdout + res.stderr
+    its = re.findall(r"CONVERGED_RTOL iterations (\d+)", out)
+    true = re.findall(r"\|\|r\(i\)\|\|/\|\|b\|\| +([0-9.eE+-]+)", out)
+    assert res.returncode == 0 and its and int(its[0]) <= 120 and float(true[-1]) <= 1e-7, out
     res = run_tutorial(exe, 1, "-n", "16", "-pc_type", "python", "-pc_python_type", "pcplugins.ShiftedLaplace")
     assert res.returncode != 0 and "for a matrix without a grid use pcplugins.AMG" in res.stdout + res.stderr
 
