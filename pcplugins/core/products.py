@@ -189,6 +189,7 @@ ENERGY = ("template <typename T> __device__ bool energy(const T& e) { return e >
 
 
 def energy(e):
+    """Whether the energy ``e`` (a 0-d array) gives a step (ENERGY's twin)."""
     return bool(e != 0) if numpy.iscomplexobj(e) else bool(e > 0)
 
 

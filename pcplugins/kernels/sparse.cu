@@ -23,9 +23,9 @@ __device__ __forceinline__ void finish_row(const int t, const int mode, T s, con
 __device__ __forceinline__ void block_update(const int t, const bool live, const int mode, T s,
         const int* __restrict__ rows, const T* u, const T* __restrict__ f, const T* __restrict__ scale, T* out)
 {
-    // mode 16 (with 8, out = u): every row a row of the launch couples to is in its own block (a
-    // cell's rows in one aligned slot of a colour's rows, CSRColourGS's cell layout), so once the
-    // whole block has read u (s = (A u)[t]) its rows may be written in place: the result of
+    // mode 16 (with 8, out = u): a row couples to no row of the launch outside its own block (a
+    // cell's rows sit in one aligned slot of a colour's rows: CSRColourGS's cell layout), so once
+    // the whole block has read u (s = (A u)[t]) its rows may be written in place: the result of
     // computing every new value first and writing them after. rows[t] < 0: a slot's padding,
     // not live. Every thread of the block calls.
     __syncthreads();
