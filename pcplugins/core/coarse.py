@@ -79,13 +79,14 @@ def _spd_inverse(d, eye, xp):
     except numpy.linalg.LinAlgError:
         return None, False
     inv = Y.T @ Y
-    return inv, symmetric & (xp.abs(d @ inv - eye).max() <= 1e-8)
+    return inv, symmetric & _inverts(d, inv, eye, xp)
 
 
 def _inverts(d, inv, product, xp):
-    """Whether d inv is ``product`` to 1e-8 (the check every dense inverse here passes; a NaN or
-    Inf in inv fails it, as the comparison with NaN is false)."""
-    return float(xp.abs(d @ inv - product).max()) <= 1e-8
+    """Whether d inv is ``product`` to 1e-8, a 0-d boolean array (nothing waits for it; the check
+    every dense inverse here passes; a NaN or Inf in inv fails it, as the comparison with NaN is
+    false)."""
+    return xp.abs(d @ inv - product).max() <= 1e-8
 
 
 def _checked_inverse(d, product, xp, shift=0.0):
@@ -94,7 +95,7 @@ def _checked_inverse(d, product, xp, shift=0.0):
         inv = xp.linalg.inv(d) - shift
     except numpy.linalg.LinAlgError:
         return None
-    return inv if _inverts(d - shift, inv, product, xp) else None
+    return inv if bool(_inverts(d - shift, inv, product, xp)) else None
 
 
 def sparse_lu(A):
