@@ -170,7 +170,8 @@ def test_cell_layout_slots(case, monkeypatch):
     products.BLOCK, each cell's rows in a slot of their number rounded up to a power of 2,
     starting at a multiple of it (so within one block), -1 padding after them; where every
     same-colour coupling is within a cell (not the long coupling's) the rows of a
-    colour couple within blocks only. None for cells of more than CELL_SLOTS rows."""
+    colour couple within blocks only; relax_rows on a colour's slots, padding and all, is the
+    sweep of its rows. None for cells of more than CELL_SLOTS rows, or for more than 64 colours."""
     from pcplugins.core import products
     from pcplugins.core.smoothers import csr
     A, colours, cells = cell_levels()[case]
@@ -195,5 +196,14 @@ def test_cell_layout_slots(case, monkeypatch):
     r, c = A.nonzero()
     same = (colours[r] == colours[c]) & (r != c)
     assert (cells[r] != cells[c])[same].any() == (case == "long")
+    # relax_rows on the layout's rows (-1: padding, an empty row) is the sweep of the colour's rows
+    rng = np.random.default_rng(2)
+    u, f, scale = rng.standard_normal(n), rng.standard_normal(n), rng.random(rows.size)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        part, live = rows[a:b], rows[a:b] >= 0
+        got = products.relax_rows(u.copy(), f, sparse.gathered_rows(A, part, np), part, scale[a:b], np, blocks=True)
+        want = products.relax_rows(u.copy(), f, A[part[live]], part[live], scale[a:b][live], np)
+        assert np.array_equal(got, want)
+    assert csr.cell_layout(np.where(colours == 0, 64, colours), members, np) is None     # 65 colours
     monkeypatch.setattr(csr, "CELL_SLOTS", int(sizes.max()) - 1)
     assert csr.cell_layout(colours, members, np) is None

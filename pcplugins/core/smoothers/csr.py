@@ -117,9 +117,10 @@ def cell_layout(colours, members, xp):
     its size; each colour starting at a multiple of products.BLOCK. A block of the row kernel then
     holds whole cells. ``members``: the cells' rows (sparse.members' form, a cell's rows of one
     colour). Returns (rows, bounds), bounds the colours' starts and the end; None where a cell has
-    more than CELL_SLOTS rows. Where every same-colour coupling is within a cell, the rows of one
-    colour couple only within a block, and the row kernel may update them in place
-    (products.relax_rows with ``blocks``). One sort of the cells and one wait for the host."""
+    more than CELL_SLOTS rows, or there are more than 64 colours. Where every same-colour coupling
+    is within a cell, the rows of one colour couple only within a block, and the row kernel may
+    update them in place (products.relax_rows with ``blocks``). One sort of the cells and one wait
+    for the host."""
     ncells, n = members.shape
     if n == 0 or ncells == 0:
         return None
@@ -133,10 +134,10 @@ def cell_layout(colours, members, xp):
     end = xp.cumsum(width)
     cuts = xp.searchsorted(key, xp.arange(0, 6 * _MOST_COLOURS + 1, 6, dtype=numpy.int16))
     upto = xp.concatenate([xp.zeros(1, numpy.int64), end])[cuts]        # slots before each colour
-    info = backend.to_host(xp.concatenate([upto, size.max().astype(numpy.int64)[None]]))
-    if info[-1] > CELL_SLOTS:
+    info = backend.to_host(xp.concatenate([upto, size.max().astype(numpy.int64)[None], (key[-1] // 6)[None]]))
+    if info[-2] > CELL_SLOTS or info[-1] >= _MOST_COLOURS:
         return None
-    upto = info[:-1]
+    upto = info[:-2]
     total = numpy.diff(upto)[:int(numpy.flatnonzero(numpy.diff(upto))[-1]) + 1]
     bounds = numpy.concatenate([[0], numpy.cumsum(-(-total // products.BLOCK) * products.BLOCK)])
     slot = xp.empty(ncells, numpy.int64)
