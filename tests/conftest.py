@@ -395,17 +395,19 @@ def halo_fill_cases(kinds=("linear", "paper")):
 
 def cell_levels():
     """Finest aux-grid levels for colour Gauss-Seidel's cell layout: (matrix, colours, cells) of a
-    2D 5-point grid of 64 x 48 points, a 3D 7-point box of 16 x 16 x 8, the 5-point grid's graph on
-    points spaced at random (0.4 to 1.6) along each axis (cells of 1 to 9 points), and the 2D grid
-    with one long coupling, between two cells of a colour. Cells and colours as
-    aggregation.auxgrid makes them."""
+    2D 5-point grid of 64 x 48 points, a 3D 7-point box of 16 x 16 x 8, odd grids of 65 x 33 and
+    17 x 9 x 11 points (cells of 2 to 6 and 2 to 12 points: cubic cells that do not divide the
+    grid), the 5-point grid's graph on points spaced at random (0.4 to 1.6) along each axis (cells
+    of 1 to 9 points), and the 2D grid with one long coupling, between two cells of a colour.
+    Cells and colours as aggregation.auxgrid makes them."""
     import numpy
     import scipy.sparse
 
     from pcplugins.core import aggregation
     out = {}
     rng = numpy.random.default_rng(5)
-    for name, shape, graded in (("2D", (64, 48), False), ("3D", (16, 16, 8), False), ("graded", (64, 48), True)):
+    for name, shape, graded in (("2D", (64, 48), False), ("3D", (16, 16, 8), False), ("odd 2D", (65, 33), False),
+                                ("odd 3D", (17, 9, 11), False), ("graded", (64, 48), True)):
         ticks = [numpy.cumsum(rng.uniform(0.4, 1.6, m)) if graded else numpy.arange(m, dtype=float) for m in shape]
         coords = numpy.stack([a.ravel() for a in numpy.meshgrid(*ticks, indexing="ij")], 1)   # laplacian()'s numbering
         aggs, _, colours, _ = aggregation.auxgrid(coords, numpy, coarse_size=4, max_levels=2)

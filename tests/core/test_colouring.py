@@ -164,7 +164,7 @@ def test_hash_edge_is_symmetric_and_the_32_bit_hash():
         assert got.tolist() == [ref(int(a), int(b)) for a, b in zip(i, j)]
 
 
-@pytest.mark.parametrize("case", ["2D", "3D", "graded", "long"])
+@pytest.mark.parametrize("case", ["2D", "3D", "odd 2D", "odd 3D", "graded", "long"])
 def test_cell_layout_slots(case, monkeypatch):
     """smoothers.csr.cell_layout: every row once, colour by colour from multiples of
     products.BLOCK, each cell's rows in a slot of their number rounded up to a power of 2,
@@ -192,7 +192,7 @@ def test_cell_layout_slots(case, monkeypatch):
     for a, b, c in zip(bounds[:-1], bounds[1:], range(k)):
         part = rows[a:b]
         assert (colours[part[part >= 0]] == c).all()
-    assert sizes.max() == {"2D": 4, "3D": 8, "graded": 9, "long": 4}[case]
+    assert sizes.max() == {"2D": 4, "3D": 8, "odd 2D": 6, "odd 3D": 12, "graded": 9, "long": 4}[case]
     r, c = A.nonzero()
     same = (colours[r] == colours[c]) & (r != c)
     assert (cells[r] != cells[c])[same].any() == (case == "long")

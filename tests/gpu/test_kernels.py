@@ -1664,7 +1664,7 @@ def test_queued_dense_inverse_matches_host(kind, n, monkeypatch):
     assert [("shift" in k) for k in calls] == {"cholesky": [], "lu": [False], "pseudo-inverse": [False, True]}[path]
 
 
-@pytest.mark.parametrize("case", ["2D", "3D", "graded", "long"])
+@pytest.mark.parametrize("case", ["2D", "3D", "odd 2D", "odd 3D", "graded", "long"])
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
 @pytest.mark.parametrize("ell", [False, True])
 def test_cell_layout_sweeps_match_the_scatter(case, dtype, tol, ell):
