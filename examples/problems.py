@@ -157,11 +157,48 @@ def convection_diffusion(n, peclet, dim=2):
     return (kron(kron(eye, eye), D2 + U) + kron(kron(eye, D2 + 0.5 * U), eye) + kron(kron(D2, eye), eye)).tocsr()
 
 
+def row_coefficient_laplacian(shape, rho):
+    """PETSc's ksp ex29 matrix (``-rho``) on a grid of ``shape`` points including its boundary, in
+    any dimension: row i is rho_i times the h-scaled Laplacian's row (rho_i = ``rho`` where every
+    index lies strictly between a third and two thirds of its axis, else 1), a boundary row its
+    diagonal alone. Nonsymmetric where rho jumps (a_ij = -rho_i w, a_ji = -rho_j w). Returns the
+    SciPy CSR matrix (natural ordering, the last axis fastest) and the points' indices as
+    coordinates."""
+    import scipy.sparse
+    dim = len(shape)
+    idx = numpy.indices(shape).reshape(dim, -1).T
+    n = idx.shape[0]
+    h = [1.0 / (m - 1) for m in shape]
+    w = [numpy.prod(h) / ha ** 2 for ha in h]
+    centre = numpy.all([(idx[:, a] > shape[a] / 3) & (idx[:, a] < 2 * shape[a] / 3) for a in range(dim)], 0)
+    r = numpy.where(centre, rho, 1.0)
+    inside = numpy.flatnonzero(~numpy.any([(idx[:, a] == 0) | (idx[:, a] == shape[a] - 1) for a in range(dim)], 0))
+    strides = [int(numpy.prod(shape[a + 1:])) for a in range(dim)]
+    rows, cols, vals = [numpy.arange(n)], [numpy.arange(n)], [2 * r * sum(w)]
+    for a in range(dim):
+        for step in (-strides[a], strides[a]):
+            rows.append(inside)
+            cols.append(inside + step)
+            vals.append(-r[inside] * w[a])
+    A = scipy.sparse.csr_matrix((numpy.concatenate(vals), (numpy.concatenate(rows), numpy.concatenate(cols))), (n, n))
+    return A, idx.astype(float)
+
+
 def convection_system(n, dim, peclet, seed=0, comm=None):
-    """convection_diffusion's matrix on an n^dim DMDA, each rank assembling its own rows, and a
-    random right-hand side that does not depend on the number of ranks: (da, A, b)."""
+    """convection_diffusion's matrix on an n^dim DMDA (dmda_system): (da, A, b)."""
+    return dmda_system(convection_diffusion(n, peclet, dim), n, dim, seed, comm)
+
+
+def row_coefficient_system(n, dim, rho, seed=0, comm=None):
+    """row_coefficient_laplacian's matrix on an n^dim DMDA (dmda_system): (da, A, b)."""
+    return dmda_system(row_coefficient_laplacian((n,) * dim, rho)[0], n, dim, seed, comm)
+
+
+def dmda_system(S, n, dim, seed=0, comm=None):
+    """The SciPy CSR matrix ``S`` of an n^dim grid in natural order on an n^dim DMDA, each rank
+    assembling its own rows, and a random right-hand side that does not depend on the number of
+    ranks: (da, A, b)."""
     comm = comm or PETSc.COMM_WORLD
-    S = convection_diffusion(n, peclet, dim)
     da = PETSc.DMDA().create([n] * dim, dof=1, stencil_width=1, comm=comm)
     indptr, cols, vals = S.indptr.astype(PETSc.IntType), S.indices.astype(PETSc.IntType), S.data
     bvals = numpy.random.default_rng(seed).standard_normal(S.shape[0])

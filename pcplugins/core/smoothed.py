@@ -31,6 +31,9 @@ ASYMMETRY = 0.05
 # weight: smoothed aggregation interpolates the constant, which is no near null vector where
 # couplings are positive (D A D for D = diag(+-1)); the pairwise prolongation takes their signs
 POSITIVE = 0.1
+# diagonal_scaling() takes D^-1 A for a nonsymmetric A where that multiplies the asymmetry by
+# this at most (PETSc's ksp ex29 with -rho 1000 at 129^2: 0.049 -> 0, its boundary rows left out)
+DIAGONAL_GAIN = 0.5
 # states of the MIS(2) rounds, ordered so that a member's key beats every undecided node's and an
 # undecided node's beats every excluded one's
 OUT, UNDECIDED, ROOT = 0, 1, 2
@@ -149,15 +152,52 @@ def measures(A, xp, ghost=None, allsum=None):
     return (float(numpy.sqrt(k2 / s2)) if s2 else 0.0), (float(positive / total) if total > 0 else 0.0)
 
 
-def _asymmetry_sums(A, xp):
-    """(||A - A^T||_F^2, ||A + A^T||_F^2). Where A's pattern is symmetric the entries are compared
-    in place (mirrored)."""
-    A, mirror = mirrored(A, xp)
+def _asymmetry_sums(A, xp, scale=None, pair=None, lone=None):
+    """(||S A - (S A)^T||_F^2, ||S A + (S A)^T||_F^2), S = diag(``scale``) (None: the identity),
+    without the couplings of the rows and columns where ``lone`` (None: none) is set. Where A's
+    pattern is symmetric the entries are compared in place (mirrored; ``pair``: its result,
+    where made already)."""
+    A, mirror = pair or mirrored(A, xp)
+    rows = sparse.rows_of(A, xp) if scale is not None or lone is not None else None
     if mirror is not None:
-        K, S = A.data - mirror, A.data + mirror
+        a, t = A.data, mirror
+        if scale is not None:               # (S A)_ij = s_i a_ij against (S A)_ji = s_j a_ji
+            a, t = a * scale[rows], t * scale[A.indices]
+        K, S = a - t, a + t
+        if lone is not None:
+            keep = ~(lone[rows] | lone[A.indices])
+            K, S = K * keep, S * keep
     else:
+        if scale is not None or lone is not None:
+            A = A.copy()
+            if scale is not None:
+                A.data *= scale[rows]
+            if lone is not None:
+                A.data *= ~(lone[rows] | lone[A.indices])
         K, S = (A - A.T).tocsr().data, (A + A.T).tocsr().data
     return float((abs(K) ** 2).sum()), float((abs(S) ** 2).sum())
+
+
+def diagonal_scaling(A, d, xp, base=None, allsum=None):
+    """(D^-1 or None, asymmetry before, after) for a matrix A of diagonal ``d`` whose rows are
+    scaled by ``base`` already (None: not): D^-1 = 1 / d where S A (S = diag(base)) is not
+    symmetric and D^-1 A is at least 1 / DIAGONAL_GAIN times as close to symmetric, by
+    ||X - X^T||_F / ||X + X^T||_F over the couplings of rows that are more than their diagonal
+    (PETSc's identity rows of boundary values, and the couplings to them, are eliminable; they
+    would count as asymmetry either way). A matrix whose rows each carry a coefficient,
+    (-rho_i (Laplacian u)_i, PETSc's ksp ex29 with -rho), is nonsymmetric where the coefficient
+    jumps; its Galerkin coarse matrices P^T A P make a cycle that diverges (ex29 at 129^2,
+    rho 1000: one Richardson step multiplied the residual by 1.5e4), where D^-1 A is the
+    Laplacian but for its boundary rows and the cycle of D^-1 A, applied to D^-1 x, converges.
+    Upwind convection-diffusion keeps its own rows (a constant diagonal changes no ratio). On
+    several ranks A is this rank's own block and ``allsum`` the global sum, as in ``measures``."""
+    pair = mirrored(A, xp)
+    inverse = 1 / xp.where(d != 0, d, 1)
+    lone = sparse.l1_norms(A, xp) - xp.abs(d) == 0
+    sums = numpy.array(_asymmetry_sums(A, xp, base, pair, lone) + _asymmetry_sums(A, xp, inverse, pair, lone))
+    k0, s0, k1, s1 = allsum(sums) if allsum else sums
+    before, after = (float(numpy.sqrt(k / s)) if s else 0.0 for k, s in ((k0, s0), (k1, s1)))
+    return (inverse if before > 1e-12 and after <= DIAGONAL_GAIN * before else None), before, after
 
 
 def _positive_sums(A, xp, ghost=None):

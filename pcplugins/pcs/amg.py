@@ -97,6 +97,11 @@ OPTIONS = [
            "rigid body modes of coordinates set on the PC where the block size is their dimension, else the block's "
            "components, in each aggregate's tentative prolongation; components: each component aggregated "
            "on its own; none: every unknown a scalar", ("auto", "components", "none")),
+    options.Option("pc_amg_diagonal_scaling", "str", "auto",
+           "Build the hierarchy of D^-1 A (D the diagonal of A) and apply it to D^-1 x: auto where A is not "
+           f"symmetric and D^-1 A at least {1 / smoothed.DIAGONAL_GAIN:g} times as close to symmetric "
+           "(|X - X^T| / |X + X^T|: rows that each carry a coefficient, -rho_i (Laplacian u)_i, as PETSc's ksp ex29 "
+           "with -rho); rows: for any matrix; none: never", ("auto", "none", "rows")),
     options.Option("pc_amg_device", "str", "auto",
            "Where setup and cycle run (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
            "aijcusparse)", ("auto", "cpu", "gpu")),
@@ -109,7 +114,8 @@ class AMG(PythonPC):
     def __init__(self):
         super().__init__()
         self._bad = self._run = self.comm = None
-        self.empty, self.block_size, self._symmetric, self.system, self.signs = False, 1, None, None, None
+        self.empty, self.block_size, self._symmetric, self.system, self.rows = False, 1, None, None, None
+        self.scaling = None
 
     def _release(self):
         if self.comm is not None:
@@ -127,6 +133,8 @@ class AMG(PythonPC):
         pre, post = (mg.opts.pre, mg.opts.post) if mg is not None else (v["pre"], v["post"])
         if pre != post:
             return f"-pc_amg_pre {pre} and -pc_amg_post {post} differ"
+        if self.scaling is not None:
+            return "the rows are scaled by the inverse diagonal (-pc_amg_diagonal_scaling)"
         if self._symmetric is None:
             self._symmetric = mat.operator_is_symmetric(pc, False)
         return "" if self._symmetric else "the matrix is not symmetric"
@@ -144,7 +152,7 @@ class AMG(PythonPC):
                 self._run(xa, ya)
                 out = ya
             else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
-                out = self.mg.cycle(self._signed(backend.to_namespace(xa, xp)))
+                out = self.mg.cycle(self._scaled(backend.to_namespace(xa, xp)))
                 ya[...] = backend.to_host(out)
             # NaN/Inf: checked where the result was computed, the flag read at the next
             # application (no synchronisation here)
@@ -153,11 +161,12 @@ class AMG(PythonPC):
             pcbase.set_failed(pc, True)
 
     def _cycle(self, x, out):
-        out[...] = self.mg.cycle(self._signed(x))
+        out[...] = self.mg.cycle(self._scaled(x))
 
-    def _signed(self, x):
-        """D x, the right-hand side of D A (``signs`` D: a negative definite A's rows negated)."""
-        return x if self.signs is None else x * self.signs
+    def _scaled(self, x):
+        """D x, the right-hand side of D A (``rows`` D: a negative definite A's rows negated, or its
+        inverse diagonal: _diagonal_scaling)."""
+        return x if self.rows is None else x * self.rows
 
     # -- setup -----------------------------------------------------------------------------------------
     def _setup(self, pc):
@@ -175,11 +184,13 @@ class AMG(PythonPC):
         xp = self.select_device(M)
         self.comm = csrcomm.CSRComm(pc, v["ghost_transport"], self.TITLE)
         A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
-        self.signs = self._check(A)
-        if self.signs is not None:    # D A, copies: PETSc's own arrays (the device CSR) stay as they are
-            A = (distributed.Rows(_rows_scaled(A.own, self.signs, xp), _rows_scaled(A.ghost, self.signs, xp),
+        self.rows, self.scaling = self._check(A), None
+        scale = self._diagonal_scaling(A, v["diagonal_scaling"])
+        self.rows = self.rows if scale is None else scale
+        if self.rows is not None:     # D A, copies: PETSc's own arrays (the device CSR) stay as they are
+            A = (distributed.Rows(_rows_scaled(A.own, self.rows, xp), _rows_scaled(A.ghost, self.rows, xp),
                                   A.ghosts, A.starts, A.comm, xp, A.halo)
-                 if self.comm.size > 1 else _rows_scaled(A, self.signs, xp))
+                 if self.comm.size > 1 else _rows_scaled(A, self.rows, xp))
         backend.synchronize(xp)
         t1 = log.clock()
         mine = A.own if self.comm.size > 1 else A          # this rank's rows and columns
@@ -284,6 +295,26 @@ class AMG(PythonPC):
                                + (" (a complex matrix needs a positive real part)" if d.dtype.kind == "c" else ""))
         return None
 
+    def _diagonal_scaling(self, A, mode):
+        """D^-1, the inverse of A's diagonal on this rank's rows, where -pc_amg_diagonal_scaling
+        asks for it (auto: smoothed.diagonal_scaling decides, where the diagonal is not constant:
+        else D^-1 A is A's multiple), else None; ``self.scaling`` says why for the view."""
+        if mode == "none":
+            return None
+        xp, comm = self.xp, self.comm
+        own = A.own if comm.size > 1 else A
+        d = own.diagonal()
+        if mode == "rows":
+            self.scaling = "-pc_amg_diagonal_scaling rows"
+            return 1 / xp.where(d != 0, d, 1)
+        a = xp.abs(d)
+        if comm.allmax(float(a.max()) if a.size else 0.0) <= comm.allmin(float(a.min()) if a.size else numpy.inf):
+            return None
+        scale, before, after = smoothed.diagonal_scaling(own, d, xp, self.rows, comm.allsum if comm.size > 1 else None)
+        if scale is not None:
+            self.scaling = f"|A - A^T| / |A + A^T| = {before:.2g}, of D^-1 A {after:.2g}"
+        return scale
+
     # -- view --------------------------------------------------------------------------------------------
     def describe(self):
         if self.empty:
@@ -312,7 +343,10 @@ class AMG(PythonPC):
             notes.append(f"system: {self.system}")
         kind = (f"smoothed aggregation AMG ({self.mg.opts.nsmooths} Jacobi step(s) on P)" if self.mg.opts.nsmooths
                 else "unsmoothed aggregation AMG")
-        if self.signs is not None:
+        if self.scaling is not None:
+            notes.append(f"rows scaled ({self.scaling}): the preconditioner of D^-1 A (D the diagonal) applied "
+                         "to D^-1 x")
+        elif self.rows is not None:
             notes.append("negative definite (a negative diagonal on every row but lone diagonals): the preconditioner "
                          "of D A (D the diagonal's signs) applied to D x")
         return ([f"pcplugins.AMG: {kind}, device {self.device} ({dev})",
@@ -321,8 +355,8 @@ class AMG(PythonPC):
                  % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])
 
 
-def _rows_scaled(M, signs, xp):
-    """D M (a copy) for the CSR block M of this rank's rows and D = diag(``signs``)."""
+def _rows_scaled(M, rows, xp):
+    """D M (a copy) for the CSR block M of this rank's rows and D = diag(``rows``)."""
     M = M.copy()
-    M.data *= signs[sparse.rows_of(M, xp)]
+    M.data *= rows[sparse.rows_of(M, xp)]
     return M

@@ -195,6 +195,26 @@ def test_amg_cell_layout_on_odd_grids(shape, ksp_type, cycle):
 
 
 @real_scalars
+@pytest.mark.parametrize("shape,ksp_type", [((129, 129), "gmres"), ((33, 20, 17), "bcgs")])
+def test_amg_rows_scaled_on_the_device(shape, ksp_type):
+    """ksp ex29's rows (rho 1000): the GPU decides as the host does (smoothed.diagonal_scaling on
+    CuPy arrays), builds the hierarchy of D^-1 A and converges in the host's count, within one."""
+    from problems import row_coefficient_laplacian
+    A, xy = row_coefficient_laplacian(shape, 1000.0)
+    rhs = np.random.default_rng(3).random(A.shape[0])
+    its = {}
+    for mat_type in ("aij", "aijcusparse"):
+        with petsc_options({"ksp_pc_side": "right"} if ksp_type == "gmres" else {}):
+            it, res, ksp = amg_solve(A, xy, {"pc_amg_kcycle_size": 0}, ksp_type=ksp_type, rtol=1e-8,
+                                     mat_type=mat_type, rhs=rhs, cycle=None)
+        ctx = ksp.getPC().getPythonContext()
+        assert any("rows scaled" in line for line in ctx.describe()), ctx.describe()
+        assert ksp.getConvergedReason() > 0 and res <= 1e-8, (mat_type, it, res)
+        its[mat_type] = (it, ctx.device)
+    assert its["aijcusparse"][1] == "gpu" and abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
+
+
+@real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
     """The cycle is captured (on the first application: no eager run first) and PCReset frees the
     graphs at once: they refer back to the PC's context, a cycle only the garbage collector breaks."""

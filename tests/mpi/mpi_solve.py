@@ -9,7 +9,8 @@ convection-diffusion at cell Peclet number ``jump`` (convection_system) with GMR
 pcplugins.GMG (or the PC the options choose); with ``convention`` neumann_vertex or neumann_cell,
 the pure Neumann Laplacian (neumann_system) with CG and pcplugins.GMG; or with ``convention``
 helmholtz MP1 on (n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned
-Bi-CGSTAB and pcplugins.ShiftedLaplace.
+Bi-CGSTAB and pcplugins.ShiftedLaplace; with ``convention`` rowcoef, PETSc's ksp ex29 rows with rho
+= ``jump`` (row_coefficient_system), the KSP and PC from the options.
 """
 import os
 import sys
@@ -24,7 +25,14 @@ from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from conftest import amg_galerkin_error, petsc_solve  # noqa: E402  (tests/conftest.py; adds examples/ to the path)
-from problems import convection_system, helmholtz_system, natural_array, neumann_system, poisson_system  # noqa: E402
+from problems import (  # noqa: E402
+    convection_system,
+    helmholtz_system,
+    natural_array,
+    neumann_system,
+    poisson_system,
+    row_coefficient_system,
+)
 
 # -test_pair_min_size N: relax_pair's sweeps on levels of N points or more (fused.PAIR_MIN_SIZE),
 # so that small grids take the distributed sweep's path (the faces between the ranks first)
@@ -40,6 +48,9 @@ if convention == "helmholtz":
 elif convention == "convection":
     da, A, b = convection_system(n, dim, jump)
     ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
+elif convention == "rowcoef":               # ksp ex29's rows, -rho = jump
+    da, A, b = row_coefficient_system(n, dim, jump)
+    ksp, x = petsc_solve(da, A, b, None, "gmres", pc=None, rtol=1e-8, max_it=200)
 elif convention.startswith("neumann"):      # neumann_vertex, neumann_cell: the null space attached
     da, A, b = neumann_system(n, dim, convention.split("_")[1])
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)

@@ -85,6 +85,7 @@ def test_fixed_iterations_equal_serial(tmp_path, problem, options):
         if options[:2] == NOGATHER:
             assert got["replicated"] < got["levels"] - 1     # some coarse level stays distributed
         assert ("negative definite" in str(got["view"])) == ("-test_negate" in options)
+        assert ("rows scaled" in str(got["view"])) == ("rowcoef" in problem), got["view"]
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 
@@ -262,7 +263,10 @@ KSP_CASES = [("cg", (45, 2, "interior", 3.0), []),
              ("gmres", (45, 2, "interior", 3.0), ["-pc_amg_aggregation", "pairwise"]),
              ("gmres", (33, 2, "convection", 2.0), ["-pc_amg_aggregation", "pairwise"]),
              # -A x = -b: a negative definite matrix (the hierarchy of A, its output negated)
-             ("bcgs", (45, 2, "interior", 3.0), ["-test_negate"])]
+             ("bcgs", (45, 2, "interior", 3.0), ["-test_negate"]),
+             # ksp ex29's rows (rho 1000): the hierarchy of D^-1 A, the global measures deciding
+             ("gmres", (33, 2, "rowcoef", 1000.0), []),
+             ("bcgs", (15, 3, "rowcoef", 1000.0), [])]
 
 
 @pytest.mark.parametrize("ksp,problem,options", KSP_CASES, ids=lambda c: "-".join(map(str, c)) if isinstance(
@@ -271,7 +275,8 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
     """pcplugins.AMG's default cycle under cg, bcgs and gmres on 1-4 ranks, the levels distributed
     (-pc_amg_gather_size 0): the solution matches a direct solve and the count stays within two of
     one rank's. Measured on 1-4 ranks: cg 20, 20, 20, 20; bcgs 10, 10, 11, 10; gmres 15, 15, 15, 15;
-    gmres on the convection problem 16, 17, 17, 16; and a negative definite matrix under bcgs."""
+    gmres on the convection problem 16, 17, 17, 16; a negative definite matrix under bcgs; ksp ex29's
+    rows (the hierarchy of D^-1 A) under gmres and bcgs."""
     exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
     its = []
     for P in (1, 2, 3, 4):
