@@ -190,16 +190,18 @@ def convection_system(n, dim, peclet, seed=0, comm=None):
 
 
 def row_coefficient_system(n, dim, rho, seed=0, comm=None):
-    """row_coefficient_laplacian's matrix on an n^dim DMDA (dmda_system): (da, A, b)."""
-    return dmda_system(row_coefficient_laplacian((n,) * dim, rho)[0], n, dim, seed, comm)
+    """row_coefficient_laplacian's matrix on an n^dim DMDA, or one of the sizes ``n`` (x, y, z)
+    (dmda_system): (da, A, b)."""
+    sizes = [n] * dim if numpy.isscalar(n) else list(n)
+    return dmda_system(row_coefficient_laplacian(tuple(sizes[::-1]), rho)[0], sizes, dim, seed, comm)
 
 
 def dmda_system(S, n, dim, seed=0, comm=None):
-    """The SciPy CSR matrix ``S`` of an n^dim grid in natural order on an n^dim DMDA, each rank
-    assembling its own rows, and a random right-hand side that does not depend on the number of
-    ranks: (da, A, b)."""
+    """The SciPy CSR matrix ``S`` of a grid in natural order (x fastest) on an n^dim DMDA, or one
+    of the sizes ``n`` (x, y, z), each rank assembling its own rows, and a random right-hand side
+    that does not depend on the number of ranks: (da, A, b)."""
     comm = comm or PETSc.COMM_WORLD
-    da = PETSc.DMDA().create([n] * dim, dof=1, stencil_width=1, comm=comm)
+    da = PETSc.DMDA().create([n] * dim if numpy.isscalar(n) else list(n), dof=1, stencil_width=1, comm=comm)
     indptr, cols, vals = S.indptr.astype(PETSc.IntType), S.indices.astype(PETSc.IntType), S.data
     bvals = numpy.random.default_rng(seed).standard_normal(S.shape[0])
     if comm.getSize() > 1:

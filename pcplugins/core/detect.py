@@ -4,7 +4,8 @@ each (row, neighbour) pair (``class_stats``), and the constant stencil those few
 ``petsc.dmda.dirichlet_layer``, the Neumann faces (``neumann_axes``), ``stencil.compress``. A
 constant stencil read from a matrix then needs no pass over the arrays beyond the one that makes
 the statistics (kernel ``class_stats`` in kernels/csrstencil.cu, loaded by core/csrstencil.py, or
-its twin here; the reading kernel ``csr_scatter_stats`` takes them as it goes).
+its twin here; the reading kernel ``csr_scatter_stats`` takes them as it goes). And rows that are
+each a multiple of one constant stencil (``row_scaled``), read as D^-1 A.
 """
 import dataclasses
 
@@ -206,3 +207,39 @@ def _constant_neumann_axes(box, offsets, consts, dtype):
             sums.append(total)
         found.append(box.global_shape[a] >= 3 and (not rows or all(abs(v) <= 1e-10 * diag for v in sums)))
     return tuple(found)
+
+
+def row_scaled(box, offsets, coefs, comm, stats=None):
+    """(coefficient arrays, D^-1 or None): those of D^-1 A and the inverse diagonal D^-1 (an array
+    over the box) where A's rows are multiples of one constant stencil's, ``rho_i`` times it
+    (PETSc's ksp ex29 with -rho: -rho_i (Laplacian u)_i), that is where the diagonal varies over
+    the interior rows and every coupling over it is a fixed fraction of the row's diagonal; else
+    the arrays as they are and None. Such an A is nonsymmetric where rho jumps, and its Galerkin
+    hierarchy fails (ex29 at 129^2, rho 1e5: GMRES broke down at 60 iterations); D^-1 A is a
+    constant stencil (its identity rows of boundary values 1), whose fast path the PC takes, applied
+    to D^-1 x. A symmetric A cannot qualify (a_ij = a_ji with fixed fractions makes the diagonal
+    constant), so no symmetric operator loses its symmetry. Decided alike on every rank of ``comm``. ``stats``:
+    the arrays' class statistics where known (one rank): a constant diagonal is then seen in them."""
+    centre = offsets.index((0,) * box.dim)
+    if stats is not None and comm.size == 1 and stats[centre, INNER, 1] == stats[centre, INNER, 2]:
+        return coefs, None
+    inner = tuple(grid.global_inner_slice(box, a) for a in range(box.dim))
+    d = coefs[centre]
+    di = d[inner]
+    if not comm.allmax(int(di.size > 0 and float(di.min()) != float(di.max()))) or not comm.allmin(
+            int(not di.size or float(abs(di).min()) > 0)):
+        return coefs, None
+    ratios = []
+    for o, c in zip(offsets, coefs):
+        r = c[inner] / di
+        lo, hi = (float(r.min()), float(r.max())) if r.size else (numpy.inf, -numpy.inf)
+        lo, hi = comm.allmin(lo), comm.allmax(hi)
+        if hi - lo > 1e-12 * max(abs(lo), abs(hi), 1.0):
+            return coefs, None
+        ratios.append(lo)
+    xp = backend.array_module(d)
+    d = xp.where(d != 0, d, 1)
+    scaled = [c / d for c in coefs]            # identity rows of boundary values: exactly 1
+    for c, r in zip(scaled, ratios):           # the interior rows: one stencil, to the last bit
+        c[inner] = r
+    return scaled, 1 / d.astype(numpy.float64)

@@ -22,6 +22,7 @@ from ..petsc.pcbase import PythonPC
 # a negative definite operator (a negative diagonal everywhere: div(k grad u) = -f, snes ex25): each
 # sweep, transfer and coarse solve of -A gives the negative of A's, so the PC is -A's, output negated
 NEGATED = "; negative definite (a negative diagonal everywhere): the preconditioner of -A, its output negated"
+ROWS_SCALED = "; rows scaled (each a multiple of one stencil): the preconditioner of D^-1 A applied to D^-1 x"
 
 
 class DMDAPC(PythonPC):
@@ -31,7 +32,7 @@ class DMDAPC(PythonPC):
     GATHER_SIZE = {"gpu": 0, "cpu": 0}  # MPI: the default of a gather_size option left unset
 
     def _release(self):
-        self._elim = self._elim_fused = self._op64 = self.comm = None
+        self._elim = self._elim_fused = self._op64 = self.comm = self._rows = None
         self._symmetric_operator = None
 
     def not_symmetric(self, pc):
@@ -63,7 +64,7 @@ class DMDAPC(PythonPC):
         if any(self.mixed):
             # defect correction: the elimination and the fine residual in double, the cycle in single
             self.dtype = numpy.dtype(numpy.float64)
-        self._elim_fused, self._faces, self.negated = None, (), False    # negated: see NEGATED
+        self._elim_fused, self._faces, self.negated, self._rows = None, (), False, None    # see NEGATED
         self.mpi = mpi.Collective(pc)
         t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
@@ -107,21 +108,24 @@ class DMDAPC(PythonPC):
             self.negated = all(c > 0 for c in w)     # the couplings of A: the elimination takes them
             op = stencil.laplacian(mgbox, [-c for c in w] if self.negated else w, xp, dt)
             if layer:
-                self._check_interior(mgbox)
+                dmda.check_interior(mgbox, self.mpi, self.TITLE)
                 self._elim = stencil.laplacian(mgbox, w, xp, dt) if self.negated else op
                 self._invdb = 1.0 / bdiag          # one value on the whole identity layer
                 self._use_fused_elimination(v, op, w)
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs, stats = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
+        coefs, self._rows = detect.row_scaled(box, offsets, coefs, collective, stats)
+        stats = stats if self._rows is None else None
         one = stats is not None and collective.size == 1     # the reading kernel's class statistics
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
         if found is not None:
-            return self._constant_operator(v, found, box, offsets)
+            op, layer, kind = self._constant_operator(v, found, box, offsets)
+            return op, layer, kind + (ROWS_SCALED if self._rows is not None else "")
         layer = dmda.dirichlet_layer(box, offsets, coefs, collective, stats)
         mgbox = box
         if layer:
             mgbox = dmda.interior_box(box)
-            self._check_interior(mgbox)
+            dmda.check_interior(mgbox, self.mpi, self.TITLE)
             inner = _inner_slices(box, mgbox, layer)
             centre = offsets.index((0,) * box.dim)
             dfull = coefs[centre]
@@ -159,7 +163,7 @@ class DMDAPC(PythonPC):
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
-        return op, layer, kind
+        return op, layer, kind + (ROWS_SCALED if self._rows is not None else "")
 
     def _constant_operator(self, v, found, box, offsets):
         """The fine operator of a constant stencil read from the matrix (detect.ConstantRead):
@@ -168,7 +172,7 @@ class DMDAPC(PythonPC):
         mgbox = grid.Box(box.global_shape, box.start, box.shape, keep_ends=found.keep_ends)
         if found.layer:
             mgbox = dmda.interior_box(box)
-            self._check_interior(mgbox)
+            dmda.check_interior(mgbox, self.mpi, self.TITLE)
             self._invdb = 1.0 / found.layer_diagonal
             self._elim = stencil.StencilOperator(mgbox, offsets, found.elim, xp, dt)
         self.negated = found.consts[found.offsets.index((0,) * box.dim)] < 0
@@ -179,17 +183,6 @@ class DMDAPC(PythonPC):
             self._use_fused_elimination(v, op, w if w is not None and not self.negated and all(
                 same.get(o, 0.0) == c for o, c in zip(offsets, found.elim)) else None)
         return op, found.layer, "constant-coefficient stencil detected from the matrix (matrix-free)"
-
-    def _check_interior(self, mgbox):
-        """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
-        part of the DMDA is boundary points only stops every rank, with the partition to change."""
-        empty = [r for r, n in enumerate(self.mpi.allgather(mgbox.size)) if n == 0]
-        if empty:
-            raise errors.error(
-                f"{self.TITLE}: rank{'s' if len(empty) > 1 else ''} {', '.join(map(str, empty))} of "
-                f"{self.mpi.size} own{'s' if len(empty) == 1 else ''} only boundary points (the identity rows "
-                "on the grid's outer layer), no interior unknown: use fewer ranks, or a DMDA partition "
-                "(-da_processors_x/y/z, DMDASetOwnershipRanges) that gives every rank an interior point")
 
     def _use_fused_elimination(self, v, op, w):
         """fused.eliminate on one GPU rank: a constant star's weights ``w``, or (None) the face rows after."""
@@ -216,6 +209,8 @@ class DMDAPC(PythonPC):
                 src, out = self._x, self._y
             else:
                 out = dst
+            if self._rows is not None:          # D^-1 x, for the cycle of D^-1 A (detect.row_scaled)
+                src = xp.multiply(src, self._rows, out=self._xr)
             self._run(src, out)
             if self._op64 is not None and self.stalled:
                 pcbase.set_failed(pc, True)
@@ -240,6 +235,7 @@ class DMDAPC(PythonPC):
             self._x_low = xp.zeros(self.box.shape, self.dtype)
             self._y_low = xp.zeros(self.box.shape, self.dtype)
         self._x = self._y = None                # device buffers, for host Vecs only
+        self._xr = None if self._rows is None else xp.empty(self.box.shape)
         if self._op64 is not None:              # defect correction: u and r in double, r in single
             self._u64 = xp.zeros(self.mg.fine_box.padded_shape)
             self._r64 = xp.zeros(self.mg.fine_box.shape)

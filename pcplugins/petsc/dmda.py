@@ -246,6 +246,18 @@ def constant_stencil(box, offsets, coefs, dtype, mpi, stats=None):
     return detect.constant_read(box, offsets, stats, dtype)
 
 
+def check_interior(mgbox, mpi, who):
+    """Every rank must own interior unknowns once the identity layer is eliminated: a rank whose
+    part of the DMDA is boundary points only stops every rank, with the partition to change."""
+    empty = [r for r, n in enumerate(mpi.allgather(mgbox.size)) if n == 0]
+    if empty:
+        raise error(
+            f"{who}: rank{'s' if len(empty) > 1 else ''} {', '.join(map(str, empty))} of "
+            f"{mpi.size} own{'s' if len(empty) == 1 else ''} only boundary points (the identity rows "
+            "on the grid's outer layer), no interior unknown: use fewer ranks, or a DMDA partition "
+            "(-da_processors_x/y/z, DMDASetOwnershipRanges) that gives every rank an interior point")
+
+
 def face_mask(box, axis, xp=numpy):
     """True on the two faces of the global grid across ``axis`` (over this rank's box)."""
     g = numpy.arange(box.start[axis], box.start[axis] + box.shape[axis])

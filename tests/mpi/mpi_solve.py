@@ -10,7 +10,7 @@ pcplugins.GMG (or the PC the options choose); with ``convention`` neumann_vertex
 the pure Neumann Laplacian (neumann_system) with CG and pcplugins.GMG; or with ``convention``
 helmholtz MP1 on (n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned
 Bi-CGSTAB and pcplugins.ShiftedLaplace; with ``convention`` rowcoef, PETSc's ksp ex29 rows with rho
-= ``jump`` (row_coefficient_system), the KSP and PC from the options.
+= ``jump`` (row_coefficient_system), with GMRES and pcplugins.GMG (or the PC the options choose).
 """
 import os
 import sys
@@ -50,7 +50,7 @@ elif convention == "convection":
     ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 elif convention == "rowcoef":               # ksp ex29's rows, -rho = jump
     da, A, b = row_coefficient_system(n, dim, jump)
-    ksp, x = petsc_solve(da, A, b, None, "gmres", pc=None, rtol=1e-8, max_it=200)
+    ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 elif convention.startswith("neumann"):      # neumann_vertex, neumann_cell: the null space attached
     da, A, b = neumann_system(n, dim, convention.split("_")[1])
     ksp, x = petsc_solve(da, A, b, None, "cg", pc="pcplugins.GMG", rtol=1e-8, max_it=200)
