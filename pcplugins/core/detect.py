@@ -218,8 +218,9 @@ def row_scaled(box, offsets, coefs, comm, stats=None):
     hierarchy fails (ex29 at 129^2, rho 1e5: GMRES broke down at 60 iterations); D^-1 A is a
     constant stencil (its identity rows of boundary values 1), whose fast path the PC takes, applied
     to D^-1 x. A symmetric A cannot qualify (a_ij = a_ji with fixed fractions makes the diagonal
-    constant), so no symmetric operator loses its symmetry. Decided alike on every rank of ``comm``. ``stats``:
-    the arrays' class statistics where known (one rank): a constant diagonal is then seen in them."""
+    constant), so no symmetric operator loses its symmetry. Decided alike on every rank of
+    ``comm``. ``stats``: the arrays' class statistics where known (one rank), in which a constant
+    diagonal is seen without a pass over the arrays."""
     centre = offsets.index((0,) * box.dim)
     if stats is not None and comm.size == 1 and stats[centre, INNER, 1] == stats[centre, INNER, 2]:
         return coefs, None
