@@ -301,6 +301,7 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
         assert int(got["reason"]) > 0 and got["levels"] >= 3, (P, got["reason"], got["levels"])
         assert "W-cycle" in str(got["view"]), got["view"]
         assert ("negative definite" in str(got["view"])) == ("-test_negate" in options)
+        assert ("rows scaled" in str(got["view"])) == ("rowcoef" in problem), got["view"]
         assert np.linalg.norm(got["u"] - exact) <= 1e-6 * np.linalg.norm(exact), P
         its.append(int(got["its"]))
     assert max(its) <= its[0] + 2, its
