@@ -207,6 +207,7 @@ def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
 
 
 @pytest.mark.parametrize("problem", [(33, 2, "rowcoef", 1e5), (15, 3, "rowcoef", 1e5)], ids=str)
+@real_scalars  # pcplugins.GMG
 def test_rows_scaled_on_uneven_ranks(tmp_path, problem):
     """ksp ex29's rows (rho 1e5: each row a multiple of the Laplacian's) under GMRES on 1-4 ranks
     (33 and 15 points split unevenly): every rank reads D^-1 A as the constant Laplacian
