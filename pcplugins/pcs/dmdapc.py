@@ -68,7 +68,7 @@ class DMDAPC(PythonPC):
         self.mpi = mpi.Collective(pc)
         t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
-        self.operator_kind += NEGATED * self.negated
+        self.operator_kind += NEGATED * self.negated + ROWS_SCALED * (self._rows is not None)
         self.timings["operator"] = log.clock() - t
         if self.mpi.size > 1:
             gather = v.get("gather_size", 0)
@@ -119,8 +119,7 @@ class DMDAPC(PythonPC):
         one = stats is not None and collective.size == 1     # the reading kernel's class statistics
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None
         if found is not None:
-            op, layer, kind = self._constant_operator(v, found, box, offsets)
-            return op, layer, kind + (ROWS_SCALED if self._rows is not None else "")
+            return self._constant_operator(v, found, box, offsets)
         layer = dmda.dirichlet_layer(box, offsets, coefs, collective, stats)
         mgbox = box
         if layer:
@@ -163,7 +162,7 @@ class DMDAPC(PythonPC):
             kind = "constant-coefficient stencil detected from the matrix (matrix-free)"
         else:
             kind = f"assembled {op.nnz_per_row}-point stencil (stored coefficients, Galerkin coarse operators)"
-        return op, layer, kind + (ROWS_SCALED if self._rows is not None else "")
+        return op, layer, kind
 
     def _constant_operator(self, v, found, box, offsets):
         """The fine operator of a constant stencil read from the matrix (detect.ConstantRead):
