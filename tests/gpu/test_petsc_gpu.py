@@ -215,6 +215,35 @@ def test_amg_rows_scaled_on_the_device(shape, ksp_type):
 
 
 @real_scalars
+@pytest.mark.parametrize("pc", ["pcplugins.GMG", "pcplugins.FFTPoisson"])
+@pytest.mark.parametrize("n,dim", [(129, 2), ((64, 41), 2), ((17, 12, 9), 3)])
+def test_rows_scaled_on_the_device(pc, n, dim):
+    """ksp ex29's rows (rho 1e5) on aijcusparse and CUDA vectors: GMG and FFTPoisson read D^-1 A
+    on the device (detect.row_scaled on CuPy arrays), apply the cycle to D^-1 x, and solve as the
+    host does: the same iterations within one, the true residual at the KSP's tolerance."""
+    from petsc4py import PETSc
+
+    from conftest import true_relative_residual
+    from problems import row_coefficient_system
+    da, A, b = row_coefficient_system(n, dim, 1e5)
+    unpre = PETSc.KSP.NormType.UNPRECONDITIONED
+    its = {}
+    for mat_type in ("aij", "aijcusparse"):
+        M, f = A, b
+        if mat_type == "aijcusparse":
+            M = A.convert("aijcusparse")
+            f = M.createVecs()[0]
+            b.copy(f)
+        ksp, x = petsc_solve(da, M, f, {"ksp_pc_side": "right"}, "gmres", pc=pc, rtol=1e-8, max_it=60,
+                             norm_type=unpre)
+        ctx = ksp.getPC().getPythonContext()
+        assert "rows scaled" in "\n".join(ctx.describe()), ctx.describe()
+        assert ksp.getConvergedReason() > 0 and true_relative_residual(M, f, x) <= 1e-7, mat_type
+        its[mat_type] = (ksp.getIterationNumber(), ctx.device)
+    assert its["aijcusparse"][1] == "gpu" and abs(its["aij"][0] - its["aijcusparse"][0]) <= 1, its
+
+
+@real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
     """The cycle is captured (on the first application: no eager run first) and PCReset frees the
     graphs at once: they refer back to the PC's context, a cycle only the garbage collector breaks."""
