@@ -120,32 +120,96 @@ def cell_layout(colours, members, xp):
     more than CELL_SLOTS rows, or there are more than 64 colours. Where every same-colour coupling
     is within a cell, the rows of one colour couple only within a block, and the row kernel may
     update them in place (products.relax_rows with ``blocks``). One sort of the cells and one wait
-    for the host."""
+    for the host. On the GPU the per-cell and per-row steps are one kernel each (_CellKernels);
+    the NumPy expressions here are their twin."""
     ncells, n = members.shape
     if n == 0 or ncells == 0:
         return None
-    size = xp.diff(members.indptr)
-    colour = colours[members.indices[xp.minimum(members.indptr[:-1], n - 1)]].astype(numpy.int16)
-    code = sum((size > (1 << b)).astype(numpy.int16) for b in range(5))      # log2 of the slot's size
-    key = colour * numpy.int16(6) + (numpy.int16(5) - code)          # colour by colour, larger slots first
-    perm = (xp.argsort(key, kind="stable") if not backend.is_gpu(xp) else xp.argsort(key)).astype(numpy.int32)
+    gpu = backend.is_gpu(xp)
+    if gpu:
+        key, size = _CELL_KERNELS.keys(members, colours, n)
+    else:
+        size = xp.diff(members.indptr)
+        colour = colours[members.indices[xp.minimum(members.indptr[:-1], n - 1)]].astype(numpy.int16)
+        code = sum((size > (1 << b)).astype(numpy.int16) for b in range(5))      # log2 of the slot's size
+        key = colour * numpy.int16(6) + (numpy.int16(5) - code)          # colour by colour, larger slots first
+    perm = (xp.argsort(key) if gpu else xp.argsort(key, kind="stable")).astype(numpy.int32)
     key = key[perm]
-    width = xp.left_shift(1, 5 - key % 6).astype(numpy.int64)
+    width = _CELL_KERNELS.width(key) if gpu else xp.left_shift(1, 5 - key % 6).astype(numpy.int64)
     end = xp.cumsum(width)
     cuts = xp.searchsorted(key, xp.arange(0, 6 * _MOST_COLOURS + 1, 6, dtype=numpy.int16))
-    upto = xp.concatenate([xp.zeros(1, numpy.int64), end])[cuts]        # slots before each colour
-    info = backend.to_host(xp.concatenate([upto, size.max().astype(numpy.int64)[None], (key[-1] // 6)[None]]))
+    if gpu:     # the slots before each colour, the largest cell and the last colour
+        info = _CELL_KERNELS.info(cuts, end, size.max(), key)
+    else:
+        upto = xp.concatenate([xp.zeros(1, numpy.int64), end])[cuts]
+        info = xp.concatenate([upto, size.max().astype(numpy.int64)[None], (key[-1] // 6)[None]])
+    info = backend.to_host(info)
     if info[-2] > CELL_SLOTS or info[-1] >= _MOST_COLOURS:
         return None
     upto = info[:-2]
     total = numpy.diff(upto)[:int(numpy.flatnonzero(numpy.diff(upto))[-1]) + 1]
     bounds = numpy.concatenate([[0], numpy.cumsum(-(-total // products.BLOCK) * products.BLOCK)])
+    shift = xp.asarray(bounds[:-1] - upto[:len(total)])     # each colour's padding before it
+    if gpu:
+        return _CELL_KERNELS.rows(members, perm, key, end, shift, int(bounds[-1])), bounds.astype(int)
     slot = xp.empty(ncells, numpy.int64)
-    slot[perm] = end - width + xp.asarray(bounds[:-1] - upto[:len(total)])[key // 6]
+    slot[perm] = end - width + shift[key // 6]
     cell = sparse.rows_of(members, xp)
     rows = xp.full(int(bounds[-1]), -1, numpy.int32)
     rows[slot[cell] + xp.arange(n) - members.indptr[cell]] = members.indices
     return rows, bounds.astype(int)
+
+
+class _CellKernels:
+    """cell_layout's steps on the GPU, each one kernel where the NumPy twin takes several
+    operations (a setup step of many small launches is bound by the host's time for them)."""
+
+    def keys(self, members, colours, n):
+        """(key, size) of each cell: colour * 6 + 5 - log2 of its slot, and its number of rows."""
+        cp = backend.cupy
+        key, size = cp.empty(members.shape[0], numpy.int16), cp.empty(members.shape[0], numpy.int32)
+        sparse.elementwise("cell_key", "raw I indptr, raw J indices, raw C colours, int32 n",
+                           "raw int16 key, raw int32 rows",
+                           "const I a = indptr[i]; const int s = (int)(indptr[i + 1] - a);"
+                           "const int code = (s > 1) + (s > 2) + (s > 4) + (s > 8) + (s > 16);"
+                           "key[i] = (short)((short)colours[indices[a < n - 1 ? a : n - 1]] * 6 + 5 - code);"
+                           "rows[i] = s")(
+            members.indptr, members.indices, colours, numpy.int32(n), key, size, size=members.shape[0])
+        return key, size
+
+    def width(self, key):
+        return sparse.elementwise("cell_width", "int16 key", "int64 width", "width = 1LL << (5 - key % 6)")(key)
+
+    def info(self, cuts, end, size_max, key):
+        """The slots before each colour (cut), then the largest cell and the last colour."""
+        info = backend.cupy.empty(cuts.size + 2, numpy.int64)
+        sparse.elementwise("cell_info", "raw I cuts, raw int64 end, raw S size_max, raw int16 key, int32 ncuts, "
+                           "int32 ncells", "int64 info",
+                           "if (i < ncuts) info = cuts[i] > 0 ? end[cuts[i] - 1] : 0;"
+                           "else if (i == ncuts) info = size_max[0];"
+                           "else info = key[ncells - 1] / 6")(
+            cuts, end, size_max, key, numpy.int32(cuts.size), numpy.int32(key.size), info)
+        return info
+
+    def rows(self, members, perm, key, end, shift, total):
+        """The layout: each cell's rows from its slot's start (its place among the sorted keys
+        ``perm``, ``end`` their slots' running ends, ``shift`` each colour's padding), -1 padding."""
+        cp = backend.cupy
+        ncells = members.shape[0]
+        slot = cp.empty(ncells, numpy.int64)
+        sparse.elementwise("cell_slot", "raw int32 perm, raw int16 key, raw int64 end, raw int64 shift",
+                           "raw int64 slot",
+                           "const int k = key[i]; slot[perm[i]] = end[i] - (1LL << (5 - k % 6)) + shift[k / 6]")(
+            perm, key, end, shift, slot, size=ncells)
+        rows = cp.full(total, -1, numpy.int32)
+        sparse.elementwise("cell_rows", "raw I indptr, raw J indices, raw int64 slot", "raw int32 rows",
+                           "const I a = indptr[i];"
+                           "for (I k = a; k < indptr[i + 1]; ++k) rows[slot[i] + (k - a)] = (int)indices[k]")(
+            members.indptr, members.indices, slot, rows, size=ncells)
+        return rows
+
+
+_CELL_KERNELS = _CellKernels()
 
 
 class CSRL1Jacobi:
