@@ -399,18 +399,18 @@ def cell_levels():
     17 x 9 x 11 points (cells of 2 to 6 and 2 to 12 points: cubic cells that do not divide the
     grid), the 5-point grid's graph on points spaced at random (0.4 to 1.6) along each axis (cells
     of 1 to 9 points), and the 2D grid with one long coupling, between two cells of a colour.
-    Cells and colours as aggregation.auxgrid makes them."""
+    Cells and colours as auxgrid.auxgrid makes them."""
     import numpy
     import scipy.sparse
 
-    from pcplugins.core import aggregation
+    from pcplugins.core import auxgrid
     out = {}
     rng = numpy.random.default_rng(5)
     for name, shape, graded in (("2D", (64, 48), False), ("3D", (16, 16, 8), False), ("odd 2D", (65, 33), False),
                                 ("odd 3D", (17, 9, 11), False), ("graded", (64, 48), True)):
         ticks = [numpy.cumsum(rng.uniform(0.4, 1.6, m)) if graded else numpy.arange(m, dtype=float) for m in shape]
         coords = numpy.stack([a.ravel() for a in numpy.meshgrid(*ticks, indexing="ij")], 1)   # laplacian()'s numbering
-        aggs, _, colours, _ = aggregation.auxgrid(coords, numpy, coarse_size=4, max_levels=2)
+        aggs, _, colours, _ = auxgrid.auxgrid(coords, numpy, coarse_size=4, max_levels=2)
         out[name] = (laplacian(shape), colours[0], aggs[0])
     A, colours, cells = out["2D"]
     i, j = 0, int(numpy.flatnonzero((colours == colours[0]) & (cells != cells[0]))[-1])

@@ -24,6 +24,7 @@ import dataclasses
 from .. import backend
 from . import (
     aggregation,
+    auxgrid,
     coarse,
     colouring,
     cycle,
@@ -174,7 +175,7 @@ class AggregationMG:
         elif self.method == "auxgrid":
             if coords is None:
                 raise ValueError("auxiliary-grid aggregation needs vertex coordinates")
-            aggs, sizes, colours, members = aggregation.auxgrid(coords, xp, stop, o.max_levels,
+            aggs, sizes, colours, members = auxgrid.auxgrid(coords, xp, stop, o.max_levels,
                                                                 comm if parallel else None)
             signs = [None] * len(aggs)
             mats = [A]

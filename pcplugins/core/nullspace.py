@@ -22,7 +22,7 @@ coupled to nothing join none (``drop_isolated``): either would otherwise stall t
 import numpy
 
 from .. import backend
-from . import aggregation, colouring, distributed, smoothed, sparse
+from . import aggregation, auxgrid, colouring, distributed, smoothed, sparse
 
 # a column of an aggregate's B_J whose part orthogonal to the previous columns is below this
 # fraction of its norm is dependent on them (an aggregate of too few nodes for m modes): its
@@ -213,7 +213,7 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
         B = xp.tile(xp.eye(bs), (own(A).shape[0] // bs, 1)) if bs > 1 else xp.ones((own(A).shape[0], 1))
     m = bs if B is None else B.shape[1]
     if method == "auxgrid":
-        node_aggs, node_sizes, *_ = aggregation.auxgrid(coords, xp, max(1, stop // m), max_levels, comm)
+        node_aggs, node_sizes, *_ = auxgrid.auxgrid(coords, xp, max(1, stop // m), max_levels, comm)
     mats, aggs, sizes, transfers, restrictions, graphs = [A], [], [own(A).shape[0]], [], [], []
     while mats[-1].shape[0] > stop and len(mats) < max_levels:      # global sizes on several ranks
         k = len(mats) - 1

@@ -9,7 +9,7 @@ import dataclasses
 import numpy
 
 from .. import backend
-from . import aggregation, coarse
+from . import auxgrid, coarse
 
 
 def gathered(mats, aggs, sizes, coords, order, method, opts, comm, coarsest, system, xp, hierarchy):
@@ -28,7 +28,7 @@ def gathered(mats, aggs, sizes, coords, order, method, opts, comm, coarsest, sys
         # GatheredRowsSolve gathers the rows
         xyz = coords if order is None else coords[order]
         for agg, nc in zip(aggs, sizes):
-            xyz = aggregation.centroids(xyz, agg, nc, xp)
+            xyz = auxgrid.centroids(xyz, agg, nc, xp)
         xyz = xp.asarray(numpy.concatenate(comm.allgather(backend.to_host(xyz))))
     # a cycle captured whole (comm.capturable) holds the gathered levels' part too (smoothed
     # aggregation goes on with its own aggregates)

@@ -1,8 +1,8 @@
-"""The auxiliary grid's aggregates (core/aggregation.py) on the index grids of boxes."""
+"""The auxiliary grid's aggregates (core/auxgrid.py) on the index grids of boxes."""
 import numpy as np
 import pytest
 
-from pcplugins.core import aggregation
+from pcplugins.core import auxgrid
 
 
 def index_grid(shape):
@@ -15,7 +15,7 @@ def test_auxgrid_leaf_aggregates_are_as_wide_along_every_axis(shape):
     the long axis as along the others (cells of the box's proportions made 2k x 2 x 2 ones), and
     holds about 2^dim of them where the box is at least 2 points wide."""
     coords = index_grid(shape)
-    aggs, sizes, *_ = aggregation.auxgrid(coords, np, coarse_size=10, max_levels=10)
+    aggs, sizes, *_ = auxgrid.auxgrid(coords, np, coarse_size=10, max_levels=10)
     agg = aggs[0]
     order = np.argsort(agg, kind="stable")
     starts = np.r_[0, np.cumsum(np.bincount(agg, minlength=sizes[1]))[:-1]]
@@ -36,7 +36,7 @@ def test_auxgrid_restrictions_are_the_members_of_its_aggregates(shape):
     none empty), on shuffled vertices so that the sort has work to do."""
     from pcplugins.core import sparse
     coords = index_grid(shape)[np.random.default_rng(2).permutation(int(np.prod(shape)))]
-    aggs, sizes, _, members = aggregation.auxgrid(coords, np, coarse_size=4, max_levels=10)
+    aggs, sizes, _, members = auxgrid.auxgrid(coords, np, coarse_size=4, max_levels=10)
     assert len(aggs) == len(members) >= 2
     for agg, nc, n, R in zip(aggs, sizes[1:], sizes, members):
         ref = sparse.members(agg, nc, np)

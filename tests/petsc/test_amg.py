@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from pcplugins.core import aggregation, colouring, kcycle, products, smoothers, sparse
+from pcplugins.core import aggregation, auxgrid, colouring, kcycle, products, smoothers, sparse
 from pcplugins.core.comm import Comm
 
 import meshes
@@ -71,10 +71,10 @@ def test_sorted_sum_of_duplicates_equals_scipys(dtype):
 def test_auxgrid_aggregates_are_cells_of_the_quadtree():
     n = 20
     xy = grid_coords(n)
-    aggs, sizes, colours, _ = aggregation.auxgrid(xy, numpy, coarse_size=4, max_levels=10)
-    L = aggregation.depth(n * n, 2)
+    aggs, sizes, colours, _ = auxgrid.auxgrid(xy, numpy, coarse_size=4, max_levels=10)
+    L = auxgrid.depth(n * n, 2)
     assert L == 3                                   # 6.25 vertices per cell (L = 4: 1.6)
-    assert aggregation.depth(129 ** 3, 3) == 6 and aggregation.depth(2048 ** 2, 2) == 10
+    assert auxgrid.depth(129 ** 3, 3) == 6 and auxgrid.depth(2048 ** 2, 2) == 10
     assert sizes[1] == 4 ** L                       # a 20x20 grid fills every leaf cell
     cell = numpy.minimum((xy / (n - 1) * 2 ** L).astype(int), 2 ** L - 1)
     key = cell[:, 0] + 2 ** L * cell[:, 1]
@@ -90,8 +90,8 @@ def test_auxgrid_skips_empty_cells():
     xy = numpy.array([[0, 0], [.1, .2], [.3, .1], [.2, .4],                      # lower left
                       [1, 1], [.9, .8], [.7, .6], [.6, .9], [.8, .7], [.95, .55],   # upper right
                       [0, 1], [.1, .9], [.2, .6], [.3, .7], [.4, .8], [.45, .95]])  # upper left
-    aggs, sizes, *_ = aggregation.auxgrid(xy, numpy, coarse_size=1, max_levels=5)
-    assert aggregation.depth(16, 2) == 1              # 2 x 2 cells, the lower right one empty
+    aggs, sizes, *_ = auxgrid.auxgrid(xy, numpy, coarse_size=1, max_levels=5)
+    assert auxgrid.depth(16, 2) == 1              # 2 x 2 cells, the lower right one empty
     assert sizes[1] == 3 and sorted(numpy.bincount(aggs[0])) == [4, 6, 6]
 
 
