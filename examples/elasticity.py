@@ -2,8 +2,11 @@
 its own elasticity tutorials (ksp ex56): the matrix's block size (MatSetBlockSize, one node's
 displacement components) and its rigid body modes (MatNullSpaceCreateRigidBody, MatSetNearNullSpace).
 
-    [mpiexec -n P] python examples/elasticity.py [-dim 2|3] [-ne 32] [-nu 0.3]
+    [mpiexec -n P] python examples/elasticity.py [-dim 2|3] [-ne 32] [-nu 0.3] [-coordinates]
                                                  [PETSc options, e.g. -ksp_view -mat_type aijcusparse]
+
+With -coordinates the nodes' coordinates go to the PC by PCSetCoordinates instead (as GAMG users
+and ksp ex55 give them), and the PC builds the rigid body modes from them.
 
 The unit square (cube), clamped at x = 0, under its own weight (a unit body force along -y); Q1
 (bilinear, trilinear) elements on an ne^dim grid, Young's modulus 1, Poisson ratio ``nu``.
@@ -111,12 +114,16 @@ def main():
     comm = PETSc.COMM_WORLD
     M = petsc_matrix(A, comm=comm, block_size=dim)
     lo, hi = M.getOwnershipRange()
-    set_rigid_body_modes(M, coords[lo // dim:hi // dim])
+    given = opts.getBool("coordinates", False)
+    if not given:
+        set_rigid_body_modes(M, coords[lo // dim:hi // dim])
     b, x = M.createVecs()
     b.getArray()[:] = f[lo:hi]
     ksp = PETSc.KSP().create(comm=comm)
     ksp.setOperators(M)
     ksp.setFromOptions()
+    if given:               # after the PC has its type, as PCSetCoordinates asks: a row a node
+        ksp.getPC().setCoordinates(coords[lo // dim:hi // dim])
     setup, solve, res = timed_solve(ksp, M, b, x)
     PETSc.Sys.Print(f"{dim}D elasticity, {A.shape[0]} unknowns: {ksp.getIterationNumber()} iterations "
                     f"({ksp.getConvergedReason()}), true relative residual {res:.2e}, "

@@ -4,8 +4,8 @@
 
 Follows Wang, Hu, Cohen, Xu, "A parallel auxiliary grid algebraic multigrid method for graphic
 processing units": aggregates from an auxiliary quadtree/octree grid when vertex coordinates are
-known (pcplugins.set_coordinates, a Vec composed on the PC as "coordinates", or the PC's DMDA),
-double pairwise matching when not; Galerkin coarse matrices by summation over aggregates;
+known (PCSetCoordinates, pcplugins.set_coordinates, a Vec composed on the PC as "coordinates", or
+the PC's DMDA), double pairwise matching when not; Galerkin coarse matrices by summation over aggregates;
 colour Gauss-Seidel; the K-cycle. Smoothed aggregation (core/smoothed.py, -pc_amg_agg_nsmooths)
 on the host for nearly symmetric scalar matrices without coordinates. Any assembled AIJ matrix, no DM needed; with an
 aijcusparse matrix and CUDA Vecs setup and cycle run on the GPU (CuPy). On several ranks the
@@ -116,6 +116,13 @@ class AMG(PythonPC):
         self._bad = self._run = self.comm = None
         self.empty, self.block_size, self._symmetric, self.system, self.rows = False, 1, None, None, None
         self.scaling = None
+
+    def create(self, pc):
+        compose.accept_set_coordinates(pc)       # PCSetCoordinates reaches this PC as it reaches GAMG
+
+    def destroy(self, pc):
+        super().destroy(pc)
+        compose.accept_set_coordinates(pc, on=False)
 
     def _release(self):
         if self.comm is not None:

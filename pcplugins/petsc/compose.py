@@ -1,23 +1,27 @@
 """Objects an application attaches to the PC (PetscObjectCompose): vertex coordinates for AMG's
-auxiliary grid, a wavenumber field for ShiftedLaplace."""
+auxiliary grid and rigid body modes (also through PETSc's PCSetCoordinates), a wavenumber field
+for ShiftedLaplace."""
+import ctypes
 import math
+import traceback
 
 import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from . import vec
+from . import mat, vec
 from .dmda import pc_dm
 from .errors import error
 from .mat import pc_matrix
 
-COMPOSED = "the Vec composed on the PC as \"coordinates\""
+COMPOSED = "the coordinates given to the PC (PCSetCoordinates, pcplugins.set_coordinates or a Vec \"coordinates\")"
 
 
 def amg_coordinates(pc, n, xp, bs=1):
     """Vertex coordinates for auxiliary-grid aggregation, as (``xp`` array n x dim, where from), or
     (None, why not). Sources in order: a Vec composed on the PC as "coordinates" (block size =
-    dimension; pcplugins.set_coordinates does it, and C codes can PetscObjectCompose it), then the
+    dimension; PCSetCoordinates (accept_set_coordinates) and pcplugins.set_coordinates do it, and C
+    codes can PetscObjectCompose it), then the
     coordinates of a DMDA attached to the PC (its index grid when it has none). A matrix of block
     size ``bs`` > 1 may have them one row a node (n / bs rows; a DMDA of ``bs`` dof has them so).
     A Vec's values go to ``xp`` straight from its array and are checked there (a host copy and
@@ -106,6 +110,42 @@ def compose_coordinates(pc, coords):
         v = PETSc.Vec().createWithArray(c.ravel().copy(), bsize=c.shape[1], comm=PETSc.COMM_SELF)
     pc.compose("coordinates", v)
     return v
+
+
+def accept_set_coordinates(pc, on=True):
+    """PETSc's PCSetCoordinates (GAMG's way of passing vertex coordinates; ksp ex55 uses it) calls
+    the function composed on the PC as "PCSetCoordinates_C", and does nothing where there is none,
+    as on any Python PC. pcplugins.AMG composes one (``on``; off at PCDestroy, after which the PC
+    may take another type) that composes a copy of the coordinates as the Vec "coordinates", as
+    pcplugins.set_coordinates does. Returns False where libpetsc cannot be loaded through ctypes."""
+    lib = mat._petsc_lib()
+    if lib is None:
+        return False
+    if not _SET_COORDINATES:            # one callback for every PC (PETSc passes the PC), kept for good
+        pint = ctypes.c_int64 if numpy.dtype(PETSc.IntType).itemsize == 8 else ctypes.c_int32
+        preal = ctypes.c_double if numpy.dtype(PETSc.RealType).itemsize == 8 else ctypes.c_float
+        _SET_COORDINATES.append(ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, pint, pint,
+                                                 ctypes.POINTER(preal))(_set_coordinates))
+    fn = ctypes.cast(_SET_COORDINATES[0], ctypes.c_void_p) if on else None
+    return lib.PetscObjectComposeFunction_Private(pc.handle, b"PCSetCoordinates_C", fn) == 0
+
+
+_SET_COORDINATES = []
+_ERR_PYTHON = 101       # PETSC_ERR_PYTHON: what petsc4py returns for a Python exception
+
+
+def _set_coordinates(pc, dim, nloc, coords):
+    """PCSetCoordinates_C (accept_set_coordinates): ``nloc`` points of ``dim`` coordinates each,
+    interlaced, in PETSc's array (freed by the caller after the call: copied here)."""
+    try:
+        n = max(dim, 0) * max(nloc, 0)
+        values = numpy.ctypeslib.as_array(coords, (n,)).astype(numpy.float64) if n else numpy.zeros(0)
+        v = PETSc.Vec().createSeq(n, bsize=max(dim, 1), comm=PETSc.COMM_SELF)
+        v.setArray(values)
+        return mat._petsc_lib().PetscObjectCompose(pc, b"coordinates", v.handle)
+    except Exception:              # a callback from C: the traceback on stderr, PETSc's error code back
+        traceback.print_exc()
+        return _ERR_PYTHON
 
 
 def _composed_vec(pc, name):

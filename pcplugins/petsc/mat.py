@@ -112,6 +112,8 @@ def _petsc_lib():
             lib.MatSeqAIJGetCSRAndMemType.argtypes = [ctypes.c_void_p] * 5
             lib.MatMPIAIJGetSeqAIJ.argtypes = [ctypes.c_void_p] * 4
             lib.MatGetSize.argtypes = [ctypes.c_void_p] * 3
+            lib.PetscObjectComposeFunction_Private.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+            lib.PetscObjectCompose.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
             for f in ("MatGetRowIJ", "MatRestoreRowIJ", "MatSeqAIJGetArrayRead", "MatSeqAIJRestoreArrayRead"):
                 getattr(lib, f)
             _PETSC_LIB = lib

@@ -142,6 +142,54 @@ def test_rigid_body_modes_from_coordinates_and_components_without():
     assert rigid < comp < scalar, (rigid, comp, scalar)
 
 
+@pytest.mark.parametrize("dim,ne", [(2, 32), (3, 8)])
+def test_pcsetcoordinates_gives_the_rigid_body_modes(dim, ne):
+    """PETSc's PCSetCoordinates, as GAMG users and ksp ex55 give coordinates (a row a node, after
+    the PC has its type), reaches pcplugins.AMG (compose.accept_set_coordinates): the rigid body
+    modes of those coordinates, in pcplugins.set_coordinates's count; without it (PCPYTHON alone
+    ignores the call) each component alone. Measured with ex55 at 64^2 elements: 44 -> 23."""
+    from petsc4py import PETSc
+    A, xy, f = q1_elasticity(ne, dim)
+    given, _, _ = elasticity_solve(ne, dim, "cg", {}, near_null=False, coords=True)
+    M = meshes.petsc_matrix(A, "aij", block_size=dim)
+    ksp = python_pc_ksp(M, "pcplugins.AMG", ksp_type="cg")
+    ksp.setTolerances(rtol=1e-8, max_it=300)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.getPC().setCoordinates(xy)
+    b, x = M.createVecs()
+    b.setArray(f)
+    ksp.solve(b, x)
+    r = b.duplicate()
+    M.mult(x, r)
+    r.aypx(-1.0, b)
+    assert ksp.getConvergedReason() > 0 and r.norm() <= 1e-8 * b.norm()
+    assert "rigid body modes of the coordinates" in _view(ksp)
+    assert ksp.getIterationNumber() == given, (ksp.getIterationNumber(), given)
+    comp, _, _ = elasticity_solve(ne, dim, "cg", {"pc_amg_aggregation": "pairwise"}, near_null=False)
+    assert given < comp, (given, comp)
+
+
+def test_pcsetcoordinates_after_the_type_changes():
+    """The function that PCSetCoordinates calls goes with the Python PC: on a PC that took another
+    type since, the call does what PETSc's own types do (nothing, for Jacobi), and a new AMG
+    context takes it again."""
+    from petsc4py import PETSc
+    xy = numpy.random.default_rng(0).random((10, 2))
+    pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
+    pc.setType("python")
+    pc.setPythonType("pcplugins.AMG")
+    pc.setType("jacobi")
+    pc.setCoordinates(xy)
+    assert pc.query("coordinates") is None
+    pc.setType("python")
+    pc.setPythonType("pcplugins.AMG")
+    pc.setCoordinates(xy)
+    v = pc.query("coordinates")
+    assert isinstance(v, PETSc.Vec) and v.getBlockSize() == 2
+    assert numpy.array_equal(v.getArray().real.reshape(-1, 2), xy)
+    pc.destroy()
+
+
 def test_a_nan_in_the_near_null_space_is_a_petsc_error():
     from petsc4py import PETSc
     A, xy, f = q1_elasticity(6, 2)
