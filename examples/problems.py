@@ -184,6 +184,27 @@ def row_coefficient_laplacian(shape, rho):
     return A, idx.astype(float)
 
 
+def zero_sum_q1(m):
+    """PETSc's ksp ex3 matrix: m^2 bilinear elements on the unit square, the element matrix of that
+    tutorial (h^2 times 1/6 on the diagonal, -1/8 along the edges, +1/12 across: positive couplings,
+    rows that sum to zero), the boundary nodes' rows replaced by identity rows as MatZeroRows makes
+    them (their columns kept: nonsymmetric). SciPy CSR on the (m + 1)^2 nodes, x fastest."""
+    import scipy.sparse
+    H = 1.0 / m ** 2
+    Ke = H * numpy.array([[1 / 6, -1 / 8, 1 / 12, -1 / 8], [-1 / 8, 1 / 6, -1 / 8, 1 / 12],
+                          [1 / 12, -1 / 8, 1 / 6, -1 / 8], [-1 / 8, 1 / 12, -1 / 8, 1 / 6]])
+    e = numpy.arange(m * m)
+    first = (m + 1) * (e // m) + e % m
+    nodes = numpy.stack([first, first + 1, first + m + 2, first + m + 1], 1)     # ex3's corner order
+    rows = numpy.repeat(nodes, 4, axis=1).ravel()
+    cols = numpy.tile(nodes, (1, 4)).ravel()
+    A = scipy.sparse.csr_matrix((numpy.tile(Ke.ravel(), m * m), (rows, cols)), shape=((m + 1) ** 2,) * 2).tolil()
+    i, j = numpy.divmod(numpy.arange((m + 1) ** 2), m + 1)
+    for r in numpy.flatnonzero((i == 0) | (j == 0) | (i == m) | (j == m)):
+        A.rows[r], A.data[r] = [r], [1.0]
+    return A.tocsr()
+
+
 def convection_system(n, dim, peclet, seed=0, comm=None):
     """convection_diffusion's matrix on an n^dim DMDA (dmda_system): (da, A, b)."""
     return dmda_system(convection_diffusion(n, peclet, dim), n, dim, seed, comm)

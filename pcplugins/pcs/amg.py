@@ -41,7 +41,7 @@ OPTIONS = [
            "prolongation (0: unsmoothed aggregation; default: 1 on the host for a real scalar matrix, "
            f"aggregation mis or auto without coordinates, that is symmetric to within {smoothed.ASYMMETRY:g} "
            f"(|A - A^T| / |A + A^T|) with at most {smoothed.POSITIVE:g} of its off-diagonal weight in positive "
-           "couplings, else 0)",
+           f"couplings or rows that sum to at most {smoothed.CONSTANT:g} of their weight, else 0)",
            lo=0),
     options.Option("pc_amg_threshold", "real", 0.0, "mis aggregation: drop couplings weaker than this "
            "(symmetrized |a_ij| / sqrt(|a_ii a_jj|)) from the strength graph", lo=0, hi=1, open="hi"),

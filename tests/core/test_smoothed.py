@@ -131,6 +131,34 @@ def test_asymmetry_and_positive_couplings():
     assert smoothed.measures((sp.diags(d) @ L @ sp.diags(d)).tocsr(), np)[1] == pytest.approx(1.0)
 
 
+def test_constant_residual():
+    """The rows' sums over their weight, over the rows that couple to others: 0 for a Laplacian's
+    rows that sum to zero (identity rows left out), 1 for red-black signs (every coupling positive,
+    each interior row summing to its whole weight), and the explicit sums for one changed row; a
+    rank's ghost block adds its rows' couplings."""
+    L = laplacian((9, 8)).tolil()
+    for i in range(72):                                 # rows that sum to zero, one identity row
+        L[i, i] = -L[i].sum() + L[i, i]
+    L[0, :] = 0
+    L[0, 0] = 1.0
+    L = L.tocsr()
+    assert smoothed.constant_residual(L, np) == pytest.approx(0, abs=1e-15)
+    M = L.tolil()
+    M[5, 5] += 2.0
+    M = M.tocsr()
+    coupled = np.flatnonzero(abs(M).sum(axis=1).A1 > abs(M.diagonal()))
+    want = abs(M @ np.ones(72))[coupled].sum() / abs(M).sum(axis=1).A1[coupled].sum()
+    assert smoothed.constant_residual(M, np) == pytest.approx(want, rel=1e-12) and want > 0
+    a, b = np.divmod(np.arange(72), 8)
+    d = np.where((a + b) % 2 == 0, -1.0, 1.0)
+    R = laplacian((9, 8))
+    full = smoothed.constant_residual((sp.diags(d) @ R @ sp.diags(d)).tocsr(), np)
+    assert full > 0.9
+    own, ghost = L[:, :40].tocsr()[:40], L[:40, 40:].tocsr()
+    assert smoothed.constant_residual(own, np, ghost) == pytest.approx(0, abs=1e-15)
+    assert smoothed.constant_residual(own, np) > 0.01
+
+
 def upwind(n, peclet):
     """2D first-order upwind convection-diffusion on n^2 points, the wind (1, 1/2) at cell Peclet
     number ``peclet`` (examples/problems.py's form): nonsymmetric, an M-matrix."""

@@ -10,7 +10,7 @@ from pcplugins.core import kcycle
 
 import meshes
 from conftest import amg_galerkin_error, amg_solve, pc_solve, real_scalars
-from problems import convection_diffusion
+from problems import convection_diffusion, zero_sum_q1
 
 pytestmark = real_scalars
 
@@ -80,6 +80,27 @@ def test_auto_keeps_positive_couplings_and_systems_unsmoothed():
     _, res, ksp = elasticity_solve(16, 2, "cg", {"pc_amg_cycle": "w"})
     mg = ksp.getPC().getPythonContext().mg
     assert res < 1e-8 and mg.opts.nsmooths == 0 and "unsmoothed: a system" in "\n".join(mg.describe())
+
+
+@pytest.mark.parametrize("m,ksp_type", [(32, "cg"), (32, "gmres"), (32, "bcgs"), (64, "cg")])
+def test_auto_smooths_rows_that_sum_to_zero_despite_positive_couplings(m, ksp_type):
+    """PETSc's ksp ex3 (problems.zero_sum_q1: positive corner couplings carry a quarter of the
+    off-diagonal weight, but the rows sum to zero): the constant is a near null vector all the same,
+    so the default smooths (smoothed.CONSTANT) and takes at most GAMG's count + 4; the signed
+    pairwise W-cycle, which the positive couplings alone chose, needs 1.5 times as many at 64^2
+    elements. Measured (smoothed, GAMG, pairwise): 32^2 cg 30, 30, 34, gmres 29, 27, 31, bcgs 16,
+    17, 20; 64^2 cg 33, 33, 62 (128^2: 37, 40, 110)."""
+    A = zero_sum_q1(m)
+    M = meshes.petsc_matrix(A, None)
+    rhs = numpy.random.default_rng(2).random(A.shape[0])
+    gamg, _, _ = pc_solve(M, "gamg", ksp_type, {}, 1e-8, rhs)
+    it, res, ksp = pc_solve(M, "pcplugins.AMG", ksp_type, {}, 1e-8, rhs)
+    mg = ksp.getPC().getPythonContext().mg
+    assert mg.opts.nsmooths == 1 and "rows that sum to" in "\n".join(mg.describe()), mg.describe()
+    assert res < 1e-8 and it <= gamg + 4, (it, gamg)
+    if m == 64:
+        pairwise, res, _ = pc_solve(M, "pcplugins.AMG", ksp_type, {"pc_amg_agg_nsmooths": 0}, 1e-8, rhs)
+        assert pairwise >= 1.5 * it, (pairwise, it)
 
 
 @pytest.mark.parametrize("aggregation,smoothed,why", [
