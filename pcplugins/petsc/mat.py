@@ -30,7 +30,30 @@ def operator_matrix(pc, box, who="pcplugins.GMG"):
 
 
 def is_aij(M):
-    return "aij" in M.getType()
+    """Whether M is of PETSc's AIJ kinds (seqaij, mpiaij, aijcusparse, aijperm, ...), whose rows
+    are the CSR the PCs read: "aij" in the name alone would take BAIJ and SBAIJ too."""
+    return M.getType().startswith(("seqaij", "mpiaij"))
+
+
+# assembled kinds MatConvert turns into AIJ by copying their entries (a shell or Python matrix
+# would be applied to every unit vector: refused instead)
+CONVERTIBLE = ("baij", "sell", "dense", "nest")
+
+
+def as_aij(pc, M, who):
+    """(M, "") where M is AIJ, else (M converted to AIJ by MatConvert, a note for -ksp_view): BAIJ,
+    SBAIJ (both triangles then), SELL, dense, nest; a named error for other kinds. The copy is
+    composed on the PC, so the arrays read from it live as long as the hierarchy built on them (the
+    next setup replaces it)."""
+    kind = M.getType()
+    if is_aij(M):
+        return M, ""
+    if not kind.endswith(CONVERTIBLE):
+        raise error(f"{who} needs an assembled matrix: AIJ (seqaij, mpiaij, aijcusparse) or a kind PETSc "
+                    f"converts to it ({', '.join(CONVERTIBLE)}); the operator is of type '{kind}'")
+    A = M.convert(PETSc.Mat.Type.AIJ, PETSc.Mat())      # a new matrix: without ``out`` petsc4py converts M itself
+    pc.compose("pcplugins_aij", A)
+    return A, f", converted from {kind} to AIJ (MatConvert: a copy at each setup)"
 
 
 def scalar_is_complex():
@@ -44,6 +67,8 @@ def operator_is_symmetric(pc, declared):
     if declared:
         return True
     M = pc_matrix(pc)
+    if "sbaij" in M.getType():
+        return True
     if not is_aij(M):
         return False
     return bool(M.isSymmetric(1e-12 * max(M.norm(PETSc.NormType.INFINITY), 1e-300)))
@@ -60,9 +85,7 @@ def aij_csr(pc, xp, comm=None):
     m, n = M.getSize()
     if m != n:
         raise error(f"pcplugins.AMG: the operator must be square, it is {m} x {n}")
-    if "aij" not in M.getType():
-        raise error(f"pcplugins.AMG needs an assembled AIJ matrix (seqaij, mpiaij, aijcusparse), "
-                    f"the operator is of type '{M.getType()}'")
+    M, converted = as_aij(pc, M, "pcplugins.AMG")
     parallel = M.getComm().getSize() > 1
     if parallel and tuple(M.getOwnershipRange()) != tuple(M.getOwnershipRangeColumn()):
         raise error("pcplugins.AMG: the matrix's column layout must match its row layout "
@@ -78,7 +101,7 @@ def aij_csr(pc, xp, comm=None):
         if rows is not None:
             where = "diagonal block's device CSR" if device else "host CSR"
             return rows, f"PETSc's diagonal and off-diagonal blocks (MatMPIAIJGetSeqAIJ, {where}), rows " \
-                         f"distributed over {comm.size} ranks"
+                         f"distributed over {comm.size} ranks{converted}"
     csr = _device_csr(M.handle, M.getLocalSize()[0], M) if device and not parallel else None
     source = "device CSR (MatSeqAIJGetCSRAndMemType, no host copy)"
     if csr is None:
@@ -87,8 +110,8 @@ def aij_csr(pc, xp, comm=None):
     indptr, indices, data = csr
     if parallel:
         return distributed.Rows.from_csr(indptr, indices, data, comm, xp), \
-            source + f", rows distributed over {comm.size} ranks"
-    return sparse.csr(indptr, indices, data, n, xp, numpy.dtype(PETSc.ScalarType)), source
+            source + f", rows distributed over {comm.size} ranks{converted}"
+    return sparse.csr(indptr, indices, data, n, xp, numpy.dtype(PETSc.ScalarType)), source + converted
 
 
 _PETSC_LIB = None

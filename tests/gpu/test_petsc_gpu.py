@@ -231,7 +231,7 @@ def test_rows_scaled_on_the_device(pc, n, dim):
     for mat_type in ("aij", "aijcusparse"):
         M, f = A, b
         if mat_type == "aijcusparse":
-            M = A.convert("aijcusparse")
+            M = A.convert("aijcusparse", PETSc.Mat())      # a copy: without out petsc4py converts A itself
             f = M.createVecs()[0]
             b.copy(f)
         ksp, x = petsc_solve(da, M, f, {"ksp_pc_side": "right"}, "gmres", pc=pc, rtol=1e-8, max_it=60,

@@ -709,7 +709,7 @@ def test_negative_definite_matrix(cycle, ksp_type, coords, rows):
 
 @pytest.mark.parametrize("case,message", [
     ("rectangular", "must be square"),
-    ("dense", "assembled AIJ"),
+    ("shell", "needs an assembled matrix: AIJ"),
     ("negative", "positive diagonal"),
     ("nan", "NaN"),
     ("coords_length", "coordinates Vec has"),
@@ -733,7 +733,11 @@ def test_errors_name_the_fault(case, message):
     if case == "nan":
         A = A.copy()
         A.data[7] = numpy.nan
-    M = meshes.petsc_matrix(A, "dense" if case == "dense" else "aij")
+    M = meshes.petsc_matrix(A, "aij")
+    if case == "shell":               # a matrix-free operator: no entries to convert to AIJ
+        M = PETSc.Mat().createPython(A.shape[0], type("Op", (), {"mult": lambda self, m, x, y: x.copy(y)})(),
+                                     comm=PETSc.COMM_SELF)
+        M.setUp()
     if case == "rectangular":
         M = PETSc.Mat().createAIJ((36, 30), comm=PETSc.COMM_SELF)
         M.setUp()

@@ -190,6 +190,38 @@ def test_pcsetcoordinates_after_the_type_changes():
     pc.destroy()
 
 
+@pytest.mark.parametrize("kind", ["baij", "sbaij"])
+def test_block_matrices_are_read_through_a_converted_copy(kind):
+    """A BAIJ or SBAIJ matrix (snes ex48's default is SBAIJ, ksp ex56 takes -mat_type baij) is read
+    through an AIJ copy (mat.as_aij, MatConvert), said in -ksp_view: the AIJ matrix's iterations,
+    and the user's matrix keeps its type and takes new values afterwards (petsc4py's convert
+    without ``out`` would have converted it in place: snes ex48's next Jacobian then failed in
+    MatSetValues). Before, "aij" in the type name let both through to a MatGetRow error."""
+    from petsc4py import PETSc
+    A, xy, f = q1_elasticity(12, 2)
+    its = {}
+    for mat_type in ("aij", kind):
+        M = meshes.petsc_matrix(A, "aij", block_size=2)
+        if mat_type != "aij":
+            M.setOption(PETSc.Mat.Option.SYMMETRIC, True)       # SBAIJ takes only a symmetric matrix
+            M = M.convert(mat_type, PETSc.Mat())
+        ksp = python_pc_ksp(M, "pcplugins.AMG", ksp_type="cg")
+        ksp.setTolerances(rtol=1e-8)
+        b, x = M.createVecs()
+        b.setArray(f)
+        ksp.solve(b, x)
+        r = b.duplicate()
+        M.mult(x, r)
+        r.aypx(-1.0, b)
+        assert ksp.getConvergedReason() > 0 and r.norm() <= 1e-7 * b.norm()
+        its[mat_type] = ksp.getIterationNumber()
+        assert M.getType() == "seq" + mat_type
+        assert ("converted from seq" + mat_type) in _view(ksp) or mat_type == "aij", _view(ksp)
+        M.setValue(0, 0, 2.0, addv=PETSc.InsertMode.ADD_VALUES)
+        M.assemble()
+    assert its[kind] == its["aij"], its
+
+
 def test_a_nan_in_the_near_null_space_is_a_petsc_error():
     from petsc4py import PETSc
     A, xy, f = q1_elasticity(6, 2)
