@@ -29,6 +29,16 @@ def pc_dm(pc):
     return None
 
 
+def _fieldsplit_hint(pc, dm, who):
+    """What to do with a DMDA of several fields: PCFIELDSPLIT's options for this PC on each field's
+    block (the prefixes PCFIELDSPLIT gives them: a field's name, else its number), or AMG."""
+    prefix = pc.getOptionsPrefix() or ""
+    splits = [f"{prefix}fieldsplit_{dm.getFieldName(i) or i}_" for i in range(dm.getDof())]
+    return (f"use PCFIELDSPLIT, whose blocks get a dof 1 DMDA each for this PC: -{prefix}pc_type fieldsplit "
+            f"-{splits[0]}pc_type python -{splits[0]}pc_python_type {who}, and the same for "
+            f"{', '.join(splits[1:])}; or pcplugins.AMG, which aggregates a point's unknowns together")
+
+
 def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False):
     """The Box of this rank's part of the PC's DMDA, in array-axis order (z, y, x); the DMDA must
     have ``dof`` fields, and may have periodic (and mirror) boundaries where ``periodic``."""
@@ -39,9 +49,8 @@ def dmda_box(pc, dof=1, who="pcplugins.GMG", periodic=False):
     if dm.getType() != "da":
         raise error(f"{who} needs a DMDA, but the DM attached to the PC is of type '{dm.getType()}'")
     if dm.getDof() != dof:
-        raise error(f"{who} supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}: use "
-                    "PCFIELDSPLIT (-pc_type fieldsplit: each field's block gets a dof 1 DMDA, and this PC "
-                    "runs on it), or pcplugins.AMG, which aggregates a point's unknowns together" if dof == 1
+        raise error(f"{who} supports scalar problems (DMDA dof 1), the DMDA has dof {dm.getDof()}: "
+                    + _fieldsplit_hint(pc, dm, who) if dof == 1
                     else f"{who} needs a DMDA with dof {dof}, this one has dof {dm.getDof()}")
     dim = dm.getDim()
     if dim not in (2, 3):

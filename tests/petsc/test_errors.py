@@ -118,9 +118,14 @@ def test_zero_diagonal_names_the_grid_point():
     assert "pcplugins.GMG needs a positive diagonal; the row of grid point (i, j) = (5, 4) has diagonal 0" in msg
 
 
-def test_gmg_on_a_system_says_what_to_use():
-    """A DMDA with several fields per point (snes ex19's dof 4): the error says what takes it."""
+@pytest.mark.parametrize("names", [None, ("u", "v", "p")])
+def test_gmg_on_a_system_says_what_to_use(names):
+    """A DMDA with several fields per point (snes ex19's dof 4): the error says what takes it, with
+    the options PCFIELDSPLIT reads for each block (its prefixes: a field's name, else its number;
+    test_gmg.py::test_gmg_as_fieldsplit_block_solver runs such a split)."""
     da = PETSc.DMDA().create([9, 9], dof=3, stencil_width=1)
+    for i, name in enumerate(names or ()):
+        da.setFieldName(i, name)
     A = da.createMat()
     for i in range(A.getSize()[0]):
         A.setValue(i, i, 4.0)
@@ -128,6 +133,9 @@ def test_gmg_on_a_system_says_what_to_use():
     msg = setup_error_on(da, A, GMG)
     assert msg.startswith("pcplugins.GMG supports scalar problems (DMDA dof 1), the DMDA has dof 3: use "
                           "PCFIELDSPLIT"), msg
+    first, *rest = names or ("0", "1", "2")
+    assert (f"-pc_type fieldsplit -fieldsplit_{first}_pc_type python -fieldsplit_{first}_pc_python_type "
+            f"pcplugins.GMG, and the same for fieldsplit_{rest[0]}_, fieldsplit_{rest[1]}_;") in msg, msg
     assert "pcplugins.AMG" in msg
 
 
