@@ -159,6 +159,18 @@ def test_constant_residual():
     assert smoothed.constant_residual(own, np) > 0.01
 
 
+def test_positive_couplings_on_rows_that_sum_to_zero():
+    """Where the GPU smooths too (smoothed._positive_zero_sums): ksp ex3's matrix (positive corner
+    couplings on rows that sum to zero); not the Laplacian (no positive coupling) nor D A D (rows
+    far from summing to zero)."""
+    from problems import zero_sum_q1
+    L = laplacian((9, 8))
+    d = np.where(np.random.default_rng(1).random(72) < 0.3, -1.0, 1.0)
+    assert smoothed._positive_zero_sums(zero_sum_q1(16), np)
+    assert not smoothed._positive_zero_sums(L, np)
+    assert not smoothed._positive_zero_sums((sp.diags(d) @ L @ sp.diags(d)).tocsr(), np)
+
+
 def upwind(n, peclet):
     """2D first-order upwind convection-diffusion on n^2 points, the wind (1, 1/2) at cell Peclet
     number ``peclet`` (examples/problems.py's form): nonsymmetric, an M-matrix."""
