@@ -25,7 +25,8 @@ def operator_matrix(pc, box, who="pcplugins.GMG"):
         raise error(f"{who}: the operator must be square, it is {m} x {n}")
     if m != box.global_size:
         raise error(f"{who}: the operator has {m} rows but the DMDA grid {grid.shape_name(box)} has "
-                    f"{box.global_size} points")
+                    f"{box.global_size} points; an operator on part of the grid (a reduced-space SNESVI's "
+                    "inactive points, say) takes pcplugins.AMG")
     return M
 
 

@@ -461,7 +461,8 @@ def test_error_dof():
 def test_error_mis_sized_operator():
     da, _, _ = poisson_system(9, 2)
     _, A, _ = poisson_system(7, 2)
-    assert "49 rows but the DMDA grid 9x9 has 81 points" in setup_error(da, A)
+    msg = setup_error(da, A)
+    assert "49 rows but the DMDA grid 9x9 has 81 points" in msg and "takes pcplugins.AMG" in msg, msg
 
 
 def test_error_unknown_option_value():
