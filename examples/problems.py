@@ -205,6 +205,36 @@ def zero_sum_q1(m):
     return A.tocsr()
 
 
+def floating_part(n, m=3):
+    """The n^2 interior Laplacian (Dirichlet, 5-point) beside a floating part: a chain of m unknowns
+    with Neumann ends (rows that sum to zero), coupled to nothing else. Returns (A, z): SciPy CSR,
+    and the unit vector of the chain's constant, A's null space (the chain's unknowns are last)."""
+    import scipy.sparse
+    T = scipy.sparse.diags([-numpy.ones(n - 1), 2 * numpy.ones(n), -numpy.ones(n - 1)], [-1, 0, 1])
+    eye = scipy.sparse.identity(n)
+    chain = scipy.sparse.diags([-numpy.ones(m - 1), numpy.r_[1, 2 * numpy.ones(m - 2), 1], -numpy.ones(m - 1)],
+                               [-1, 0, 1])
+    A = scipy.sparse.block_diag([scipy.sparse.kron(T, eye) + scipy.sparse.kron(eye, T), chain]).tocsr()
+    z = numpy.zeros(A.shape[0])
+    z[-m:] = 1 / numpy.sqrt(m)
+    return A, z
+
+
+def ex9_matrix(m, t, n=2):
+    """PETSc's ksp ex9 first matrix at its step t: an m x n grid (n fastest), 4 on the diagonal, -1
+    to each neighbour, and -(t + 1/2) more to the neighbour of the row before. From t = 1 on its
+    symmetric part is indefinite, and aggregates' energies cancel (kcycle._zero_energies)."""
+    import scipy.sparse
+    N = m * n
+    i = numpy.arange(N)
+    east, north = i[(i % n) < n - 1], i[i < N - n]
+    rows = numpy.concatenate([i, east, east + 1, north, north + n])
+    cols = numpy.concatenate([i, east + 1, east, north + n, north])
+    vals = numpy.concatenate([4 * numpy.ones(N), -numpy.ones(2 * len(east) + len(north)),
+                              -(t + 1.5) * numpy.ones(len(north))])
+    return scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(N, N))
+
+
 def convection_system(n, dim, peclet, seed=0, comm=None):
     """convection_diffusion's matrix on an n^dim DMDA (dmda_system): (da, A, b)."""
     return dmda_system(convection_diffusion(n, peclet, dim), n, dim, seed, comm)

@@ -41,7 +41,8 @@ def strength(A, xp):
     value lets positive couplings count too (for an M-matrix it is -a_ij, Notay's measure)."""
     d = A.diagonal()               # first: cupyx's sums duplicates in place, which may change the rows
     rows = sparse.rows_of(A, xp)
-    w = xp.abs(A.data) / xp.sqrt(xp.abs(d[rows] * d[A.indices]))
+    scale = xp.sqrt(xp.abs(d[rows] * d[A.indices]))
+    w = xp.abs(A.data) / xp.where(scale > 0, scale, xp.inf)     # a zero diagonal (kcycle._zero_energies): none
     w = xp.where(rows != A.indices, w, 0.0)
     W = sparse.module(xp).csr_matrix((w, A.indices, A.indptr), shape=A.shape)
     S = ((W + W.T) * 0.5).tocsr()

@@ -21,6 +21,8 @@ gathered onto every rank.
 """
 import dataclasses
 
+import numpy
+
 from .. import backend
 from . import (
     aggregation,
@@ -42,6 +44,9 @@ from .comm import Comm
 # diagonal absorbs the couplings within a colour): the proper colouring's iteration counts at a
 # fraction of the launches; into 4 the K-cycle loses some h-independence.
 MAX_COLOURS = 8
+# A coarse unknown whose energy is below this fraction of its members' (sparse.relative_energies)
+# has a diagonal that rounding made: a smoother would divide by it
+ZERO_ENERGY = 1e-8
 STALLED_LIMIT = 50000             # the largest coarsest level a stalled hierarchy may end in (its sparse LU)
 # The K-cycle visits level k 2^k times. On the GPU a level of fewer unknowns than this costs the same
 # per visit whatever its size (launch latency), and the flexible CG above makes up for V-cycles there
@@ -189,12 +194,20 @@ class AggregationMG:
             for agg, nc, Ac, sign in zip(aggs, sizes[1:], Acs, signs):
                 mats.append(mats[-1].galerkin(agg, nc, Ac, sign) if parallel else Ac)
         self.timings = {"coarsening": clock()}
+        # a level with an unknown of no energy that couples to others is the coarsest: solved
+        # directly, not smoothed
+        bad = self._zero_energies(mats, aggs, transfers, members, parallel)
+        if bad is not None:
+            del mats[bad + 1:], sizes[bad + 1:], aggs[bad:], signs[bad:], members[bad:], transfers[bad:]
+            del graphs[bad:], colours[bad + 1:]
         # a hierarchy that stopped coarsening above coarse_size ends in a direct solve of what is
         # left: said in describe(), and refused where that would be a sparse LU of a large matrix
         self.stalled = None
-        if not parallel and mats[-1].shape[0] > o.coarse_size:
+        if (not parallel or bad is not None) and mats[-1].shape[0] > o.coarse_size:
             n = mats[-1].shape[0]
-            why = ("-pc_amg_max_levels reached" if len(mats) >= o.max_levels else
+            why = (f"level {bad}'s Galerkin operator has a diagonal entry of no energy: an indefinite matrix, "
+                   "whose aggregates' energies cancel" if bad is not None else
+                   "-pc_amg_max_levels reached" if len(mats) >= o.max_levels else
                    "the matching found too few strong pairs")
             if n > STALLED_LIMIT:
                 raise ValueError(f"coarsening stopped at {n} unknowns on level {len(mats) - 1} ({why}), above "
@@ -247,7 +260,7 @@ class AggregationMG:
             comm.prepare()                # the inner products' exchange, device to device where it can be
         if not parallel:
             self.coarse = queued.finish()
-        elif mats[-1].shape[0] <= o.coarse_size:
+        elif mats[-1].shape[0] <= o.coarse_size or bad is not None:
             self.coarse = coarse.GatheredRowsSolve(mats[-1], xp)
         else:
             self.coarse = replicated.gathered(mats, aggs, sizes[1:], coords, self.orders[0], self.method, o, comm,
@@ -255,6 +268,41 @@ class AggregationMG:
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from, overcorrection=o.overcorrection)
         self.timings["coarse"] = clock()
+
+    def _zero_energies(self, mats, aggs, transfers, restrictions, parallel):
+        """The first level below the finest with an unknown of no energy (ZERO_ENERGY) that
+        couples to others, or None (the coarsest too: on several ranks a gathered hierarchy may
+        smooth it). One that couples to nothing is a null component of A aggregated whole (a
+        floating Neumann part): its diagonal becomes its members' (in mats, in place), so that its
+        correction is its residual's sum over that, where a direct solve would give none and a
+        smoother would divide by rounding. One look at every level first, one wait for the host."""
+        xp, comm = self.xp, self.comm
+        own = (lambda M: M.own) if parallel else (lambda M: M)
+
+        def energies(k):
+            P, M = transfers[k - 1] if k - 1 < len(transfers) else None, own(mats[k])
+            if isinstance(P, distributed.Transfer):   # a smoothed prolongation across ranks: its transpose's rows
+                R, d = restrictions[k - 1], xp.abs(own(mats[k - 1]).diagonal()).astype(float)
+                s = sum(sparse.squared(B, xp) @ v for B, v in ((R.own, d), (R.ghost, xp.asarray(R.halo(d)))))
+                return sparse.relative_energies(M, None, xp, s=s)
+            return sparse.relative_energies(M, own(mats[k - 1]), xp, aggs[k - 1], P)
+        found = [xp.any(energies(k)[0] <= ZERO_ENERGY) for k in range(1, len(mats))]
+        found = numpy.flatnonzero(backend.to_host(xp.stack(found))) if found else []
+        first = comm.allmin(int(found[0]) + 1 if len(found) else len(mats))
+        for k in range(first, len(mats)):
+            M = own(mats[k])
+            rho, s = energies(k)
+            zero = rho <= ZERO_ENERGY
+            if not comm.allsum(int(backend.any_true(zero))):
+                continue
+            off = sparse.l1_norms(M, xp) - xp.abs(M.diagonal()) + (mats[k].ghost_l1() if parallel else 0)
+            if comm.allsum(int(backend.any_true(zero & (off > ZERO_ENERGY * s)))):
+                return k
+            fixed = (M + sparse.module(xp).diags(xp.where(zero, s - M.diagonal(), 0).astype(M.dtype))).tocsr()
+            fixed.indices, fixed.indptr = (a.astype(M.indices.dtype) for a in (fixed.indices, fixed.indptr))
+            mats[k] = distributed.Rows(fixed, mats[k].ghost, mats[k].ghosts, mats[k].starts, comm, xp,
+                                       mats[k].halo) if parallel else fixed
+        return None
 
     def _truncation(self, sizes):
         """The first level of the K- or W-cycle's V-cycles (None: none) of levels of ``sizes``

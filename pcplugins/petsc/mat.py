@@ -52,6 +52,14 @@ def as_aij(pc, M, who):
     if not kind.endswith(CONVERTIBLE):
         raise error(f"{who} needs an assembled matrix: AIJ (seqaij, mpiaij, aijcusparse) or a kind PETSc "
                     f"converts to it ({', '.join(CONVERTIBLE)}); the operator is of type '{kind}'")
+    if kind == "nest":            # MatConvert reads the blocks by MatGetRow
+        rows, cols = M.getNestSize()
+        for i, j in ((i, j) for i in range(rows) for j in range(cols)):
+            B = M.getNestSubMatrix(i, j)
+            if B and not (is_aij(B) or B.getType().endswith(CONVERTIBLE[:-1])):
+                raise error(f"{who} reads a nest matrix's blocks, and block ({i}, {j}) is of type "
+                            f"'{B.getType()}', whose entries cannot be read; give the KSP an assembled "
+                            "preconditioning matrix: KSPSetOperators(ksp, A, P)")
     A = M.convert(PETSc.Mat.Type.AIJ, PETSc.Mat())      # a new matrix: without ``out`` petsc4py converts M itself
     pc.compose("pcplugins_aij", A)
     return A, f", converted from {kind} to AIJ (MatConvert: a copy at each setup)"

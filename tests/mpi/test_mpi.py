@@ -421,6 +421,20 @@ def test_distributed_amg_set_up_again_frees_its_communicators():
     assert lines[-1] == "after reset: 0 communicators", lines
 
 
+@pytest.mark.parametrize("nsmooths", ["0", "1"])
+@pytest.mark.parametrize("gather", ["0", "65536"])
+def test_amg_floating_part_in_parallel(nsmooths, gather):
+    """A floating Neumann chain beside a Dirichlet Laplacian (tests/mpi/mpi_amg_cases.py floating)
+    on 2 and 3 ranks, distributed and gathered: its aggregate's coarse diagonal of rounding takes
+    its members' (kcycle._zero_energies), on the rank that owns it. Before: a NaN cycle or a
+    failed eigenvalue estimate in setup."""
+    for P in (2, 3):
+        res = mpiexec(P, "mpi_amg_cases.py", ["floating", nsmooths, gather], timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        its, residual = res.stdout.split("floating: ")[1].split(" iterations, residual ")
+        assert int(its) <= 30 and float(residual) <= 1e-8, res.stdout
+
+
 @pytest.mark.parametrize("gather", ["0", "65536"])
 def test_amg_example_in_parallel(gather):
     """examples/amg_solve.py (P1 elements on a quasi-uniform Delaunay mesh, coefficient jump 10^3,

@@ -710,6 +710,7 @@ def test_negative_definite_matrix(cycle, ksp_type, coords, rows):
 @pytest.mark.parametrize("case,message", [
     ("rectangular", "must be square"),
     ("shell", "needs an assembled matrix: AIJ"),
+    ("composite", "block (0, 0) is of type 'composite', whose entries cannot be read"),
     ("negative", "positive diagonal"),
     ("nan", "NaN"),
     ("coords_length", "coordinates Vec has"),
@@ -738,6 +739,8 @@ def test_errors_name_the_fault(case, message):
         M = PETSc.Mat().createPython(A.shape[0], type("Op", (), {"mult": lambda self, m, x, y: x.copy(y)})(),
                                      comm=PETSc.COMM_SELF)
         M.setUp()
+    if case == "composite":           # ksp ex90's shifted systems: a nest of implicit sums, no entries
+        M = PETSc.Mat().createNest([[PETSc.Mat().createComposite([M, M])]], comm=PETSc.COMM_SELF)
     if case == "rectangular":
         M = PETSc.Mat().createAIJ((36, 30), comm=PETSc.COMM_SELF)
         M.setUp()
