@@ -223,7 +223,7 @@ def floating_part(n, m=3):
 def ex9_matrix(m, t, n=2):
     """PETSc's ksp ex9 first matrix at its step t: an m x n grid (n fastest), 4 on the diagonal, -1
     to each neighbour, and -(t + 1/2) more to the neighbour of the row before. From t = 1 on its
-    symmetric part is indefinite, and aggregates' energies cancel (kcycle._zero_energies)."""
+    symmetric part is indefinite, and aggregates' energies cancel (energies.zero_energies)."""
     import scipy.sparse
     N = m * n
     i = numpy.arange(N)

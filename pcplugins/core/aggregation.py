@@ -42,7 +42,7 @@ def strength(A, xp):
     d = A.diagonal()               # first: cupyx's sums duplicates in place, which may change the rows
     rows = sparse.rows_of(A, xp)
     scale = xp.sqrt(xp.abs(d[rows] * d[A.indices]))
-    w = xp.abs(A.data) / xp.where(scale > 0, scale, xp.inf)     # a zero diagonal (kcycle._zero_energies): none
+    w = xp.abs(A.data) / xp.where(scale > 0, scale, xp.inf)     # a zero diagonal (energies.py): none
     w = xp.where(rows != A.indices, w, 0.0)
     W = sparse.module(xp).csr_matrix((w, A.indices, A.indptr), shape=A.shape)
     S = ((W + W.T) * 0.5).tocsr()

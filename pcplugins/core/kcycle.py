@@ -21,8 +21,6 @@ gathered onto every rank.
 """
 import dataclasses
 
-import numpy
-
 from .. import backend
 from . import (
     aggregation,
@@ -31,6 +29,7 @@ from . import (
     colouring,
     cycle,
     distributed,
+    energies,
     nullspace,
     products,
     replicated,
@@ -44,8 +43,8 @@ from .comm import Comm
 # diagonal absorbs the couplings within a colour): the proper colouring's iteration counts at a
 # fraction of the launches; into 4 the K-cycle loses some h-independence.
 MAX_COLOURS = 8
-# A coarse unknown whose energy is below this fraction of its members' (sparse.relative_energies)
-# has a diagonal that rounding made: a smoother would divide by it
+# A coarse unknown whose energy is below this fraction of its members' (energies.py) has a
+# diagonal that rounding made: a smoother would divide by it
 ZERO_ENERGY = 1e-8
 STALLED_LIMIT = 50000             # the largest coarsest level a stalled hierarchy may end in (its sparse LU)
 # The K-cycle visits level k 2^k times. On the GPU a level of fewer unknowns than this costs the same
@@ -196,7 +195,7 @@ class AggregationMG:
         self.timings = {"coarsening": clock()}
         # a level with an unknown of no energy that couples to others is the coarsest: solved
         # directly, not smoothed
-        bad = self._zero_energies(mats, aggs, transfers, members, parallel)
+        bad = energies.zero_energies(mats, aggs, transfers, members, xp, comm, parallel, ZERO_ENERGY)
         if bad is not None:
             del mats[bad + 1:], sizes[bad + 1:], aggs[bad:], signs[bad:], members[bad:], transfers[bad:]
             del graphs[bad:], colours[bad + 1:]
@@ -268,41 +267,6 @@ class AggregationMG:
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from, overcorrection=o.overcorrection)
         self.timings["coarse"] = clock()
-
-    def _zero_energies(self, mats, aggs, transfers, restrictions, parallel):
-        """The first level below the finest with an unknown of no energy (ZERO_ENERGY) that
-        couples to others, or None (the coarsest too: on several ranks a gathered hierarchy may
-        smooth it). One that couples to nothing is a null component of A aggregated whole (a
-        floating Neumann part): its diagonal becomes its members' (in mats, in place), so that its
-        correction is its residual's sum over that, where a direct solve would give none and a
-        smoother would divide by rounding. One look at every level first, one wait for the host."""
-        xp, comm = self.xp, self.comm
-        own = (lambda M: M.own) if parallel else (lambda M: M)
-
-        def energies(k):
-            P, M = transfers[k - 1] if k - 1 < len(transfers) else None, own(mats[k])
-            if isinstance(P, distributed.Transfer):   # a smoothed prolongation across ranks: its transpose's rows
-                R, d = restrictions[k - 1], xp.abs(own(mats[k - 1]).diagonal()).astype(float)
-                s = sum(sparse.squared(B, xp) @ v for B, v in ((R.own, d), (R.ghost, xp.asarray(R.halo(d)))))
-                return sparse.relative_energies(M, None, xp, s=s)
-            return sparse.relative_energies(M, own(mats[k - 1]), xp, aggs[k - 1], P)
-        found = [xp.any(energies(k)[0] <= ZERO_ENERGY) for k in range(1, len(mats))]
-        found = numpy.flatnonzero(backend.to_host(xp.stack(found))) if found else []
-        first = comm.allmin(int(found[0]) + 1 if len(found) else len(mats))
-        for k in range(first, len(mats)):
-            M = own(mats[k])
-            rho, s = energies(k)
-            zero = rho <= ZERO_ENERGY
-            if not comm.allsum(int(backend.any_true(zero))):
-                continue
-            off = sparse.l1_norms(M, xp) - xp.abs(M.diagonal()) + (mats[k].ghost_l1() if parallel else 0)
-            if comm.allsum(int(backend.any_true(zero & (off > ZERO_ENERGY * s)))):
-                return k
-            fixed = (M + sparse.module(xp).diags(xp.where(zero, s - M.diagonal(), 0).astype(M.dtype))).tocsr()
-            fixed.indices, fixed.indptr = (a.astype(M.indices.dtype) for a in (fixed.indices, fixed.indptr))
-            mats[k] = distributed.Rows(fixed, mats[k].ghost, mats[k].ghosts, mats[k].starts, comm, xp,
-                                       mats[k].halo) if parallel else fixed
-        return None
 
     def _truncation(self, sizes):
         """The first level of the K- or W-cycle's V-cycles (None: none) of levels of ``sizes``

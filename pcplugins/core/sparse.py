@@ -218,28 +218,6 @@ def dominant(A, xp, ghost_l1=0):
     return backend.all_true(l1_norms(A, xp) + ghost_l1 <= (2 + 1e-12) * A.diagonal().real)
 
 
-def relative_energies(Ac, Af, xp, agg=None, P=None, s=None):
-    """(rho, s): rho_i = |a^c_ii| / s_i, s_i = sum_j p_ji^2 |a^f_jj|: the energy of coarse unknown
-    i's prolongation column, the diagonal of P^T A_f P, relative to its members' diagonals (``agg``,
-    a piecewise-constant P of +-1 entries, the CSR matrix ``P``, or ``s`` given). Near zero where
-    the energies cancel: an aggregate that holds a whole component of A's null space (a floating
-    Neumann part), or an aggregate of an indefinite matrix (ksp ex9's: its symmetric part is)."""
-    if s is None:
-        d = xp.abs(Af.diagonal()).astype(numpy.float64)
-        if P is None:
-            keep = agg >= 0               # nodes left out of every aggregate (nullspace.drop_isolated)
-            s = xp.bincount(agg[keep], weights=d[keep], minlength=Ac.shape[0])
-        else:
-            s = squared(P, xp).T @ d
-    s = xp.where(s > 0, s, 1.0)            # a column of no fine support: an identity row (nullspace.py)
-    return xp.abs(Ac.diagonal()) / s, s
-
-
-def squared(A, xp):
-    """|a_ij|^2 on A's pattern, real double."""
-    return module(xp).csr_matrix((xp.abs(A.data).astype(numpy.float64) ** 2, A.indices, A.indptr), shape=A.shape)
-
-
 def galerkin(A, agg, nc, xp, sign=None, R=None):
     """P^T A P for the piecewise-constant P of ``agg`` (P[i, agg[i]] = 1, or sign[i] = +-1 with
     ``sign``): s_i a_ij s_j summed into (agg[i], agg[j]). SciPy's COO to CSR conversion on the

@@ -1698,3 +1698,28 @@ def test_cell_layout_sweeps_match_the_scatter(case, dtype, tol, ell):
         c = host.smooth(u0.copy(), f, 2, reverse)
         assert np.linalg.norm(a - b) <= tol * np.linalg.norm(b)
         assert np.linalg.norm(a - c) <= tol * np.linalg.norm(c)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_no_energy_flags_match_relative_energies(dtype):
+    """energies.no_energy (one kernel a level) flags the levels that energies.relative_energies
+    (its twin) finds below eps: ksp ex9's indefinite matrix and a floating part, random
+    aggregates, at thresholds around the smallest ratio."""
+    from pcplugins.core import energies, sparse
+
+    from problems import ex9_matrix, floating_part
+    cp = backend.cupy
+    rng = np.random.default_rng(5)
+    for A in (ex9_matrix(200, 1).astype(dtype), floating_part(12)[0].astype(dtype)):
+        n = A.shape[0]
+        agg = np.sort(rng.integers(0, n // 3, n)).astype(np.int32)
+        agg = np.unique(agg, return_inverse=True)[1].astype(np.int32)
+        nc = int(agg.max()) + 1
+        Ac = sparse.galerkin(A, agg, nc, np)
+        rho, _ = energies.relative_energies(Ac, A, np, agg)
+        for eps in (0.999 * rho.min(), 1.001 * rho.min(), np.median(rho), 1e-8):
+            flags = cp.zeros(3, np.int32)
+            R = sparse.members(cp.asarray(agg), nc, cp)
+            energies.no_energy(*(sparse.csr(M.indptr, M.indices, M.data, M.shape[0], cp, dtype) for M in (Ac, A)), R,
+                               float(eps), flags, 2)
+            assert flags.get().tolist() == [0, 0, int((rho <= eps).any())], (eps, rho.min())

@@ -261,6 +261,29 @@ def test_amg_smooths_positive_couplings_on_rows_that_sum_to_zero():
     assert ksp.getConvergedReason() > 0 and res <= 1e-8 and it <= 60, (it, res)
 
 
+@pytest.mark.parametrize("nsmooths", ["0", "1"])
+def test_amg_floating_part_and_indefinite_levels_on_the_device(nsmooths):
+    """energies.zero_energies on CuPy: a floating Neumann chain beside a Dirichlet Laplacian on
+    aijcusparse (its aggregate's coarse diagonal of rounding takes its members'), solved to 1e-8
+    as on the host; ksp ex9's indefinite matrix stops coarsening at the level of a zero diagonal
+    (unsmoothed; smoothed aggregation makes none there)."""
+    import meshes
+    from conftest import pc_solve
+    from problems import ex9_matrix, floating_part
+    A, z = floating_part(128)
+    rhs = np.random.default_rng(1).random(A.shape[0])
+    rhs -= (z @ rhs) * z
+    it, res, ksp = pc_solve(meshes.petsc_matrix(A, "aijcusparse"), "pcplugins.AMG", "cg",
+                            {"pc_amg_agg_nsmooths": nsmooths, "pc_amg_coarse_size": 100}, 1e-8, rhs)
+    ctx = ksp.getPC().getPythonContext()
+    assert ctx.device == "gpu" and len(ctx.mg.levels) > 2, ctx.describe()
+    assert ksp.getConvergedReason() > 0 and res <= 1e-8 and it <= 30, (it, res)
+    if nsmooths == "0":          # pairwise: the same aggregates as the host's, whose level 2 has the zero
+        it, res, ksp = pc_solve(meshes.petsc_matrix(ex9_matrix(20000, 1), "aijcusparse"), "pcplugins.AMG", "gmres",
+                                {"pc_amg_agg_nsmooths": nsmooths}, 1e-8, np.ones(40000))
+        assert ksp.getConvergedReason() != -11 and "no energy" in (ksp.getPC().getPythonContext().mg.stalled or "")
+
+
 @real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
     """The cycle is captured (on the first application: no eager run first) and PCReset frees the

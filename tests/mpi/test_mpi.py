@@ -426,7 +426,7 @@ def test_distributed_amg_set_up_again_frees_its_communicators():
 def test_amg_floating_part_in_parallel(nsmooths, gather):
     """A floating Neumann chain beside a Dirichlet Laplacian (tests/mpi/mpi_amg_cases.py floating)
     on 2 and 3 ranks, distributed and gathered: its aggregate's coarse diagonal of rounding takes
-    its members' (kcycle._zero_energies), on the rank that owns it. Before: a NaN cycle or a
+    its members' (energies.zero_energies), on the rank that owns it. Before: a NaN cycle or a
     failed eigenvalue estimate in setup."""
     for P in (2, 3):
         res = mpiexec(P, "mpi_amg_cases.py", ["floating", nsmooths, gather], timeout=120)

@@ -1,11 +1,11 @@
-"""pcplugins.AMG where an aggregate's energy cancels (kcycle._zero_energies): a floating part of
+"""pcplugins.AMG where an aggregate's energy cancels (energies.zero_energies): a floating part of
 the matrix aggregated whole (its coarse diagonal is rounding), and ksp ex9's matrix, whose
 indefinite symmetric part gives a coarse diagonal of exactly zero. Before, the smoothers divided
 by those diagonals: a NaN cycle (DIVERGED_PC_FAILED) or a failed eigenvalue estimate."""
 import numpy
 import pytest
 
-from pcplugins.core import kcycle, sparse
+from pcplugins.core import energies, kcycle, sparse
 
 from conftest import amg_solve
 from problems import ex9_matrix, floating_part
@@ -23,7 +23,7 @@ def test_relative_energies_are_the_galerkin_diagonal_over_the_members():
     Ac = (P.T @ A @ P).tocsr()
     want = abs(Ac.diagonal()) / (P.T @ abs(A.diagonal()))
     for kw in ({"agg": agg}, {"P": P}):
-        rho, s = sparse.relative_energies(Ac, A, numpy, **kw)
+        rho, s = energies.relative_energies(Ac, A, numpy, **kw)
         assert numpy.allclose(rho, want) and numpy.allclose(s, P.T @ abs(A.diagonal()))
 
 
