@@ -10,35 +10,45 @@ from .. import backend
 from . import distributed, sparse
 
 
-def zero_energies(mats, aggs, transfers, restrictions, xp, comm, parallel, eps):
-    """The first level below the finest with an unknown of no energy (``eps``) that
-    couples to others, or None (the coarsest too: on several ranks a gathered hierarchy may
-    smooth it). One that couples to nothing is a null component of A aggregated whole (a
-    floating Neumann part): its diagonal becomes its members' (in mats, in place), so that its
-    correction is its residual's sum over that, where a direct solve would give none and a
-    smoother would divide by rounding. A look at every level first (on the GPU a kernel each,
-    sparse.no_energy), then one wait for the host."""
+def look(mats, aggs, transfers, restrictions, xp, parallel, eps):
+    """Flags on ``xp``, flags[k] = 1 where level k (below the finest) has an unknown of no energy
+    (relative_energies below ``eps``): on the GPU a kernel a level (no_energy), no wait for the
+    host, so that setup goes on while the device looks."""
     own = (lambda M: M.own) if parallel else (lambda M: M)
-    at = lambda L, k: L[k] if k < len(L) else None      # noqa: E731  (the lists stop short of the coarsest)
-
-    def energies(k):
-        P, R, M = at(transfers, k - 1), at(restrictions, k - 1), own(mats[k])
-        if isinstance(P, distributed.Transfer):   # a smoothed prolongation across ranks: its transpose's rows
-            d = xp.abs(own(mats[k - 1]).diagonal()).astype(float)
-            s = sum(squared(B, xp) @ v for B, v in ((R.own, d), (R.ghost, xp.asarray(R.halo(d)))))
-            return relative_energies(M, None, xp, s=s)
-        return relative_energies(M, own(mats[k - 1]), xp, aggs[k - 1], P)
     flags = xp.zeros(len(mats), numpy.int32)
     for k in range(1, len(mats)):
-        if backend.is_gpu(xp) and at(transfers, k - 1) is None and hasattr(at(restrictions, k - 1), "indptr"):
+        if backend.is_gpu(xp) and _at(transfers, k - 1) is None and hasattr(_at(restrictions, k - 1), "indptr"):
             no_energy(own(mats[k]), own(mats[k - 1]), restrictions[k - 1], eps, flags, k)
         else:
-            flags[k] = xp.any(energies(k)[0] <= eps)
-    found = numpy.flatnonzero(backend.to_host(flags))
-    first = comm.allmin(int(found[0]) if len(found) else len(mats))
-    for k in range(first, len(mats)):
+            flags[k] = xp.any(_energies(mats, aggs, transfers, restrictions, xp, own, k)[0] <= eps)
+    return flags
+
+
+def _at(L, k):
+    return L[k] if k < len(L) else None                 # the lists stop short of the coarsest
+
+
+def _energies(mats, aggs, transfers, restrictions, xp, own, k):
+    P, R, M = _at(transfers, k - 1), _at(restrictions, k - 1), own(mats[k])
+    if isinstance(P, distributed.Transfer):       # a smoothed prolongation across ranks: its transpose's rows
+        d = xp.abs(own(mats[k - 1]).diagonal()).astype(float)
+        s = sum(squared(B, xp) @ v for B, v in ((R.own, d), (R.ghost, xp.asarray(R.halo(d)))))
+        return relative_energies(M, None, xp, s=s)
+    return relative_energies(M, own(mats[k - 1]), xp, aggs[k - 1], P)
+
+
+def zero_energies(mats, aggs, transfers, restrictions, xp, comm, parallel, eps):
+    """The first level below the finest with an unknown of no energy (``eps``) that couples to
+    others, or None (the coarsest too: on several ranks a gathered hierarchy may smooth it). One
+    that couples to nothing is a null component of A aggregated whole (a floating Neumann part):
+    its diagonal becomes its members' (in mats, in place), so that its correction is its
+    residual's sum over that, where a direct solve would give none and a smoother would divide
+    by rounding."""
+    own = (lambda M: M.own) if parallel else (lambda M: M)
+    found = numpy.flatnonzero(backend.to_host(look(mats, aggs, transfers, restrictions, xp, parallel, eps)))
+    for k in range(comm.allmin(int(found[0]) if len(found) else len(mats)), len(mats)):
         M = own(mats[k])
-        rho, s = energies(k)
+        rho, s = _energies(mats, aggs, transfers, restrictions, xp, own, k)
         zero = rho <= eps
         if not comm.allsum(int(backend.any_true(zero))):
             continue

@@ -133,7 +133,7 @@ class AggregationMG:
     vertex coordinates (n x dim, or None). On several ranks ``A`` is this rank's distributed.Rows,
     ``coords`` this rank's vertices and ``comm`` the communicator."""
 
-    def __init__(self, A, xp, opts=None, coords=None, comm=None, block_size=1, near_null=None):
+    def __init__(self, A, xp, opts=None, coords=None, comm=None, block_size=1, near_null=None, energies_now=False):
         self.xp, self.opts = xp, dataclasses.replace(opts or Options())
         self.comm = comm = comm or Comm()
         o = self.opts
@@ -193,9 +193,15 @@ class AggregationMG:
             for agg, nc, Ac, sign in zip(aggs, sizes[1:], Acs, signs):
                 mats.append(mats[-1].galerkin(agg, nc, Ac, sign) if parallel else Ac)
         self.timings = {"coarsening": clock()}
-        # a level with an unknown of no energy that couples to others is the coarsest: solved
-        # directly, not smoothed
-        bad = energies.zero_energies(mats, aggs, transfers, members, xp, comm, parallel, ZERO_ENERGY)
+        # coarse unknowns of no energy (energies.py): a level with one that couples to others is the
+        # coarsest, solved directly. On the GPU they are looked for on the device and the flags read
+        # at the end (no wait here; Jacobi and Gauss-Seidel set up on any diagonal), and where there
+        # are some the hierarchy is built again with them handled
+        flags, bad = None, None
+        if energies_now or not backend.is_gpu(xp) or "chebyshev" in (o.smoother, o.vcycle_smoother):
+            bad = energies.zero_energies(mats, aggs, transfers, members, xp, comm, parallel, ZERO_ENERGY)
+        else:
+            flags = energies.look(mats, aggs, transfers, members, xp, parallel, ZERO_ENERGY)
         if bad is not None:
             del mats[bad + 1:], sizes[bad + 1:], aggs[bad:], signs[bad:], members[bad:], transfers[bad:]
             del graphs[bad:], colours[bad + 1:]
@@ -267,6 +273,9 @@ class AggregationMG:
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from, overcorrection=o.overcorrection)
         self.timings["coarse"] = clock()
+        if flags is not None and comm.allmax(int(backend.to_host(flags).any())):
+            self.free()
+            self.__init__(A, xp, opts, coords, comm, block_size, near_null, energies_now=True)
 
     def _truncation(self, sizes):
         """The first level of the K- or W-cycle's V-cycles (None: none) of levels of ``sizes``
@@ -302,6 +311,7 @@ class AggregationMG:
         if self._cycle is not None:
             self._cycle.free()
         self.levels, self.coarse, self._cycle = [], None, None
+
     def cycle(self, f):
         """An approximation of A^-1 f (a new array): B_0 f, cycle.Cycle."""
         return self._in_order(self._cycle, f)
