@@ -56,7 +56,9 @@ class DMDAPC(PythonPC):
             raise errors.error(f"{self.TITLE} supports real PETSc scalars only (this PETSc was configured "
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
         dm, box = dmda.dmda_box(pc, who=self.TITLE, periodic=self.PERIODIC)
-        M = mat.operator_matrix(pc, box, self.TITLE)
+        M, converted = mat.operator_matrix(pc, box, self.TITLE), ""
+        if not mat.is_aij(M) and M.getType().endswith(mat.CONVERTIBLE):     # BAIJ, SBAIJ (-dm_mat_type): read a copy
+            M, converted = mat.as_aij(pc, M, self.TITLE)
         # the hybrid cycle with no GPU level runs on the host
         xp = self.select_device(M, "cpu" if v.get("gpu_levels") == 0 else None)
         self.dtype = numpy.dtype(numpy.float32 if v["precision"] == "single" else numpy.float64)
@@ -68,7 +70,7 @@ class DMDAPC(PythonPC):
         self.mpi = mpi.Collective(pc)
         t = log.clock()
         op, self.layer, self.operator_kind = self._fine_operator(v, box, dm, M, xp)
-        self.operator_kind += NEGATED * self.negated + ROWS_SCALED * (self._rows is not None)
+        self.operator_kind += NEGATED * self.negated + ROWS_SCALED * (self._rows is not None) + converted
         self.timings["operator"] = log.clock() - t
         if self.mpi.size > 1:
             gather = v.get("gather_size", 0)

@@ -766,3 +766,23 @@ def test_gmg_as_fieldsplit_block_solver():
             sub_ksps = ksp.getPC().getFieldSplitSubKSP()
             assert all("pcplugins.GMG" in "\n".join(k.getPC().getPythonContext().describe()) for k in sub_ksps)
     assert its["gmg"] <= its["lu"] + 3, its
+
+
+@pytest.mark.parametrize("kind", ["baij", "sbaij"])
+@pytest.mark.parametrize("n,dim", [(17, 2), (16, 3)])
+def test_block_matrices_are_read_through_a_converted_copy(kind, n, dim):
+    """A DMDA's matrix of type BAIJ or SBAIJ (-dm_mat_type; ksp ex45 and ex29 take it) is read
+    through an AIJ copy, as pcplugins.AMG reads it: the AIJ matrix's iterations and a true
+    residual to the tolerance; -ksp_view says so, and the user's matrix keeps its type. Before:
+    "reads assembled AIJ matrices"."""
+    from petsc4py import PETSc
+    da, A, b = poisson_system(n, dim, "interior")
+    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)         # so that MatConvert makes SBAIJ of it
+    B = A.convert(kind, PETSc.Mat())
+    its = []
+    for M in (A, B):
+        ksp, x = petsc_solve(da, M, b, pc="pcplugins.GMG", rtol=1e-8)
+        assert true_relative_residual(A, b, x) <= 1e-8
+        its.append(ksp.getIterationNumber())
+    assert its[0] == its[1] and B.getType() == "seq" + kind, (its, B.getType())
+    assert f"converted from seq{kind} to AIJ" in ksp.getPC().getPythonContext().operator_kind
