@@ -82,7 +82,7 @@ def test_auto_keeps_positive_couplings_and_systems_unsmoothed():
     assert res < 1e-8 and mg.opts.nsmooths == 0 and "unsmoothed: a system" in "\n".join(mg.describe())
 
 
-@pytest.mark.parametrize("m,ksp_type", [(32, "cg"), (32, "gmres"), (32, "bcgs"), (64, "cg")])
+@pytest.mark.parametrize("m,ksp_type", [(32, "cg"), (32, "gmres"), (32, "bcgs"), (32, "fgmres"), (64, "cg")])
 def test_auto_smooths_rows_that_sum_to_zero_despite_positive_couplings(m, ksp_type):
     """PETSc's ksp ex3 (problems.zero_sum_q1: positive corner couplings carry a quarter of the
     off-diagonal weight, but the rows sum to zero): the constant is a near null vector all the same,
