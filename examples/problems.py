@@ -247,6 +247,48 @@ def row_coefficient_system(n, dim, rho, seed=0, comm=None):
     return dmda_system(row_coefficient_laplacian(tuple(sizes[::-1]), rho)[0], sizes, dim, seed, comm)
 
 
+def neumann_rows(shape, shift=10.0):
+    """PETSc's ts ex15 Jacobian with -boundary 1 (``shape``: points along z, y, x or y, x), SciPy
+    CSR in natural order: interior rows shift + 1/h^2 (-Laplacian) (h = 1/(m - 1) along each
+    axis), and on the outer layer first-order Neumann rows u_b - u_i = 0 of scale 1, i the
+    neighbour inside along the layer's normal (corners and edges: the diagonal neighbour)."""
+    import scipy.sparse
+    shape = tuple(shape)
+    idx = numpy.arange(int(numpy.prod(shape))).reshape(shape)
+    pos = numpy.indices(shape)
+    layer = numpy.zeros(shape, bool)
+    for a, m in enumerate(shape):
+        layer |= (pos[a] == 0) | (pos[a] == m - 1)
+    rows, cols, vals = [idx[layer], idx[layer]], [idx[layer], None], [numpy.ones(layer.sum()), -numpy.ones(layer.sum())]
+    inside = pos.copy()
+    for a, m in enumerate(shape):
+        inside[a] = numpy.clip(pos[a], 1, m - 2)
+    cols[1] = idx[tuple(inside)][layer]
+    inner = ~layer
+    centre = numpy.full(inner.sum(), shift)
+    for a, m in enumerate(shape):
+        s = (m - 1.0) ** 2
+        centre += 2 * s
+        for step in (-1, 1):
+            shifted = pos.copy()
+            shifted[a] = numpy.clip(shifted[a] + step, 0, m - 1)     # the layer's own: masked out
+            rows.append(idx[inner])
+            cols.append(idx[tuple(shifted)][inner])
+            vals.append(numpy.full(inner.sum(), -s))
+    rows.append(idx[inner])
+    cols.append(idx[inner])
+    vals.append(centre)
+    n = idx.size
+    return scipy.sparse.csr_matrix((numpy.concatenate(vals), (numpy.concatenate(rows), numpy.concatenate(cols))),
+                                   shape=(n, n))
+
+
+def neumann_rows_system(n, dim, shift=10.0, seed=0, comm=None):
+    """neumann_rows's matrix on an n^dim DMDA, or one of the sizes ``n`` (x, y, z) (dmda_system)."""
+    sizes = [n] * dim if numpy.isscalar(n) else list(n)
+    return dmda_system(neumann_rows(sizes[::-1], shift), sizes, dim, seed, comm)
+
+
 def dmda_system(S, n, dim, seed=0, comm=None):
     """The SciPy CSR matrix ``S`` of a grid in natural order (x fastest) on an n^dim DMDA, or one
     of the sizes ``n`` (x, y, z), each rank assembling its own rows, and a random right-hand side

@@ -244,3 +244,43 @@ def row_scaled(box, offsets, coefs, comm, stats=None):
     for c, r in zip(scaled, ratios):           # the interior rows: one stencil, to the last bit
         c[inner] = r
     return scaled, 1 / d.astype(numpy.float64)
+
+
+def mirror_scaled(box, offsets, coefs, comm, stats=None):
+    """(coefficient arrays, D^-1 or None): those of D^-1 A and D^-1 = m where the rows on the grid's
+    outer layer are m_i times rows whose couplings into the interior mirror their neighbours'
+    couplings back (PETSc's ts ex15 with -boundary 1: Neumann rows u_b - u_i = 0 beside interior
+    rows 1/h^2 (-Laplacian u) + a u, so m_b = 1/h^2), and the interior rows are symmetric among
+    themselves; else the arrays as they are and None. D^-1 A is then symmetric but for one-way
+    couplings (ex15's corners, u_c - u_diagonal = 0), and so is the Galerkin hierarchy of R = P^T,
+    whose coarse rows sum fine rows: summed at their scales, A's Neumann rows vanish beside the
+    interior's (ex15's matrix at 129^2: GMRES broke down at 60 iterations; D^-1 A's: 4). Decided
+    alike on every rank of ``comm``; a layer row whose neighbour is on another rank keeps m = 1.
+    ``stats`` (one rank): no layer row coupled into the interior, nothing to look at."""
+    centre = offsets.index((0,) * box.dim)
+    if stats is not None and comm.size == 1 and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre):
+        return coefs, None
+    xp = backend.array_module(coefs[centre])
+    inner = xp.zeros(box.shape, bool)
+    inner[tuple(grid.global_inner_slice(box, a) for a in range(box.dim))] = True
+    lo, hi = xp.full(box.shape, numpy.inf), xp.full(box.shape, -numpy.inf)
+    symmetric = True
+    for k, o in enumerate(offsets):
+        back = tuple(-x for x in o)
+        if k == centre or back not in offsets:
+            continue
+        row = tuple(slice(max(0, -x), n - max(0, x)) for x, n in zip(o, box.shape))      # p, with p + o in the box
+        col = tuple(slice(max(0, x), n + min(0, x)) for x, n in zip(o, box.shape))       # p + o
+        c, mirror = coefs[k][row].astype(numpy.float64), coefs[offsets.index(back)][col]
+        both = (c != 0) & (mirror != 0) & inner[col]
+        r = mirror / xp.where(c != 0, c, 1.0)
+        symmetric &= not backend.any_true(both & inner[row] & (abs(r - 1) > 1e-12))
+        layer = both & ~inner[row]
+        lo[row] = xp.minimum(lo[row], xp.where(layer, r, numpy.inf))
+        hi[row] = xp.maximum(hi[row], xp.where(layer, r, -numpy.inf))
+    has = lo <= hi
+    m = xp.where(has, lo, 1.0)
+    fits = backend.all_true(~has | ((hi - lo <= 1e-12 * abs(hi)) & (lo > 0)))
+    if not comm.allmin(int(symmetric and fits)) or not comm.allmax(int(backend.any_true(abs(m - 1) > 1e-12))):
+        return coefs, None
+    return [c * m.astype(c.dtype) for c in coefs], m

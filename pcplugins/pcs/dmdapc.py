@@ -22,7 +22,8 @@ from ..petsc.pcbase import PythonPC
 # a negative definite operator (a negative diagonal everywhere: div(k grad u) = -f, snes ex25): each
 # sweep, transfer and coarse solve of -A gives the negative of A's, so the PC is -A's, output negated
 NEGATED = "; negative definite (a negative diagonal everywhere): the preconditioner of -A, its output negated"
-ROWS_SCALED = "; rows scaled (each a multiple of one stencil): the preconditioner of D^-1 A applied to D^-1 x"
+ROWS_SCALED = "; rows scaled (to one stencil, or to mirror the interior's couplings): the preconditioner of D^-1 A " \
+    "applied to D^-1 x"
 
 
 class DMDAPC(PythonPC):
@@ -117,6 +118,8 @@ class DMDAPC(PythonPC):
             return op, layer, "declared constant-coefficient Laplacian (matrix-free)"
         offsets, coefs, stats = dmda.stencil_from_aij(M, box, dm, xp, dt, collective, self.TITLE)
         coefs, self._rows = detect.row_scaled(box, offsets, coefs, collective, stats)
+        if self._rows is None:            # Neumann rows at another scale than the interior's
+            coefs, self._rows = detect.mirror_scaled(box, offsets, coefs, collective, stats)
         stats = stats if self._rows is None else None
         one = stats is not None and collective.size == 1     # the reading kernel's class statistics
         found = dmda.constant_stencil(box, offsets, coefs, dt, collective, stats) if v["operator"] == "auto" else None

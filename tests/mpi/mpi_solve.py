@@ -10,7 +10,8 @@ pcplugins.GMG (or the PC the options choose); with ``convention`` neumann_vertex
 the pure Neumann Laplacian (neumann_system) with CG and pcplugins.GMG; or with ``convention``
 helmholtz MP1 on (n + 1)^dim points with k = ``jump`` (helmholtz_system) with right-preconditioned
 Bi-CGSTAB and pcplugins.ShiftedLaplace; with ``convention`` rowcoef, PETSc's ksp ex29 rows with rho
-= ``jump`` (row_coefficient_system), with GMRES and pcplugins.GMG (or the PC the options choose).
+= ``jump`` (row_coefficient_system), with GMRES and pcplugins.GMG (or the PC the options choose);
+with ``convention`` mirrored, ts ex15's Neumann rows (neumann_rows_system, shift ``jump``), likewise.
 """
 import os
 import sys
@@ -29,6 +30,7 @@ from problems import (  # noqa: E402
     convection_system,
     helmholtz_system,
     natural_array,
+    neumann_rows_system,
     neumann_system,
     poisson_system,
     row_coefficient_system,
@@ -50,6 +52,9 @@ elif convention == "convection":
     ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 elif convention == "rowcoef":               # ksp ex29's rows, -rho = jump
     da, A, b = row_coefficient_system(n, dim, jump)
+    ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
+elif convention == "mirrored":              # ts ex15's Neumann rows at scale 1, the interior's 1/h^2; shift = jump
+    da, A, b = neumann_rows_system(n, dim, jump)
     ksp, x = petsc_solve(da, A, b, None, "gmres", pc="pcplugins.GMG" if mg else None, rtol=1e-8, max_it=200)
 elif convention.startswith("neumann"):      # neumann_vertex, neumann_cell: the null space attached
     da, A, b = neumann_system(n, dim, convention.split("_")[1])

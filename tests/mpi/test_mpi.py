@@ -206,13 +206,15 @@ def test_gpu_shifted_laplace_equal_serial(tmp_path, problem):
         assert np.linalg.norm(got["u"] - ref["u"]) <= 1e-10 * np.linalg.norm(ref["u"])
 
 
-@pytest.mark.parametrize("problem", [(33, 2, "rowcoef", 1e5), (15, 3, "rowcoef", 1e5)], ids=str)
+@pytest.mark.parametrize("problem", [(33, 2, "rowcoef", 1e5), (15, 3, "rowcoef", 1e5),
+                                     (33, 2, "mirrored", 10.0), (15, 3, "mirrored", 10.0)], ids=str)
 @real_scalars  # pcplugins.GMG
 def test_rows_scaled_on_uneven_ranks(tmp_path, problem):
-    """ksp ex29's rows (rho 1e5: each row a multiple of the Laplacian's) under GMRES on 1-4 ranks
-    (33 and 15 points split unevenly): every rank reads D^-1 A as the constant Laplacian
-    (detect.row_scaled decides on global extremes), the solution matches a direct solve and the
-    count is one rank's."""
+    """ksp ex29's rows (rho 1e5: each row a multiple of the Laplacian's) and ts ex15's Neumann rows
+    (scale 1 beside the interior's 1/h^2) under GMRES on 1-4 ranks (33 and 15 points split
+    unevenly): every rank reads D^-1 A (detect.row_scaled decides on global extremes,
+    detect.mirror_scaled on each rank's rows, alike where no rank's box is one point wide), the
+    solution matches a direct solve and the count is one rank's."""
     exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
     its = []
     for P in (1, 2, 3, 4):
