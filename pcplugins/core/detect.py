@@ -256,9 +256,10 @@ def mirror_scaled(box, offsets, coefs, comm, stats=None):
     whose coarse rows sum fine rows: summed at their scales, A's Neumann rows vanish beside the
     interior's (ex15's matrix at 129^2: GMRES broke down at 60 iterations; D^-1 A's: 4). Decided
     alike on every rank of ``comm``; a layer row whose neighbour is on another rank keeps m = 1.
-    ``stats`` (one rank): no layer row coupled into the interior, nothing to look at."""
+    ``stats`` (one rank): where they show every ratio 1, nothing to look at (_mirrors_alike)."""
     centre = offsets.index((0,) * box.dim)
-    if stats is not None and comm.size == 1 and not any(stats[k, LAYER, 0] for k in range(len(offsets)) if k != centre):
+    if stats is not None and comm.size == 1 and all(_mirrors_alike(stats, offsets, k) for k in range(len(offsets))
+                                                    if k != centre):
         return coefs, None
     xp = backend.array_module(coefs[centre])
     inner = xp.zeros(box.shape, bool)
@@ -284,3 +285,16 @@ def mirror_scaled(box, offsets, coefs, comm, stats=None):
     if not comm.allmin(int(symmetric and fits)) or not comm.allmax(int(backend.any_true(abs(m - 1) > 1e-12))):
         return coefs, None
     return [c * m.astype(c.dtype) for c in coefs], m
+
+
+def _mirrors_alike(stats, offsets, k):
+    """From the class statistics: no layer row couples into the interior along offset k, or all
+    such couplings and all their mirrors (interior rows' couplings to the layer along -k) are one
+    value: every ratio mirror_scaled would take along k is 1."""
+    if not stats[k, LAYER, 0]:
+        return True
+    back = tuple(-x for x in offsets[k])
+    if back not in offsets:
+        return False
+    (_, lo, hi), (_, mlo, mhi) = stats[k, LAYER], stats[offsets.index(back), TO_LAYER]
+    return lo == hi == mlo == mhi
