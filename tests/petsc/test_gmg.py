@@ -211,8 +211,10 @@ def test_neumann_rows_at_another_scale(n, dim, ksp_type, monkeypatch):
 
 def test_mirror_scaling_leaves_symmetric_and_dirichlet_rows_alone():
     """detect.mirror_scaled scales ex15's Neumann rows by 1/h^2 along their normal (its corners,
-    coupled one way, by 1) and declines where there is nothing to mirror: the same rows at the
-    interior's scale, and identity rows of boundary values."""
+    coupled one way, by 1), also where the entries are a finite-difference Jacobian's (ex15 with
+    -Jtype 2 -nstencilpts 9: 9, 15, 24 GMRES iterations a step at 33^2, 65^2, 129^2 without, 3-4
+    with), and declines where there is nothing to mirror: the same rows at the interior's scale,
+    and identity rows of boundary values."""
     from pcplugins.core import detect, grid
     from pcplugins.core.comm import Comm
     from pcplugins.core.csrstencil import stencil_of_csr
@@ -231,6 +233,11 @@ def test_mirror_scaling_leaves_symmetric_and_dirichlet_rows_alone():
     assert scaled(T.tocsr(), (9, 11)) is None
     _, indptr, cols, vals = poisson_csr(9, 2, "petsc")
     assert scaled(sp.csr_matrix((vals, cols, indptr)), (9, 9)) is None
+    # a finite-difference Jacobian's entries (ts ex15 -Jtype 2): symmetric to about 1e-8
+    F = S.copy()
+    F.data *= 1 + 1e-9 * np.random.default_rng(0).standard_normal(F.nnz)
+    m = scaled(F, (9, 11))
+    assert abs(m[0, 5] / 64.0 - 1) < 1e-7 and abs(m[4, 0] / 100.0 - 1) < 1e-7 and m[0, 0] == 1.0, m
 
 
 @pytest.mark.parametrize("dim,n,levels", [(2, 65, 5), (2, 129, 6), (3, 17, 3), (3, 33, 4)])
