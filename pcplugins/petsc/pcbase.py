@@ -67,8 +67,9 @@ class PythonPC:
         error (never the transpose of something else)."""
         why = self.not_symmetric(pc)
         if why:
-            raise errors.error(f"{self.TITLE}: PCApplyTranspose (asked for by -ksp_type bicg, cgne, lsqr, ...) "
-                               f"needs a symmetric preconditioner, and this one is not: {why}")
+            raise errors.error(f"{self.TITLE}: PCApplyTranspose (asked for by KSPSolveTranspose and by -ksp_type "
+                               f"bicg, cgne, lsqr, ...) needs a symmetric preconditioner, and this one is not: {why}; "
+                               "for A^T x = b give a KSP of its own the matrix MatTranspose makes")
         self.apply(pc, x, y)
 
     @errors.user_errors

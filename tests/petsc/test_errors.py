@@ -275,7 +275,29 @@ def test_transpose_refused_by_name(pc_type, options, why):
         with pytest.raises(PETSc.Error) as err:
             ksp.solve(b, x)
     msg = str(err.value.__cause__)
-    assert "PCApplyTranspose" in msg and why in msg, msg
+    assert "PCApplyTranspose" in msg and why in msg and "MatTranspose" in msg, msg
+
+
+def test_transpose_solve_of_a_nonsymmetric_matrix_says_what_to_do():
+    """ksp ex53's KSPSolveTranspose with AMG on a nonsymmetric matrix: refused by name, with the
+    way that works (a KSP on MatTranspose's matrix), which then solves A^T x = b."""
+    import scipy.sparse
+
+    import meshes
+    from conftest import pc_solve
+    n = 400
+    S = scipy.sparse.diags([-numpy.ones(n - 1), 2.5 * numpy.ones(n), -1.4 * numpy.ones(n - 1)], [-1, 0, 1]).tocsr()
+    M = meshes.petsc_matrix(S, "aij")
+    ksp = python_pc_ksp(M, AMG, ksp_type="gmres")
+    b, x = M.createVecs()
+    b.set(1.0)
+    with pytest.raises(PETSc.Error) as err:
+        ksp.solveTranspose(b, x)
+    msg = str(err.value.__cause__)
+    assert "KSPSolveTranspose" in msg and "not symmetric" in msg and "MatTranspose" in msg, msg
+    T = M.transpose(PETSc.Mat())
+    its, res, _ = pc_solve(T, AMG, "gmres", {}, 1e-8, numpy.ones(n))
+    assert res <= 1e-8, res
 
 
 def test_f_cycle_view_says_it_is_not_symmetric(capfd):
