@@ -277,7 +277,7 @@ def _jacobi_step(P, AP, d, rho, omega, xp):
 
 def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
     """(nsmooths, why) for -pc_amg_agg_nsmooths unset (kcycle.AggregationMG): one smoothing step on
-    the host (on the GPU only for positive couplings on rows that sum to zero: _positive_zero_sums)
+    the host (on the GPU only for positive couplings on rows that sum to zero: _positive_rows_residual)
     for a real scalar matrix, nearly symmetric (ASYMMETRY) and of negative couplings
     (POSITIVE) or with the constant a near null vector all the same (CONSTANT), with the
     aggregation mis, or auto without coordinates (with them auto takes the auxiliary grid,
@@ -292,14 +292,18 @@ def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
            "a complex matrix" if A.dtype.kind == "c" else
            "a system (unsmoothed, the tentative prolongation of its near null space takes GAMG's iterations)"
            if system else None)
-    if gpu and (off is not None or not _positive_zero_sums(A, xp, ghost, allsum)):
+    residual = None               # constant_residual, where positive couplings make it matter
+    if gpu and off is None:
+        residual = _positive_rows_residual(A, xp, ghost, allsum)
+    if gpu and (residual is None or residual > CONSTANT):
         off = "the GPU (its unsmoothed setup is several times faster)"
     if off is not None:
         return 0, f"unsmoothed: {off}"
     asym, positive = measures(A, xp, ghost, allsum)
     if asym > ASYMMETRY:
         return 0, f"unsmoothed: |A - A^T| / |A + A^T| = {asym:.2g} > {ASYMMETRY:g}"
-    residual = constant_residual(A, xp, ghost, allsum) if positive > POSITIVE else 0.0
+    if residual is None:
+        residual = constant_residual(A, xp, ghost, allsum) if positive > POSITIVE else 0.0
     if residual > CONSTANT:
         return 0, (f"unsmoothed: positive couplings carry {positive:.2g} of the off-diagonal weight "
                    f"(> {POSITIVE:g}) and the rows' sums {residual:.2g} of their weight (> {CONSTANT:g}: the "
@@ -310,12 +314,13 @@ def auto(A, xp, aggregation, coords, system, ghost=None, allsum=None):
     return 1, f"smoothed: {'GPU' if gpu else 'host'}, {how}, |A - A^T| / |A + A^T| = {asym:.2g}{signs}"
 
 
-def _positive_zero_sums(A, xp, ghost=None, allsum=None):
-    """Whether A has positive couplings (POSITIVE) on rows that sum to zero (CONSTANT): where the
-    GPU smooths too. The signed pairwise W-cycle's count grows with the grid there; on an H200,
-    ksp ex3's matrix (problems.zero_sum_q1) took 236 cg iterations at 256^2 elements and did not
-    converge in 400 at 512^2 (the K-cycle under fgmres neither), smoothed aggregation 51 and 61,
-    in less time (98 against 191 ms at 256^2). The positive share first: a few reductions."""
+def _positive_rows_residual(A, xp, ghost=None, allsum=None):
+    """constant_residual(A) where A has positive couplings (POSITIVE), else None: the GPU smooths
+    where that is at most CONSTANT (rows that sum to zero). The signed pairwise W-cycle's count
+    grows with the grid there; on an H200, ksp ex3's matrix (problems.zero_sum_q1) took 236 cg
+    iterations at 256^2 elements and did not converge in 400 at 512^2 (the K-cycle under fgmres
+    neither), smoothed aggregation 51 and 61, in less time (98 against 191 ms at 256^2). The
+    positive share first: a few reductions."""
     parts = numpy.array(_positive_sums(A, xp, ghost))
     positive, total = allsum(parts) if allsum else parts
-    return total > 0 and positive / total > POSITIVE and constant_residual(A, xp, ghost, allsum) <= CONSTANT
+    return constant_residual(A, xp, ghost, allsum) if total > 0 and positive / total > POSITIVE else None

@@ -251,7 +251,7 @@ def test_rows_scaled_on_the_device(pc, n, dim, rows):
 @real_scalars
 def test_amg_smooths_positive_couplings_on_rows_that_sum_to_zero():
     """ksp ex3's matrix (problems.zero_sum_q1: positive corner couplings, rows that sum to zero) on
-    aijcusparse: the GPU takes smoothed aggregation (smoothed._positive_zero_sums), where the signed
+    aijcusparse: the GPU takes smoothed aggregation (smoothed._positive_rows_residual), where the signed
     pairwise W-cycle took 236 cg iterations at 256^2 elements (smoothed 51) and did not converge in
     400 at 512^2 (smoothed 61); the true residual decides."""
     import meshes
