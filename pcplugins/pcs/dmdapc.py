@@ -58,7 +58,7 @@ class DMDAPC(PythonPC):
                                "with complex scalars); for complex Helmholtz problems use pcplugins.ShiftedLaplace")
         dm, box = dmda.dmda_box(pc, who=self.TITLE, periodic=self.PERIODIC)
         M, converted = mat.operator_matrix(pc, box, self.TITLE), ""
-        if not mat.is_aij(M) and M.getType().endswith(mat.CONVERTIBLE):     # BAIJ, SBAIJ (-dm_mat_type): read a copy
+        if mat.convertible(M):           # BAIJ, SBAIJ (-dm_mat_type): read a copy; a shell stays (declared operator)
             M, converted = mat.as_aij(pc, M, self.TITLE)
         # the hybrid cycle with no GPU level runs on the host
         xp = self.select_device(M, "cpu" if v.get("gpu_levels") == 0 else None)

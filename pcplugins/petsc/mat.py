@@ -41,6 +41,11 @@ def is_aij(M):
 CONVERTIBLE = ("baij", "sell", "dense", "nest")
 
 
+def convertible(M):
+    """Whether M is of a kind other than AIJ that MatConvert copies into AIJ (CONVERTIBLE)."""
+    return not is_aij(M) and M.getType().endswith(CONVERTIBLE)
+
+
 def as_aij(pc, M, who):
     """(M, "") where M is AIJ, else (M converted to AIJ by MatConvert, a note for -ksp_view): BAIJ,
     SBAIJ (both triangles then), SELL, dense, nest; a named error for other kinds. The copy is
@@ -49,7 +54,7 @@ def as_aij(pc, M, who):
     kind = M.getType()
     if is_aij(M):
         return M, ""
-    if not kind.endswith(CONVERTIBLE):
+    if not convertible(M):
         raise error(f"{who} needs an assembled matrix: AIJ (seqaij, mpiaij, aijcusparse) or a kind PETSc "
                     f"converts to it ({', '.join(CONVERTIBLE)}); the operator is of type '{kind}'")
     if kind == "nest":            # MatConvert reads the blocks by MatGetRow
