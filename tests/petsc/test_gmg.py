@@ -830,7 +830,8 @@ def test_gmg_as_fieldsplit_block_solver():
 
 @pytest.mark.parametrize("kind", ["baij", "sbaij"])
 @pytest.mark.parametrize("n,dim", [(17, 2), (16, 3)])
-def test_block_matrices_are_read_through_a_converted_copy(kind, n, dim):
+@pytest.mark.parametrize("ksp_type", ["cg", "gmres", "bcgs"])
+def test_block_matrices_are_read_through_a_converted_copy(kind, n, dim, ksp_type):
     """A DMDA's matrix of type BAIJ or SBAIJ (-dm_mat_type; ksp ex45 and ex29 take it) is read
     through an AIJ copy, as pcplugins.AMG reads it: the AIJ matrix's iterations and a true
     residual to the tolerance; -ksp_view says so, and the user's matrix keeps its type. Before:
@@ -841,7 +842,8 @@ def test_block_matrices_are_read_through_a_converted_copy(kind, n, dim):
     B = A.convert(kind, PETSc.Mat())
     its = []
     for M in (A, B):
-        ksp, x = petsc_solve(da, M, b, pc="pcplugins.GMG", rtol=1e-8)
+        ksp, x = petsc_solve(da, M, b, ksp_type=ksp_type, pc="pcplugins.GMG", rtol=1e-8,
+                             norm_type=PETSc.KSP.NormType.UNPRECONDITIONED)
         assert true_relative_residual(A, b, x) <= 1e-8
         its.append(ksp.getIterationNumber())
     assert its[0] == its[1] and B.getType() == "seq" + kind, (its, B.getType())
