@@ -157,6 +157,19 @@ def convection_diffusion(n, peclet, dim=2):
     return (kron(kron(eye, eye), D2 + U) + kron(kron(eye, D2 + 0.5 * U), eye) + kron(kron(D2, eye), eye)).tocsr()
 
 
+def convection_box(shape, peclet, complex_part=False):
+    """convection_diffusion's matrix on a box of ``shape`` interior points (2D or 3D, x fastest:
+    the rows and columns of points within it), a complex shift 0.3i times the diagonal added where
+    ``complex_part``: a SciPy CSR matrix."""
+    import scipy.sparse
+    dim, m = len(shape), max(shape)
+    A = convection_diffusion(m, peclet, dim)
+    idx = numpy.indices((m,) * dim).reshape(dim, -1)[::-1]
+    keep = numpy.all([idx[axis] < n for axis, n in enumerate(shape)], axis=0)
+    A = A[keep][:, keep].tocsr()
+    return (A + 1j * scipy.sparse.diags(0.3 * A.diagonal())).tocsr() if complex_part else A
+
+
 def row_coefficient_laplacian(shape, rho):
     """PETSc's ksp ex29 matrix (``-rho``) on a grid of ``shape`` points including its boundary, in
     any dimension: row i is rho_i times the h-scaled Laplacian's row (rho_i = ``rho`` where every

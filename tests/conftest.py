@@ -197,6 +197,25 @@ def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, p
     return pc_solve(M, pc, ksp_type, options, 1e-8, f, xy if coords else None, max_it=300)     # xy: a row a node
 
 
+def pc_matrices(pc):
+    """(B, T): the dense matrices of the set-up ``pc``'s PCApply and PCApplyTranspose, column by
+    column (small matrices: a reference for the transpose)."""
+    import numpy
+    from petsc4py import PETSc
+    x, y = pc.getOperators()[0].createVecs()
+    n = x.getSize()
+    B, T = numpy.empty((n, n), PETSc.ScalarType), numpy.empty((n, n), PETSc.ScalarType)
+    for j in range(n):
+        x.set(0.0)
+        x.setValue(j, 1.0)
+        x.assemble()
+        pc.apply(x, y)
+        B[:, j] = y.getArray()
+        pc.applyTranspose(x, y)
+        T[:, j] = y.getArray()
+    return B, T
+
+
 def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
     """A KSP on the matrix A with the Python PC ``pc_type``, and the DMDA ``da`` attached (inactive:
     A is the user's matrix) where given."""

@@ -7,6 +7,8 @@ Larger coarse grids (when the grid cannot be coarsened further) use a sparse LU 
 the matrix bordered by the constants where they are its null space), or, for CSR hierarchies of
 complex matrices, a fixed GMRES polynomial on the device.
 """
+import copy
+
 import numpy
 
 from .. import backend
@@ -202,6 +204,15 @@ class CSRDirectSolve:
     def capturable(self):
         """Whether a CUDA graph may capture the solve (the dense inverse's GEMV; not the host LU)."""
         return self.inv is not None
+
+    def transposed(self, A):
+        """The solve of A^T (``A`` this solve's matrix): the dense inverse transposed, or a sparse
+        LU of A^T."""
+        if self.inv is None:
+            return CSRDirectSolve(A.T.tocsr(), self.xp, self.dtype)
+        t = copy.copy(self.finish())
+        t.inv, t.out = self.xp.ascontiguousarray(self.inv.T), self.xp.zeros(self.n, self.dtype)
+        return t
 
     def solve(self, f):
         """A^-1 f: with the dense inverse an array of this solve's own, which the next solve

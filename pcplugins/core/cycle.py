@@ -99,6 +99,21 @@ class CSRLevel:
         self.prolong_add(u, e, scale)
         return self.smoother.smooth(u, f, sweeps, reverse=True)
 
+    def transposed(self):
+        """This level of the transposed cycle (Cycle.transposed): A^T, the transfers swapped
+        (P' = R^T, R' = P^T: the same aggregates where R = P^T), the smoother's transpose."""
+        if self.rows:
+            raise ValueError("a distributed level has no transposed rows")
+        xp = self.xp
+        AT = self.A.T.tocsr()
+        MT = sparse.storage(AT, xp, isinstance(self.M, sparse.ELL))
+        if self.P is not None:
+            P, R = self.R.T.tocsr(), self.P.T.tocsr()
+        else:
+            P, R = None, self.R
+        smoother = self.smoother.transposed(AT, MT) if self.smoother is not None else None
+        return CSRLevel(AT, xp, MT, R=R, P=P, agg=self.agg, sign=self.sign, smoother=smoother)
+
     def prolong_add(self, u, e, scale=1.0):
         """u += scale P e."""
         if self.agg is not None:
@@ -130,6 +145,19 @@ class Cycle:
         """Release the shared coarse visits' graphs and memory now."""
         if self.subgraphs is not None:
             self.subgraphs.free()
+
+    def transposed(self):
+        """The cycle B^T of the linear cycles (V, W, F; the K-cycle is nonlinear and has none):
+        with E = S_post (I - P C R A) S_pre the error propagator, B = (I - E) A^-1, and
+        B^T = (I - E') A^-T where E' = A^-T E^T A^T is the same cycle on A^T with P' = R^T,
+        R' = P^T, C' = C^T and the smoothers transposed, the post-smoother's transpose first:
+        the transpose of level k's cycle is the cycle of the transposed levels, ``post``
+        pre-sweeps and ``pre`` post-sweeps (PCApplyTranspose: KSPSolveTranspose, bicg)."""
+        if self.kind == "k":
+            raise ValueError("the K-cycle is nonlinear: it has no transpose")
+        levels = [lev.transposed() for lev in self.levels]
+        return Cycle(levels, self.coarse.transposed(self.levels[-1].A), self.kind, self.post, self.pre, self.xp,
+                     self.dots, self.kcycle_its, self.revisit_coarsest, self.v_from, self.overcorrection)
 
     def __call__(self, f):
         """B_0 f: one cycle from u = 0 (a new array)."""

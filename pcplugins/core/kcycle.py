@@ -272,6 +272,7 @@ class AggregationMG:
                                               coarsest, block_size > 1 or near_null is not None, xp, AggregationMG)
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from, overcorrection=o.overcorrection)
+        self._transposed = None           # cycle_transpose's, built when first asked for
         self.timings["coarse"] = clock()
         if flags is not None and comm.allmax(int(backend.to_host(flags).any())):
             self.free()
@@ -308,13 +309,23 @@ class AggregationMG:
         rep = getattr(self.coarse, "inner", None)
         if isinstance(rep, replicated.Replicated):
             rep.free()
-        if self._cycle is not None:
-            self._cycle.free()
-        self.levels, self.coarse, self._cycle = [], None, None
+        for c in (self._cycle, self._transposed):
+            if c is not None:
+                c.free()
+        self.levels, self.coarse, self._cycle, self._transposed = [], None, None, None
 
     def cycle(self, f):
         """An approximation of A^-1 f (a new array): B_0 f, cycle.Cycle."""
         return self._in_order(self._cycle, f)
+
+    def cycle_transpose(self, f):
+        """B_0^T f (a new array): the transposed cycle (cycle.Cycle.transposed), built at the
+        first call; the V- and W-cycles of one rank's hierarchy only."""
+        if self._transposed is None:
+            if isinstance(self.levels[0].rows, distributed.Rows) or not isinstance(self.coarse, coarse.CSRDirectSolve):
+                raise ValueError("the transposed cycle is of one rank's hierarchy")
+            self._transposed = self._cycle.transposed()
+        return self._in_order(self._transposed, f)
 
     def correction(self, f):
         """What the cycle of a finer level gets from this hierarchy's finest level for the

@@ -113,7 +113,7 @@ class AMG(PythonPC):
 
     def __init__(self):
         super().__init__()
-        self._bad = self._run = self.comm = None
+        self._bad = self._run = self.comm = self._run_t = self._graphs_t = None
         self.empty, self.block_size, self._symmetric, self.system, self.rows = False, 1, None, None, None
         self.scaling = None
 
@@ -127,7 +127,9 @@ class AMG(PythonPC):
     def _release(self):
         if self.comm is not None:
             self.comm.free()          # the previous hierarchy's neighbourhood communicators
-        self._run = None
+        if self._graphs_t is not None:
+            self._graphs_t.free()
+        self._run = self._run_t = self._graphs_t = None
         self.empty = False
 
     def not_symmetric(self, pc):
@@ -146,7 +148,28 @@ class AMG(PythonPC):
             self._symmetric = mat.operator_is_symmetric(pc, False)
         return "" if self._symmetric else "the matrix is not symmetric"
 
+    def no_transpose(self, pc, why):
+        """The V- and W-cycles have their transpose (cycle.Cycle.transposed) on one rank."""
+        if self.values["cycle"] == "k":
+            return why
+        if self.comm is not None and self.comm.size > 1:
+            return f"{why}, and the transposed cycle is of one rank's hierarchy (this is on {self.comm.size} ranks)"
+        return ""
+
     def _apply(self, pc, x, y):
+        self._applied(pc, x, y, self._run, lambda f: self.mg.cycle(self._scaled(f)))
+
+    def _apply_transpose(self, pc, x, y):
+        """(B D)^T x = D B^T x, B^T the transposed cycle (D: the rows' scaling, _scaled), built
+        at the first call and on the GPU captured as a graph of its own."""
+        if self._run_t is None and not self.empty:
+            if self._graphs is not None:
+                bx = self._graphs.buffers[0]
+                self._graphs_t = backend.CycleGraphs.on_buffers(self._cycle_transpose, bx.size, bx.dtype)
+            self._run_t = self._graphs_t or self._cycle_transpose
+        self._applied(pc, x, y, self._run_t, lambda f: self._scaled(self.mg.cycle_transpose(f)))
+
+    def _applied(self, pc, x, y, run, cycle):
         if self.empty:                    # a 0 x 0 matrix: nothing to do, as PETSc's own PCs
             return
         xp = self.xp
@@ -156,10 +179,10 @@ class AMG(PythonPC):
             self.comm.check_transport()     # MPI: an exchange that failed stops every rank
         with vec.vec_array(x, "r") as xa, vec.vec_array(y, "w") as ya:
             if backend.array_module(xa) is xp and backend.array_module(ya) is xp:
-                self._run(xa, ya)
+                run(xa, ya)
                 out = ya
             else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
-                out = self.mg.cycle(self._scaled(backend.to_namespace(xa, xp)))
+                out = cycle(backend.to_namespace(xa, xp))
                 ya[...] = backend.to_host(out)
             # NaN/Inf: checked where the result was computed, the flag read at the next
             # application (no synchronisation here)
@@ -169,6 +192,9 @@ class AMG(PythonPC):
 
     def _cycle(self, x, out):
         out[...] = self.mg.cycle(self._scaled(x))
+
+    def _cycle_transpose(self, x, out):
+        out[...] = self._scaled(self.mg.cycle_transpose(x))
 
     def _scaled(self, x):
         """D x, the right-hand side of D A (``rows`` D: a negative definite A's rows negated, or its

@@ -5,7 +5,9 @@ failure reasons and -ksp_view output as PETSc has them.
 A PC names its ``TITLE`` (pcplugins.GMG), ``PREFIX`` (pc_gmg_), ``EVENT`` (the log events' prefix)
 and ``OPTIONS`` (an options table), and implements ``_setup(pc)`` (build ``self.mg`` from
 ``self.values``), ``_apply(pc, x, y)``, ``describe()`` and, where it has them, ``_release()``
-(more to free than the hierarchy and its graphs) and ``not_symmetric(pc)``.
+(more to free than the hierarchy and its graphs), ``not_symmetric(pc)``, and ``no_transpose(pc,
+why)`` with ``_apply_transpose(pc, x, y)`` (PCApplyTranspose of a preconditioner that is not
+symmetric).
 """
 import os
 
@@ -63,14 +65,21 @@ class PythonPC:
 
     @errors.user_errors
     def applyTranspose(self, pc, x, y):
-        """PCApplyTranspose: the preconditioner itself where it is symmetric; elsewhere a named
-        error (never the transpose of something else)."""
+        """PCApplyTranspose: the preconditioner itself where it is symmetric, else its transpose
+        where the PC has one (``_apply_transpose``); elsewhere a named error (never the transpose
+        of something else)."""
         why = self.not_symmetric(pc)
+        if not why:
+            self.apply(pc, x, y)
+            return
+        why = self.no_transpose(pc, why)
         if why:
             raise errors.error(f"{self.TITLE}: PCApplyTranspose (asked for by KSPSolveTranspose and by -ksp_type "
-                               f"bicg, cgne, lsqr, ...) needs a symmetric preconditioner, and this one is not: {why}; "
-                               "for A^T x = b give a KSP of its own the matrix MatTranspose makes")
-        self.apply(pc, x, y)
+                               f"bicg, cgne, lsqr, ...) needs a symmetric preconditioner or its transpose, and this "
+                               f"one has neither: {why}; for A^T x = b give a KSP of its own the matrix MatTranspose "
+                               "makes")
+        with self.event("ApplyTranspose"), numpy.errstate(all="ignore"), blas.one_thread():
+            self._apply_transpose(pc, x, y)
 
     @errors.user_errors
     def view(self, pc, viewer=None):
@@ -85,6 +94,11 @@ class PythonPC:
     def not_symmetric(self, pc):
         """Why the preconditioner is not symmetric ('' when it is)."""
         return "not known to be symmetric"
+
+    def no_transpose(self, pc, why):
+        """Why ``_apply_transpose`` cannot apply the transpose of this (not symmetric, ``why``)
+        preconditioner ('' when it can)."""
+        return why
 
     def event(self, name):
         """The log event ``EVENT + name`` (GMGSetUp, AMGApply, ...), synchronised with this PC's

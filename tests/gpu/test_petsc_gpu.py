@@ -289,6 +289,54 @@ def test_amg_floating_part_and_indefinite_levels_on_the_device(nsmooths):
         assert ksp.getConvergedReason() != -11 and "no energy" in (ksp.getPC().getPythonContext().mg.stalled or "")
 
 
+@pytest.mark.parametrize("options,coords", [({"pc_amg_cycle": "w"}, True), ({"pc_amg_cycle": "v"}, False),
+                                            ({"pc_amg_pre": "1", "pc_amg_post": "2"}, True),
+                                            ({"pc_amg_smoother": "l1jacobi", "pc_amg_cycle": "v"}, False),
+                                            ({"pc_amg_agg_nsmooths": "1", "pc_amg_smoother": "chebyshev"}, False)])
+def test_amg_transpose_on_the_device(options, coords):
+    """PCApplyTranspose on aijcusparse (cycle.Cycle.transposed, captured as a graph of its own):
+    B^T to rounding against PCApply's columns, for the cell layout's Gauss-Seidel (the aux grid),
+    pairwise CSR levels, l1-Jacobi and Chebyshev; then KSPSolveTranspose at 128^2 under gmres to a
+    true residual of 1e-8 of A^T x = b, in the plain solve's iterations (within one)."""
+    from petsc4py import PETSc
+
+    import pcplugins
+
+    import meshes
+    from conftest import complex_scalars, pc_matrices, python_pc_ksp
+    from problems import convection_box
+    for shape, check in (((17, 14), "matrix"), ((128, 128), "solve")):
+        A = convection_box(shape, 3.0, complex_part=complex_scalars())
+        M = meshes.petsc_matrix(A, "aijcusparse")
+        with petsc_options(dict({"pc_amg_coarse_size": "12"} if check == "matrix" else {}, **options)):
+            ksp = python_pc_ksp(M, "pcplugins.AMG", ksp_type="gmres")
+            if coords:
+                pcplugins.set_coordinates(ksp.getPC(), np.indices(shape).reshape(2, -1)[::-1].T * 1.0)
+            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+            ksp.setTolerances(rtol=1e-8)
+            ksp.setFromOptions()
+            ksp.setUp()
+        ctx = ksp.getPC().getPythonContext()
+        assert ctx.device == "gpu" and len(ctx.mg.levels) >= 3
+        if check == "matrix":
+            B, T = pc_matrices(ksp.getPC())
+            scale = abs(B).max()
+            assert abs(T - B.T).max() <= 1e-10 * scale and abs(B - B.T).max() >= 1e-3 * scale
+            assert ctx._graphs_t is None or ctx._graphs_t.graphs, "the transposed cycle was not captured"
+            continue
+        b, x = M.createVecs()
+        rhs = np.random.default_rng(4).random(A.shape[0])
+        b.setArray(rhs)
+        its = []
+        for transpose in (True, False):
+            x.set(0.0)
+            (ksp.solveTranspose if transpose else ksp.solve)(b, x)
+            res = np.linalg.norm(rhs - (A.T if transpose else A) @ x.getArray()) / np.linalg.norm(rhs)
+            assert ksp.getConvergedReason() > 0 and res <= 1e-7, (transpose, res)
+            its.append(ksp.getIterationNumber())
+        assert its[0] <= its[1] + 1, its
+
+
 @real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
     """The cycle is captured (on the first application: no eager run first) and PCReset frees the

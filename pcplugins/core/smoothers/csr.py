@@ -1,6 +1,8 @@
 """Smoothers of CSR levels (aggregation AMG, the shifted Laplacian's CSR levels): multicolour
 Gauss-Seidel by row colours, l1-Jacobi, the hybrid form of either across ranks, and Chebyshev
 (its recurrence and bounds those of the stencil levels' Chebyshev: stencil.chebyshev_steps)."""
+import copy
+
 import numpy
 
 from ... import backend
@@ -40,10 +42,25 @@ class CSRColourGS:
             self.ncolours = len(counts)
             bounds = numpy.concatenate([[0], numpy.cumsum(counts)]).astype(int)
             order, invd, rows = self._colour_rows(colours, D, bounds)
-        rows_of_colour = sparse.row_parts(A if M is None else M, order, bounds)
-        self.parts = [(idx, Ac, invd[a:b])
-                      for a, b, idx, Ac in zip(bounds[:-1], bounds[1:], rows, rows_of_colour) if b > a]
+        self._rows = order, bounds, rows, invd
+        self.parts = self._parts(A if M is None else M)
         self.proper = not same
+
+    def _parts(self, M):
+        """(rows, M's rows of them, omega / D of them) of each colour, in the sweep's order."""
+        order, bounds, rows, invd = self._rows
+        return [(idx, Mc, invd[a:b]) for a, b, idx, Mc in zip(bounds[:-1], bounds[1:], rows,
+                                                              sparse.row_parts(M, order, bounds)) if b > a]
+
+    def transposed(self, AT, MT):
+        """The smoother of the transposed cycle (cycle.Cycle.transposed) on AT = A^T (``MT`` its
+        storage): a forward sweep is u += M^-1 (f - A u) with M = D/omega + L, L the couplings to
+        earlier colours, so M^T = D/omega + L^T is a backward sweep of A^T with the same colours
+        and A's D; the transposed cycle runs its post-sweeps backward and its pre-sweeps forward
+        as the cycle does, which swaps the two."""
+        t = copy.copy(self)
+        t.A, t.parts = AT, self._parts(MT)
+        return t
 
     def _colour_rows(self, colours, D, bounds):
         """(order, omega / D in that order, each colour's rows) of the rows sorted by colour. On
@@ -240,6 +257,13 @@ class CSRL1Jacobi:
         u = products.jacobi_prolonged(self.A, f, u, e, agg, sign, alpha, self.inv, self.xp)
         return self.smooth(u, f, sweeps - 1)
 
+    def transposed(self, AT, MT):
+        """The transposed cycle's smoother (cycle.Cycle.transposed): M = diag(l1) is its own
+        transpose, so the same sweep on A^T (``MT``) with A's l1 norms."""
+        t = copy.copy(self)
+        t.A = MT
+        return t
+
     def describe(self):
         return "l1-Jacobi"
 
@@ -308,6 +332,14 @@ class CSRChebyshev:
                     d += r
             u += d
         return u
+
+    def transposed(self, AT, MT):
+        """The transposed cycle's smoother (cycle.Cycle.transposed): the error propagator
+        q(D^-1 A) transposes to A^-T q(A^T D^-1) A^T = q(D^-1 A^T), the same polynomial (bounds, D)
+        in D^-1 A^T. Serial levels only (a distributed level has no transposed rows)."""
+        t = copy.copy(self)
+        t.A = MT
+        return t
 
     def _scaled(self, sweeps):
         """Each step's (c_d, c_r D^-1) for ``sweeps`` steps, the second an array made once."""
