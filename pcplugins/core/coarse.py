@@ -205,11 +205,11 @@ class CSRDirectSolve:
         """Whether a CUDA graph may capture the solve (the dense inverse's GEMV; not the host LU)."""
         return self.inv is not None
 
-    def transposed(self, A):
-        """The solve of A^T (``A`` this solve's matrix): the dense inverse transposed, or a sparse
-        LU of A^T."""
+    def transposed(self, matrix):
+        """The solve of A^T: the dense inverse transposed, or a sparse LU of A^T (``matrix()``:
+        A^T, asked for only then)."""
         if self.inv is None:
-            return CSRDirectSolve(A.T.tocsr(), self.xp, self.dtype)
+            return CSRDirectSolve(matrix(), self.xp, self.dtype)
         t = copy.copy(self.finish())
         t.inv, t.out = self.xp.ascontiguousarray(self.inv.T), self.xp.zeros(self.n, self.dtype)
         return t
@@ -313,6 +313,13 @@ class GatheredRowsSolve:
 
     def solve(self, f):
         return self.inner.solve(self.gather(f))[self.lo:self.hi].copy()
+
+    def transposed(self, matrix):
+        """The solve of the gathered A^T (``matrix()``: it, gathered; collective): the inner
+        solve's transpose."""
+        t = copy.copy(self)
+        t.inner = self.inner.transposed(matrix)
+        return t
 
     def describe(self):
         return self.inner.describe() + f", gathered onto each of {self.A.comm.size} ranks"

@@ -100,19 +100,14 @@ class CSRLevel:
         return self.smoother.smooth(u, f, sweeps, reverse=True)
 
     def transposed(self):
-        """This level of the transposed cycle (Cycle.transposed): A^T, the transfers swapped
-        (P' = R^T, R' = P^T: the same aggregates where R = P^T), the smoother's transpose."""
-        if self.rows:
-            raise ValueError("a distributed level has no transposed rows")
-        xp = self.xp
-        AT = self.A.T.tocsr()
-        MT = sparse.storage(AT, xp, isinstance(self.M, sparse.ELL))
-        if self.P is not None:
-            P, R = self.R.T.tocsr(), self.P.T.tocsr()
-        else:
-            P, R = None, self.R
-        smoother = self.smoother.transposed(AT, MT) if self.smoother is not None else None
-        return CSRLevel(AT, xp, MT, R=R, P=P, agg=self.agg, sign=self.sign, smoother=smoother)
+        """This level of the transposed cycle (Cycle.transposed): A^T (on several ranks its rows,
+        distributed.Rows.transposed, collective), the same transfers (R = P^T: P' = R^T = P and
+        R' = P^T = R), the smoother's transpose."""
+        rows = self.rows.transposed() if self.rows else None
+        AT = rows.own if rows else self.A.T.tocsr()
+        MT = sparse.storage(AT, self.xp, isinstance(self.M, sparse.ELL))
+        smoother = self.smoother.transposed(AT, MT, rows) if self.smoother is not None else None
+        return CSRLevel(AT, self.xp, MT, R=self.R, P=self.P, agg=self.agg, sign=self.sign, smoother=smoother, rows=rows)
 
     def prolong_add(self, u, e, scale=1.0):
         """u += scale P e."""
@@ -150,14 +145,17 @@ class Cycle:
         """The cycle B^T of the linear cycles (V, W, F; the K-cycle is nonlinear and has none):
         with E = S_post (I - P C R A) S_pre the error propagator, B = (I - E) A^-1, and
         B^T = (I - E') A^-T where E' = A^-T E^T A^T is the same cycle on A^T with P' = R^T,
-        R' = P^T, C' = C^T and the smoothers transposed, the post-smoother's transpose first:
+        R' = P^T (the same transfers: a Galerkin hierarchy's R is P^T), C' = C^T and the
+        smoothers transposed, the post-smoother's transpose first:
         the transpose of level k's cycle is the cycle of the transposed levels, ``post``
         pre-sweeps and ``pre`` post-sweeps (PCApplyTranspose: KSPSolveTranspose, bicg)."""
         if self.kind == "k":
             raise ValueError("the K-cycle is nonlinear: it has no transpose")
         levels = [lev.transposed() for lev in self.levels]
-        return Cycle(levels, self.coarse.transposed(self.levels[-1].A), self.kind, self.post, self.pre, self.xp,
-                     self.dots, self.kcycle_its, self.revisit_coarsest, self.v_from, self.overcorrection)
+        last = levels[-1]         # the coarse solve's matrix, A_c^T, made only where it factors it
+        coarse = self.coarse.transposed(lambda: last.rows.gathered() if last.rows else last.A)
+        return Cycle(levels, coarse, self.kind, self.post, self.pre, self.xp, self.dots, self.kcycle_its,
+                     self.revisit_coarsest, self.v_from, self.overcorrection)
 
     def __call__(self, f):
         """B_0 f: one cycle from u = 0 (a new array)."""

@@ -77,6 +77,18 @@ class Rows:
         """f - A x."""
         return products.residual(self.own, f - self.off_rank(x), x, self.xp)
 
+    def transposed(self):
+        """A^T's rows (collective): each entry a_ij of this rank's rows goes to the owner of row j
+        of A^T (owned_rows: one alltoall), on the host."""
+        import scipy.sparse
+        comm, N = self.comm, int(self.starts[-1])
+        lo = int(self.starts[comm.rank])
+        mine = global_csr(self.own, self.ghost, self.ghosts, lo, N).tocoo()
+        T = owned_rows(scipy.sparse.csr_matrix((mine.data, (mine.col, mine.row + lo)), shape=(N, N)), self.starts,
+                       comm)
+        return Rows(*split_columns(T.indptr, T.indices, T.data, self.starts, comm.rank, self.xp), self.starts, comm,
+                    self.xp)
+
     def galerkin(self, agg, nc, own_coarse=None, sign=None):
         """P^T A P for this rank's aggregates ``agg`` (local coarse indices, ``nc`` of them) and
         the signs of P (``sign``; None: all +1). ``sign`` must be None on every rank or on none:

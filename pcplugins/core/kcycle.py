@@ -306,9 +306,10 @@ class AggregationMG:
         """Release the levels now, the shared coarse visits' graphs, and the replicated levels'
         graphs (their callback refers back to the hierarchy: a reference cycle that would hold the
         GPU memory until Python's cyclic garbage collector runs)."""
-        rep = getattr(self.coarse, "inner", None)
-        if isinstance(rep, replicated.Replicated):
-            rep.free()
+        for solve in (self.coarse, self._transposed and self._transposed.coarse):
+            rep = getattr(solve, "inner", None)
+            if isinstance(rep, replicated.Replicated):
+                rep.free()
         for c in (self._cycle, self._transposed):
             if c is not None:
                 c.free()
@@ -319,13 +320,18 @@ class AggregationMG:
         return self._in_order(self._cycle, f)
 
     def cycle_transpose(self, f):
-        """B_0^T f (a new array): the transposed cycle (cycle.Cycle.transposed), built at the
-        first call; the V- and W-cycles of one rank's hierarchy only."""
+        """B_0^T f (a new array): the transposed cycle of the V- and W-cycles
+        (cycle.Cycle.transposed), built at the first call (on several ranks collective)."""
+        return self._in_order(self._transposed_cycle(), f)
+
+    def correction_transpose(self, f):
+        """The transpose of ``correction`` (the gathered levels' part of a transposed cycle)."""
+        return self._in_order(self._transposed_cycle().correction, f)
+
+    def _transposed_cycle(self):
         if self._transposed is None:
-            if isinstance(self.levels[0].rows, distributed.Rows) or not isinstance(self.coarse, coarse.CSRDirectSolve):
-                raise ValueError("the transposed cycle is of one rank's hierarchy")
             self._transposed = self._cycle.transposed()
-        return self._in_order(self._transposed, f)
+        return self._transposed
 
     def correction(self, f):
         """What the cycle of a finer level gets from this hierarchy's finest level for the

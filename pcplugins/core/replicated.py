@@ -51,8 +51,8 @@ class Replicated:
     one whole cycle), into a buffer of its own; on the GPU replayed as a CUDA graph where its
     options ask for one (not where the distributed cycle around it is captured whole)."""
 
-    def __init__(self, mg, whole):
-        self.mg, self.whole = mg, whole
+    def __init__(self, mg, whole, transpose=False):
+        self.mg, self.whole, self.transpose = mg, whole, transpose
         xp, n = mg.xp, mg.levels[0].n
         dt = mg.levels[0].A.dtype                  # complex for a complex matrix: never a real buffer
         self.run = self._run
@@ -71,7 +71,15 @@ class Replicated:
         self.mg.free()
 
     def _run(self, f, out):
-        out[...] = self.mg.cycle(f) if self.whole else self.mg.correction(f)
+        if self.transpose:
+            out[...] = self.mg.cycle_transpose(f) if self.whole else self.mg.correction_transpose(f)
+        else:
+            out[...] = self.mg.cycle(f) if self.whole else self.mg.correction(f)
+
+    def transposed(self, matrix):
+        """The transposed solve (cycle.Cycle.transposed): the serial hierarchy's transposed cycle,
+        the same on every rank (``matrix`` unused: the hierarchy has its levels)."""
+        return Replicated(self.mg, self.whole, transpose=True)
 
     def solve(self, f):
         self.run(f, self.out)

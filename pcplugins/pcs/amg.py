@@ -149,12 +149,8 @@ class AMG(PythonPC):
         return "" if self._symmetric else "the matrix is not symmetric"
 
     def no_transpose(self, pc, why):
-        """The V- and W-cycles have their transpose (cycle.Cycle.transposed) on one rank."""
-        if self.values["cycle"] == "k":
-            return why
-        if self.comm is not None and self.comm.size > 1:
-            return f"{why}, and the transposed cycle is of one rank's hierarchy (this is on {self.comm.size} ranks)"
-        return ""
+        """The V- and W-cycles have their transpose (cycle.Cycle.transposed); the K-cycle none."""
+        return why if self.values["cycle"] == "k" else ""
 
     def _apply(self, pc, x, y):
         self._applied(pc, x, y, self._run, lambda f: self.mg.cycle(self._scaled(f)))

@@ -52,12 +52,13 @@ class CSRColourGS:
         return [(idx, Mc, invd[a:b]) for a, b, idx, Mc in zip(bounds[:-1], bounds[1:], rows,
                                                               sparse.row_parts(M, order, bounds)) if b > a]
 
-    def transposed(self, AT, MT):
+    def transposed(self, AT, MT, rows=None):
         """The smoother of the transposed cycle (cycle.Cycle.transposed) on AT = A^T (``MT`` its
-        storage): a forward sweep is u += M^-1 (f - A u) with M = D/omega + L, L the couplings to
-        earlier colours, so M^T = D/omega + L^T is a backward sweep of A^T with the same colours
-        and A's D; the transposed cycle runs its post-sweeps backward and its pre-sweeps forward
-        as the cycle does, which swaps the two."""
+        storage; ``rows`` unused: CSRHybrid holds a distributed level's). A forward sweep is
+        u += M^-1 (f - A u) with M = D/omega + L, L the couplings to earlier colours, so
+        M^T = D/omega + L^T is a backward sweep of A^T with the same colours and A's D; the
+        transposed cycle runs its post-sweeps backward and its pre-sweeps forward as the cycle
+        does, which swaps the two."""
         t = copy.copy(self)
         t.A, t.parts = AT, self._parts(MT)
         return t
@@ -257,9 +258,9 @@ class CSRL1Jacobi:
         u = products.jacobi_prolonged(self.A, f, u, e, agg, sign, alpha, self.inv, self.xp)
         return self.smooth(u, f, sweeps - 1)
 
-    def transposed(self, AT, MT):
+    def transposed(self, AT, MT, rows=None):
         """The transposed cycle's smoother (cycle.Cycle.transposed): M = diag(l1) is its own
-        transpose, so the same sweep on A^T (``MT``) with A's l1 norms."""
+        transpose, so the same sweep on A^T (``MT``) with A's l1 norms (``rows`` unused)."""
         t = copy.copy(self)
         t.A = MT
         return t
@@ -285,6 +286,12 @@ class CSRHybrid:
             g = f if first else f - self.A.off_rank(u)
             u = self.inner.smooth(u, g, 1, reverse=reverse, zero_guess=first)
         return u
+
+    def transposed(self, AT, MT, rows):
+        """The transposed cycle's smoother: M = blockdiag(M_p) over the ranks transposes block by
+        block, so the hybrid sweep of A^T's ``rows`` with ``inner``'s transpose (A's l1 diagonal,
+        its ghost couplings included)."""
+        return CSRHybrid(self.inner.transposed(AT, MT), rows)
 
     def describe(self):
         return f"hybrid {self.inner.describe()} (Jacobi across ranks, one exchange per sweep)"
@@ -333,12 +340,12 @@ class CSRChebyshev:
             u += d
         return u
 
-    def transposed(self, AT, MT):
+    def transposed(self, AT, MT, rows=None):
         """The transposed cycle's smoother (cycle.Cycle.transposed): the error propagator
         q(D^-1 A) transposes to A^-T q(A^T D^-1) A^T = q(D^-1 A^T), the same polynomial (bounds, D)
-        in D^-1 A^T. Serial levels only (a distributed level has no transposed rows)."""
+        in D^-1 A^T (``rows``: A^T's distributed.Rows on several ranks)."""
         t = copy.copy(self)
-        t.A = MT
+        t.A, t.rows = MT, rows
         return t
 
     def _scaled(self, sweeps):

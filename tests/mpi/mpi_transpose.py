@@ -1,0 +1,63 @@
+"""Run under mpiexec by test_mpi.py: PCApplyTranspose of pcplugins.AMG on several ranks.
+
+    mpiexec -n P python tests/mpi/mpi_transpose.py nx ny [PETSc options]
+
+problems.convection_box((nx, ny), cell Peclet 3) split by PETSc's rows (uneven for most P). Prints
+the largest difference between PCApplyTranspose's columns and the transpose of PCApply's (both
+built column by column, gathered on rank 0), relative to the largest entry, and how far B is from
+B^T (``matrix: difference D asymmetry S levels L``); then KSPSolveTranspose's iterations and the
+true relative residual of A^T x = b (``solve: N iterations, residual R``).
+"""
+import os
+import sys
+
+import numpy
+import petsc4py
+
+petsc4py.init(sys.argv[3:])
+from petsc4py import PETSc  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+import meshes  # noqa: E402
+from problems import convection_box  # noqa: E402
+
+comm = PETSc.COMM_WORLD
+shape = (int(sys.argv[1]), int(sys.argv[2]))
+A = convection_box(shape, 3.0, complex_part=numpy.dtype(PETSc.ScalarType).kind == "c")
+n = A.shape[0]
+M = meshes.petsc_matrix(A, comm=comm)          # -mat_type from the options, aij by default
+ksp = PETSc.KSP().create(comm=comm)
+ksp.setOperators(M)
+ksp.setType("gmres")
+ksp.getPC().setType("python")
+ksp.getPC().setPythonType("pcplugins.AMG")
+ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+ksp.setTolerances(rtol=1e-8, max_it=200)
+ksp.setFromOptions()
+ksp.setUp()
+pc = ksp.getPC()
+x, y = M.createVecs()
+lo, hi = x.getOwnershipRange()
+if n <= 400:
+    B, T = numpy.zeros((hi - lo, n), PETSc.ScalarType), numpy.zeros((hi - lo, n), PETSc.ScalarType)
+    for j in range(n):
+        x.set(0.0)
+        if lo <= j < hi:
+            x.setValue(j, 1.0)
+        x.assemble()
+        pc.apply(x, y)
+        B[:, j] = y.getArray()
+        pc.applyTranspose(x, y)
+        T[:, j] = y.getArray()
+    B, T = (numpy.concatenate(comm.tompi4py().allgather(X)) for X in (B, T))
+    scale = abs(B).max()
+    PETSc.Sys.Print(f"matrix: difference {abs(T - B.T).max() / scale:.3e} asymmetry {abs(B - B.T).max() / scale:.3e} "
+                    f"levels {len(pc.getPythonContext().mg.levels)}")
+rhs = numpy.random.default_rng(4).random(n)
+b = x.duplicate()
+b.setArray(rhs[lo:hi])
+x.set(0.0)
+ksp.solveTranspose(b, x)
+xs = numpy.concatenate(comm.tompi4py().allgather(x.getArray()))
+res = numpy.linalg.norm(rhs - A.T @ xs) / numpy.linalg.norm(rhs)
+PETSc.Sys.Print(f"solve: {ksp.getIterationNumber()} iterations, residual {res:.3e}")
