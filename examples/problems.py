@@ -170,6 +170,15 @@ def convection_box(shape, peclet, complex_part=False):
     return (A + 1j * scipy.sparse.diags(0.3 * A.diagonal())).tocsr() if complex_part else A
 
 
+def ex53_matrix(n):
+    """PETSc's ksp ex53 matrix: the 1D Laplacian (2, -1) with one more entry, a_{0, n-1} = 0.5,
+    that makes it nonsymmetric (a SciPy CSR matrix)."""
+    import scipy.sparse
+    A = scipy.sparse.diags([-numpy.ones(n - 1), 2.0 * numpy.ones(n), -numpy.ones(n - 1)], [-1, 0, 1]).tolil()
+    A[0, n - 1] = 0.5
+    return A.tocsr()
+
+
 def row_coefficient_laplacian(shape, rho):
     """PETSc's ksp ex29 matrix (``-rho``) on a grid of ``shape`` points including its boundary, in
     any dimension: row i is rho_i times the h-scaled Laplacian's row (rho_i = ``rho`` where every

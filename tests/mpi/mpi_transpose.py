@@ -1,8 +1,9 @@
 """Run under mpiexec by test_mpi.py: PCApplyTranspose of pcplugins.AMG on several ranks.
 
-    mpiexec -n P python tests/mpi/mpi_transpose.py nx ny [PETSc options]
+    mpiexec -n P python tests/mpi/mpi_transpose.py nx ny|ex53 n [PETSc options]
 
-problems.convection_box((nx, ny), cell Peclet 3) split by PETSc's rows (uneven for most P). Prints
+problems.convection_box((nx, ny), cell Peclet 3), or ksp ex53's matrix of n rows (one asymmetric
+pair, a_{0, n-1}, its two rows on the first and the last rank), split by PETSc's rows. Prints
 the largest difference between PCApplyTranspose's columns and the transpose of PCApply's (both
 built column by column, gathered on rank 0), relative to the largest entry, and how far B is from
 B^T (``matrix: difference D asymmetry S levels L``); then KSPSolveTranspose's iterations and the
@@ -19,11 +20,14 @@ from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 import meshes  # noqa: E402
-from problems import convection_box  # noqa: E402
+from problems import convection_box, ex53_matrix  # noqa: E402
 
 comm = PETSc.COMM_WORLD
-shape = (int(sys.argv[1]), int(sys.argv[2]))
-A = convection_box(shape, 3.0, complex_part=numpy.dtype(PETSc.ScalarType).kind == "c")
+if sys.argv[1] == "ex53":
+    A = ex53_matrix(int(sys.argv[2]))
+else:
+    A = convection_box((int(sys.argv[1]), int(sys.argv[2])), 3.0,
+                       complex_part=numpy.dtype(PETSc.ScalarType).kind == "c")
 n = A.shape[0]
 M = meshes.petsc_matrix(A, comm=comm)          # -mat_type from the options, aij by default
 ksp = PETSc.KSP().create(comm=comm)

@@ -758,3 +758,19 @@ def test_amg_transpose_solve_takes_one_ranks_iterations():
         assert float(residual) <= 1e-8, res.stdout
         its.append(int(n))
     assert max(its) - min(its) <= 2 and its[0] <= 25, its
+
+
+@pytest.mark.parametrize("gather", ["0", "65536"])
+def test_transpose_of_ksp_ex53s_matrix_on_every_rank_alike(gather):
+    """ksp ex53's matrix (one asymmetric pair, its rows on the first and last rank) on 2 and 3
+    ranks: whether the matrix is symmetric is the same answer on every rank (PETSc's MatIsSymmetric
+    of MPIAIJ answered True on one rank and False on the other, so one rank applied the cycle and
+    the other built its transpose, and both hung in different collectives); then
+    KSPSolveTranspose solves A^T x = b to 1e-8."""
+    for P in (2, 3):
+        res = mpiexec(P, "mpi_transpose.py", ["ex53", "60", "-pc_amg_gather_size", gather, "-pc_amg_coarse_size", "12"],
+                      timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        diff = float(res.stdout.split("matrix: difference ")[1].split()[0])
+        residual = float(res.stdout.split("residual ")[1].split()[0])
+        assert diff <= 1e-12 and residual <= 1e-8, res.stdout
