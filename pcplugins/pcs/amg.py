@@ -378,6 +378,9 @@ class AMG(PythonPC):
         elif self.rows is not None:
             notes.append("negative definite (a negative diagonal on every row but lone diagonals): the preconditioner "
                          "of D A (D the diagonal's signs) applied to D x")
+        if self.mg._transposed is not None:
+            notes.append("PCApplyTranspose: the transposed cycle (each level's A^T, the smoothers transposed, "
+                         f"{self.mg.opts.post} pre- and {self.mg.opts.pre} post-sweeps)")
         return ([f"pcplugins.AMG: {kind}, device {self.device} ({dev})",
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + notes + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"

@@ -62,6 +62,8 @@ def test_symmetric_matrix_with_unequal_sweeps_takes_the_transposed_cycle():
         ksp.setUp()
     B, T = pc_matrices(ksp.getPC())
     assert abs(T - B.T).max() <= 1e-10 * abs(B).max() and abs(T - B).max() >= 1e-3 * abs(B).max()
+    assert any("PCApplyTranspose: the transposed cycle" in ln and "2 pre- and 1 post-sweeps" in ln
+               for ln in ksp.getPC().getPythonContext().describe())
 
 
 @pytest.mark.parametrize("ksp_type", ["gmres", "bcgs", "fgmres", "bicg"])
