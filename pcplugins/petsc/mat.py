@@ -38,7 +38,7 @@ def is_aij(M):
 
 # assembled kinds MatConvert turns into AIJ by copying their entries (a shell or Python matrix
 # would be applied to every unit vector: refused instead)
-CONVERTIBLE = ("baij", "sell", "dense", "nest")
+CONVERTIBLE = ("baij", "sell", "dense", "densecuda", "nest")
 
 
 def convertible(M):

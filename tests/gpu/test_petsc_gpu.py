@@ -517,6 +517,22 @@ def test_constant_read_on_the_gpu(n, dim, convention, precision, monkeypatch):
     assert np.linalg.norm(out["host"] - out["read"]) <= tol * np.linalg.norm(out["host"])
 
 
+def test_amg_reads_a_dense_cuda_matrix():
+    """A seqdensecuda matrix is read through an AIJ copy (mat.CONVERTIBLE), as a dense host one:
+    before, it was refused by name. A 2D Laplacian of 20^2, cg to a true residual of 1e-8."""
+    from petsc4py import PETSc
+
+    from conftest import laplacian, pc_solve
+    A = laplacian((20, 20)).tocsr()
+    M = PETSc.Mat().createDense(A.shape, array=A.toarray().astype(PETSc.ScalarType))
+    M = M.convert("seqdensecuda") if M.getType() != "seqdensecuda" else M
+    assert M.getType() == "seqdensecuda"
+    it, res, ksp = pc_solve(M, "pcplugins.AMG", "cg", {"pc_amg_coarse_size": 50}, 1e-8,
+                            np.random.default_rng(0).random(A.shape[0]))
+    assert res <= 1e-8 and it <= 30, (it, res)
+    assert "converted from seqdensecuda" in ksp.getPC().getPythonContext().matrix_source
+
+
 @real_scalars
 def test_amg_system_on_cuda_matches_host():
     """A system on aijcusparse + CUDA Vecs (2D Q1 elasticity, block size 2, the rigid body modes
