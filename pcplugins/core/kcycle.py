@@ -322,13 +322,15 @@ class AggregationMG:
     def cycle_transpose(self, f):
         """B_0^T f (a new array): the transposed cycle of the V- and W-cycles
         (cycle.Cycle.transposed), built at the first call (on several ranks collective)."""
-        return self._in_order(self._transposed_cycle(), f)
+        return self._in_order(self.transposed_cycle(), f)
 
     def correction_transpose(self, f):
         """The transpose of ``correction`` (the gathered levels' part of a transposed cycle)."""
-        return self._in_order(self._transposed_cycle().correction, f)
+        return self._in_order(self.transposed_cycle().correction, f)
 
-    def _transposed_cycle(self):
+    def transposed_cycle(self):
+        """The transposed cycle, built now if not yet: it waits for the host (and on several ranks
+        exchanges), so a CUDA graph may capture its use, never its making."""
         if self._transposed is None:
             self._transposed = self._cycle.transposed()
         return self._transposed

@@ -78,7 +78,9 @@ class Replicated:
 
     def transposed(self, matrix):
         """The transposed solve (cycle.Cycle.transposed): the serial hierarchy's transposed cycle,
-        the same on every rank (``matrix`` unused: the hierarchy has its levels)."""
+        the same on every rank (``matrix`` unused: the hierarchy has its levels), built before its
+        graph captures it."""
+        self.mg.transposed_cycle()
         return Replicated(self.mg, self.whole, transpose=True)
 
     def solve(self, f):

@@ -159,6 +159,7 @@ class AMG(PythonPC):
         """(B D)^T x = D B^T x, B^T the transposed cycle (D: the rows' scaling, _scaled), built
         at the first call and on the GPU captured as a graph of its own."""
         if self._run_t is None and not self.empty:
+            self.mg.transposed_cycle()
             if self._graphs is not None:
                 bx = self._graphs.buffers[0]
                 self._graphs_t = backend.CycleGraphs.on_buffers(self._cycle_transpose, bx.size, bx.dtype)
