@@ -6,9 +6,11 @@ the matrix is nearly symmetric), against PETSc GAMG, all under FGMRES to a true 
 of 1e-8 (FGMRES's own norm is the true one), random right-hand side, side by side in one run.
 
     python benchmarks/amg_convection.py [-n2 511] [-n3 63] [-peclet 0.1,1,10,100] [-vec cpu|gpu]
-                                        [-out benchmarks/results/amg_convection_cpu.json]
+                                        [-transpose] [-out benchmarks/results/amg_convection_cpu.json]
 
-Each solver runs twice on fresh KSPs; the second run is reported.
+With -transpose every solver solves A^T x = b by KSPSolveTranspose (an adjoint solve: PCApplyTranspose,
+the transposed cycle for pcplugins.AMG), the residual that of A^T. Each solver runs twice on fresh
+KSPs; the second run is reported.
 """
 import os
 import sys
@@ -37,7 +39,7 @@ CONFIGS = {
 }
 
 
-def run(A, options, gpu):
+def run(A, options, gpu, transpose=False):
     M = meshes.petsc_matrix(A, "aijcusparse" if gpu else None)
     b, x = M.createVecs()
     b.setArray(numpy.random.default_rng(0).standard_normal(A.shape[0]))
@@ -49,7 +51,7 @@ def run(A, options, gpu):
             ksp.setOperators(M)
             ksp.setFromOptions()
             x.set(0.0)
-            out = timed_solve(ksp, M, b, x, gpu)
+            out = timed_solve(ksp, M, b, x, gpu, transpose)
             if options.get("pc_python_type"):
                 mg = ksp.getPC().getPythonContext().mg
                 out["levels"] = len(mg.counts())
@@ -63,12 +65,13 @@ def main():
     pecs = [float(p) for p in opts.getString("peclet", "0.1,1,10,100").split(",")]
     gpu = opts.getString("vec", "cpu") == "gpu"
     out = opts.getString("out", "")
+    transpose = opts.getBool("transpose", False)
     results = []
     for dim, n in ((2, n2), (3, n3)):
         for pe in pecs:
             A = convection_diffusion(n, pe, dim)
             for name, conf in CONFIGS.items():
-                r = dict(run(A, conf, gpu), solver=name, dim=dim, n=n, peclet=pe)
+                r = dict(run(A, conf, gpu, transpose), solver=name, dim=dim, n=n, peclet=pe, transpose=transpose)
                 results.append(r)
                 write(out, results, gpu)
                 PETSc.Sys.Print(f"{dim}D n={n} Pe={pe:g} {name:26s} its {r['iterations']:3d} "

@@ -166,19 +166,20 @@ def synchronizer(gpu):
     return (lambda: backend.cupy.cuda.runtime.deviceSynchronize()) if gpu else (lambda: None)
 
 
-def timed_solve(ksp, A, b, x, gpu):
-    """KSPSetUp and KSPSolve timed apart (the GPU synchronised around each), with the result."""
+def timed_solve(ksp, A, b, x, gpu, transpose=False):
+    """KSPSetUp and KSPSolve timed apart (the GPU synchronised around each), with the result;
+    ``transpose``: KSPSolveTranspose, A^T x = b (an adjoint solve)."""
     sync = synchronizer(gpu)
     sync()
     t0 = time.perf_counter()
     ksp.setUp()
     sync()
     t1 = time.perf_counter()
-    ksp.solve(b, x)
+    (ksp.solveTranspose if transpose else ksp.solve)(b, x)
     sync()
     t2 = time.perf_counter()
     r = b.duplicate()
-    A.mult(x, r)
+    (A.multTranspose if transpose else A.mult)(x, r)
     r.aypx(-1.0, b)
     return {"setup_s": t1 - t0, "solve_s": t2 - t1, "total_s": t2 - t0, "iterations": ksp.getIterationNumber(),
             "reason": int(ksp.getConvergedReason()), "true_rel_residual": r.norm() / b.norm()}

@@ -199,15 +199,16 @@ def elasticity_solve(ne, dim, ksp_type, options, near_null=True, coords=False, p
 
 def pc_matrices(pc):
     """(B, T): the dense matrices of the set-up ``pc``'s PCApply and PCApplyTranspose, column by
-    column (small matrices: a reference for the transpose)."""
+    column (small matrices: a reference for the transpose); on several ranks this rank's rows."""
     import numpy
     from petsc4py import PETSc
     x, y = pc.getOperators()[0].createVecs()
-    n = x.getSize()
-    B, T = numpy.empty((n, n), PETSc.ScalarType), numpy.empty((n, n), PETSc.ScalarType)
+    n, (lo, hi) = x.getSize(), x.getOwnershipRange()
+    B, T = numpy.empty((hi - lo, n), PETSc.ScalarType), numpy.empty((hi - lo, n), PETSc.ScalarType)
     for j in range(n):
         x.set(0.0)
-        x.setValue(j, 1.0)
+        if lo <= j < hi:
+            x.setValue(j, 1.0)
         x.assemble()
         pc.apply(x, y)
         B[:, j] = y.getArray()

@@ -18,8 +18,10 @@ import petsc4py
 petsc4py.init(sys.argv[3:])
 from petsc4py import PETSc  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "..", "examples"), os.path.join(HERE, "..")]
 import meshes  # noqa: E402
+from conftest import pc_matrices  # noqa: E402
 from problems import convection_box, ex53_matrix  # noqa: E402
 
 comm = PETSc.COMM_WORLD
@@ -43,17 +45,7 @@ pc = ksp.getPC()
 x, y = M.createVecs()
 lo, hi = x.getOwnershipRange()
 if n <= 400:
-    B, T = numpy.zeros((hi - lo, n), PETSc.ScalarType), numpy.zeros((hi - lo, n), PETSc.ScalarType)
-    for j in range(n):
-        x.set(0.0)
-        if lo <= j < hi:
-            x.setValue(j, 1.0)
-        x.assemble()
-        pc.apply(x, y)
-        B[:, j] = y.getArray()
-        pc.applyTranspose(x, y)
-        T[:, j] = y.getArray()
-    B, T = (numpy.concatenate(comm.tompi4py().allgather(X)) for X in (B, T))
+    B, T = (numpy.concatenate(comm.tompi4py().allgather(X)) for X in pc_matrices(pc))
     scale = abs(B).max()
     PETSc.Sys.Print(f"matrix: difference {abs(T - B.T).max() / scale:.3e} asymmetry {abs(B - B.T).max() / scale:.3e} "
                     f"levels {len(pc.getPythonContext().mg.levels)}")
