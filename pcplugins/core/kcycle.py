@@ -62,6 +62,11 @@ KCYCLE_V_RATIO = 40
 # The W-cycle's over-correction of an unsmoothed prolongation (cycle.py; counts in docs/amg.md) of
 # a real matrix of diagonally dominant rows (sparse.dominant); others, indefinite ones too, keep 1.
 OVERCORRECTION = 1.5
+# ... and where V-cycles replace its coarse visits (the GPU's WCYCLE_SIZE), of a nearly symmetric
+# matrix only: upwind convection-diffusion at 1023^2 (pairwise) diverged from cell Peclet 0.3 on
+# (||A - A^T|| / ||A + A^T|| = 0.086; 0.2 at Peclet 1), and converged at 0.1 (0.033, 42 iterations
+# against 48 without); the whole W-cycle over-corrects every such matrix (docs/amg.md)
+OVERCORRECTION_ASYMMETRY = 0.01
 # On the GPU those V-cycle levels smooth by l1-Jacobi where the smoother is colour Gauss-Seidel:
 # one kernel a sweep instead of one a colour, and no colouring in setup; the flexible CG above
 # keeps the iteration counts, and pairwise levels (6 to 8 colours) gain most (docs/amg.md).
@@ -108,7 +113,7 @@ def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=No
     of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
     prolongation of a near null space, smoothed or not: nullspace.py, smoothed.py); ``R`` the
     restriction of ``agg`` or P where it is made already (sparse.members, P^T); ``smoother`` its
-    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage (AggregationMG._ell
+    kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage (sparse.use_ell
     decides; on a distributed level the smoother's, of the own block)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
@@ -153,10 +158,11 @@ class AggregationMG:
                                                        comm.allsum if parallel else None)
         if isinstance(o.gather_size, tuple):     # the defaults of unsmoothed and smoothed aggregation
             o.gather_size = o.gather_size[bool(o.nsmooths)]
+        overcorrect = None
         if o.overcorrection is None:
             ok = not o.nsmooths and mine.dtype.kind != "c" and sparse.dominant(
                 mine, xp, A.ghost_l1() if parallel else 0)
-            o.overcorrection = OVERCORRECTION if comm.allsum(int(not ok)) == 0 else 1.0
+            overcorrect = comm.allsum(int(not ok)) == 0       # decided below, once the truncation is known
         if o.smoother == "auto":
             o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
         o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))
@@ -231,6 +237,15 @@ class AggregationMG:
                 o.kcycle_size = 0 if mine.dtype.kind == "c" else WCYCLE_SIZE[device]
         unknowns = [M.shape[0] for M in mats]           # global sizes on several ranks
         self.v_from = self._truncation(unknowns) if o.cycle in ("k", "w") else None
+        self.no_overcorrection = None
+        if overcorrect is not None:
+            if overcorrect and o.cycle == "w" and self.v_from is not None:
+                asym = smoothed.asymmetry(mine, xp, comm.allsum if parallel else None)
+                if asym > OVERCORRECTION_ASYMMETRY:
+                    overcorrect = False
+                    self.no_overcorrection = (f"no over-correction: V-cycles below level {self.v_from} and "
+                                              f"|A - A^T| / |A + A^T| = {asym:.2g} > {OVERCORRECTION_ASYMMETRY:g}")
+            o.overcorrection = OVERCORRECTION if overcorrect else 1.0
         auto = o.vcycle_smoother == "auto"
         vsmoother = VCYCLE_SMOOTHER[device].get(o.smoother, o.smoother) if auto else o.vcycle_smoother
         small = vsmoother if auto and mine.dtype.kind != "c" else o.smoother
@@ -256,7 +271,8 @@ class AggregationMG:
         # a serial hierarchy's coarsest inverse is queued first: its factorization runs on the
         # device while the host sets up the smoothers
         queued = None if parallel else coarse.CSRDirectSolve(mats[-1], xp, wait=False)
-        ell = [self._ell(k, M, coords) for k, M in enumerate(mats)]
+        storage = o.storage if o.storage != "auto" else "coarse" if backend.is_gpu(xp) else "csr"
+        ell = [sparse.use_ell(storage, getattr(M, "own", M), self.method == "auxgrid", coords) for M in mats]
         self.levels = [_level(M, agg, nc, col, kind, xp, e, s, P, R) for M, agg, nc, col, kind, e, s, P, R
                        in zip(mats, aggs + [None], sizes[1:] + [None], colours, kinds, ell, signs + [None],
                               transfers, members)]
@@ -286,21 +302,6 @@ class AggregationMG:
         first = next((k for k, n in enumerate(sizes)
                       if k >= 2 and n < self.opts.kcycle_size and n <= KCYCLE_V_RATIO * sizes[-1]), None)
         return first if first is not None and first < len(sizes) - 1 else None
-
-    def _ell(self, k, M, coords):
-        """Level k's products in ELL storage (on several ranks the smoother's, of this rank's own
-        block)? Every level with storage ``ell``; with ``coarse`` the aux grid's levels whose rows
-        have at most 3^dim entries (a cell coupled to its neighbour cells: 9 in 2D, 27 in 3D; on
-        the finest level a grid's star stencil, read coalesced by colour Gauss-Seidel). ``auto``
-        is ``coarse`` on the GPU and CSR on the host (SciPy's CSR product beats NumPy's ELL)."""
-        o = self.opts
-        storage = o.storage if o.storage != "auto" else "coarse" if backend.is_gpu(self.xp) else "csr"
-        M = M.own if isinstance(M, distributed.Rows) else M
-        if storage == "csr" or M.shape[0] == 0:
-            return False
-        if storage == "ell":
-            return True
-        return self.method == "auxgrid" and int((M.indptr[1:] - M.indptr[:-1]).max()) <= 3 ** coords.shape[1]
 
     def free(self):
         """Release the levels now, the shared coarse visits' graphs, and the replicated levels'
@@ -381,6 +382,8 @@ class AggregationMG:
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
         if self.smoothing:
             lines.append(f"-pc_amg_agg_nsmooths auto: {self.smoothing}")
+        if self.no_overcorrection:
+            lines.append(self.no_overcorrection)
         if self.stalled:
             lines.append(f"WARNING: {self.stalled}: the coarsest solve is a direct solve of that size")
         for k, (lev, (n, nnz)) in enumerate(zip(self.levels, counts)):

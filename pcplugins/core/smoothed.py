@@ -160,6 +160,13 @@ def measures(A, xp, ghost=None, allsum=None):
     return (float(numpy.sqrt(k2 / s2)) if s2 else 0.0), (float(positive / total) if total > 0 else 0.0)
 
 
+def asymmetry(A, xp, allsum=None):
+    """||A - A^T||_F / ||A + A^T||_F (``measures``' first), on several ranks of the own blocks
+    (``allsum`` the global sum), the same on every rank."""
+    k2, s2 = allsum(numpy.array(_asymmetry_sums(A, xp))) if allsum else _asymmetry_sums(A, xp)
+    return float(numpy.sqrt(k2 / s2)) if s2 else 0.0
+
+
 def _asymmetry_sums(A, xp, scale=None, pair=None, lone=None):
     """(||S A - (S A)^T||_F^2, ||S A + (S A)^T||_F^2), S = diag(``scale``) (None: the identity),
     without the couplings of the rows and columns where ``lone`` (None: none) is set. Where A's

@@ -133,6 +133,18 @@ def to_host(A):
     return A.get() if backend.array_module(A.data) is not numpy else A
 
 
+def use_ell(storage, A, cells, coords):
+    """Whether a level's products take ELL storage (``A`` the level's matrix, on several ranks this
+    rank's own block, the smoother's): every level with ``storage`` ell; with ``coarse`` the aux
+    grid's levels (``cells``) whose rows have at most 3^dim entries (a cell coupled to its
+    neighbour cells: 9 in 2D, 27 in 3D; on the finest level a grid's star stencil, read coalesced
+    by colour Gauss-Seidel); with csr none (pcplugins.AMG's auto: coarse on the GPU, csr on the
+    host, where SciPy's CSR product beats NumPy's ELL)."""
+    if storage == "csr" or A.shape[0] == 0:
+        return False
+    return storage == "ell" or (cells and int((A.indptr[1:] - A.indptr[:-1]).max()) <= 3 ** coords.shape[1])
+
+
 def storage(A, xp, ell):
     """A as the cycle multiplies by it: ELL when ``ell``, else A itself."""
     return ELL.from_csr(A, xp) if ell else A

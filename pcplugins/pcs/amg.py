@@ -54,7 +54,8 @@ OPTIONS = [
            "W-cycle: scale each coarse correction by this (over-correction; it stays a symmetric positive definite "
            "preconditioner below 2: docs/amg.md); default "
            f"{kcycle.OVERCORRECTION:g} for unsmoothed aggregation of a real matrix whose rows are diagonally dominant "
-           "(an indefinite one is not), else 1", lo=0, hi=2, open="lohi"),
+           "(an indefinite one is not) and, where V-cycles replace the coarse visits (the GPU), that is within "
+           f"{kcycle.OVERCORRECTION_ASYMMETRY:g} of symmetric; else 1", lo=0, hi=2, open="lohi"),
     options.Option("pc_amg_kcycle_size", "int", None,
            "K- and W-cycle: V-cycles on the levels with fewer unknowns (default on the GPU "
            f"{kcycle.KCYCLE_SIZE['gpu']} for the K-cycle, {kcycle.WCYCLE_SIZE['gpu']} for the W-cycle of a real "

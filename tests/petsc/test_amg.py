@@ -957,3 +957,24 @@ def test_stalled_coarsening_is_said_or_refused(monkeypatch):
     monkeypatch.setattr(kcycle, "STALLED_LIMIT", 1000)
     with pytest.raises(ValueError, match="coarsening stopped at 2000 unknowns.*no preconditioner"):
         kcycle.AggregationMG(A, numpy, kcycle.Options(aggregation="pairwise", cycle="w"))
+
+
+@real_scalars
+@pytest.mark.parametrize("peclet,scaled", [(1.0, False), (0.0, True)])
+def test_truncated_w_cycle_overcorrects_nearly_symmetric_matrices_only(peclet, scaled):
+    """The GPU's W-cycle takes V-cycles below 10000 unknowns (kcycle.WCYCLE_SIZE), here asked for
+    on the host. Over-correcting it (1.5) on upwind convection-diffusion at 511^2, cell Peclet 1
+    (|A - A^T| / |A + A^T| = 0.2), left fgmres at a residual of 1e-1 after 100 iterations (at
+    2047^2 on an H200: 0.36 after 300); now it over-corrects only matrices within
+    OVERCORRECTION_ASYMMETRY of symmetric, and converges in 29 (the Laplacian keeps its 1.5). The
+    whole W-cycle (the host's default) over-corrects both."""
+    A = convection_diffusion(511, peclet, 2)
+    its, res, ksp = amg_solve(A, options={"pc_amg_kcycle_size": "10000", "pc_amg_agg_nsmooths": "0"},
+                              ksp_type="fgmres", rtol=1e-8, cycle="w")
+    mg = ksp.getPC().getPythonContext().mg
+    assert mg.v_from is not None and res <= 1e-8 and its <= 35, (its, res)
+    assert mg.opts.overcorrection == (kcycle.OVERCORRECTION if scaled else 1.0)
+    assert scaled or "no over-correction" in "\n".join(mg.describe())
+    whole = kcycle.AggregationMG(sparse.module(numpy).csr_matrix(convection_diffusion(63, peclet, 2)), numpy,
+                                 kcycle.Options(cycle="w", nsmooths=0, aggregation="pairwise"))
+    assert whole.v_from is None and whole.opts.overcorrection == kcycle.OVERCORRECTION
