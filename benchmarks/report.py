@@ -43,7 +43,8 @@ BENCHMARKS = {
                        "amg_poisson_2d_h100.json",
                        "amg_poisson_3d_mesh_h100.json", "amg_poisson_cpu_local.json",
                        "amg_elasticity_cpu_local.json"],
-    "amg_convection.py": ["amg_convection_cpu.json"],
+    "amg_convection.py": ["amg_convection_cpu.json", "amg_convection_transpose_cpu.json",
+                          "amg_convection_gpu_h200.json", "amg_convection_transpose_gpu_h200.json"],
     "amg_ranks.py": ["amg_ranks_cpu2_local.json"],
     "shifted_laplace.py": ["shifted_laplace_dezeeuw_complex_h200.json", "shifted_laplace_dezeeuw_complex_h100.json",
                            "shifted_laplace_dezeeuw_real_h100.json", "shifted_laplace_3d_complex_h100.json",
@@ -82,7 +83,8 @@ def problem(r):
     if "mesh" in r:
         return f"{r['mesh']} level {r['level']}"
     if "peclet" in r:
-        return f"{label(r['n'], r['dim'])}, Peclet {r['peclet']:g}"
+        return f"{label(r['n'], r['dim'])}, Peclet {r['peclet']:g}" + (", A^T x = b (KSPSolveTranspose)"
+                                                                     if r.get("transpose") else "")
     if "n" in r:
         return label(r["n"], r.get("dim", 3)) + (f", kappa jumps 1e{r['jump']:g}" if r.get("jump") else "")
     return str(r.get("N", ""))
