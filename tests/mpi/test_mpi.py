@@ -726,6 +726,8 @@ TRANSPOSE_OPTIONS = [
     ["-pc_amg_gather_size", "0", "-pc_amg_agg_nsmooths", "1", "-pc_amg_smoother", "chebyshev", "-pc_amg_cycle", "v"],
     ["-pc_amg_gather_size", "100", "-pc_amg_agg_nsmooths", "1", "-pc_amg_smoother", "gs", "-pc_amg_pre", "1",
      "-pc_amg_post", "2"],
+    # V-cycles below 40 unknowns: the over-correction's asymmetry measure, a global sum
+    ["-pc_amg_gather_size", "0", "-pc_amg_kcycle_size", "40", "-pc_amg_agg_nsmooths", "0"],
 ]
 
 
