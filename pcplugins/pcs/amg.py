@@ -115,7 +115,7 @@ class AMG(PythonPC):
     def __init__(self):
         super().__init__()
         self._bad = self._run = self.comm = self._run_t = self._graphs_t = None
-        self.empty, self.block_size, self._symmetric, self.system, self.rows = False, 1, None, None, None
+        self.empty, self.block_size, self.system, self.rows = False, 1, None, None
         self.scaling = None
 
     def create(self, pc):
@@ -145,9 +145,7 @@ class AMG(PythonPC):
             return f"-pc_amg_pre {pre} and -pc_amg_post {post} differ"
         if self.scaling is not None:
             return "the rows are scaled by the inverse diagonal (-pc_amg_diagonal_scaling)"
-        if self._symmetric is None:
-            self._symmetric = mat.operator_is_symmetric(pc, False)
-        return "" if self._symmetric else "the matrix is not symmetric"
+        return "" if self.operator_symmetric(pc) else "the matrix is not symmetric"
 
     def no_transpose(self, pc, why):
         """The V- and W-cycles have their transpose (cycle.Cycle.transposed); the K-cycle none."""
@@ -205,7 +203,6 @@ class AMG(PythonPC):
         if v["overcorrection"] is not None and v["cycle"] != "w":
             raise errors.error(f"pcplugins.AMG: option -pc_amg_overcorrection scales the W-cycle's coarse corrections, "
                                f"and the cycle is {v['cycle']}: use -pc_amg_cycle w (the default), or leave it out")
-        self._symmetric = None
         M = mat.pc_matrix(pc, self.TITLE)
         self.block_size = M.getBlockSize()
         if M.getSize()[0] == 0:

@@ -34,15 +34,12 @@ class DMDAPC(PythonPC):
 
     def _release(self):
         self._elim = self._elim_fused = self._op64 = self.comm = self._rows = None
-        self._symmetric_operator = None
 
     def not_symmetric(self, pc):
         """A symmetric operator, and a cycle that is its own reverse (``_cycle_not_symmetric``)."""
         if self.mg is None:
             return "not set up"
-        if self._symmetric_operator is None:           # asked once per setup (MatIsSymmetric)
-            self._symmetric_operator = mat.operator_is_symmetric(pc, self.values["operator"] == "laplacian")
-        if not self._symmetric_operator:
+        if not self.operator_symmetric(pc, self.values["operator"] == "laplacian"):
             return "the operator is not symmetric"
         return self._cycle_not_symmetric()
 

@@ -15,7 +15,7 @@ import numpy
 from petsc4py import PETSc
 
 from .. import backend
-from . import blas, errors, gpu, log, options
+from . import blas, errors, gpu, log, mat, options
 
 
 class PythonPC:
@@ -26,6 +26,7 @@ class PythonPC:
         self.xp, self.device, self.gpu_id = numpy, "cpu", None
         self.timings = {}
         self._blas = None                     # BLAS threads changed for MPI (blas.share_cores)
+        self._symmetric_operator = None       # operator_symmetric's answer, once per setup
 
     # -- the PCPYTHON protocol -----------------------------------------------------------------------
     @errors.user_errors
@@ -51,7 +52,7 @@ class PythonPC:
             self._graphs.free()
         if self.mg is not None and hasattr(self.mg, "free"):
             self.mg.free()
-        self.mg = self._graphs = None
+        self.mg = self._graphs = self._symmetric_operator = None
         self._release()
 
     def destroy(self, pc):
@@ -94,6 +95,13 @@ class PythonPC:
     def not_symmetric(self, pc):
         """Why the preconditioner is not symmetric ('' when it is)."""
         return "not known to be symmetric"
+
+    def operator_symmetric(self, pc, declared=False):
+        """Whether the PC's operator is symmetric (mat.operator_is_symmetric: collective, the same
+        answer on every rank), asked once per setup."""
+        if self._symmetric_operator is None:
+            self._symmetric_operator = mat.operator_is_symmetric(pc, declared)
+        return self._symmetric_operator
 
     def no_transpose(self, pc, why):
         """Why ``_apply_transpose`` cannot apply the transpose of this (not symmetric, ``why``)
