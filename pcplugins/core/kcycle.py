@@ -158,11 +158,6 @@ class AggregationMG:
                                                        comm.allsum if parallel else None)
         if isinstance(o.gather_size, tuple):     # the defaults of unsmoothed and smoothed aggregation
             o.gather_size = o.gather_size[bool(o.nsmooths)]
-        overcorrect = None
-        if o.overcorrection is None:
-            ok = not o.nsmooths and mine.dtype.kind != "c" and sparse.dominant(
-                mine, xp, A.ghost_l1() if parallel else 0)
-            overcorrect = comm.allsum(int(not ok)) == 0       # decided below, once the truncation is known
         if o.smoother == "auto":
             o.smoother = "chebyshev" if o.nsmooths and not backend.is_gpu(xp) else "gs"
         o.pre, o.post = (n if n is not None else 2 if o.smoother == "chebyshev" else 1 for n in (o.pre, o.post))
@@ -238,7 +233,10 @@ class AggregationMG:
         unknowns = [M.shape[0] for M in mats]           # global sizes on several ranks
         self.v_from = self._truncation(unknowns) if o.cycle in ("k", "w") else None
         self.no_overcorrection = None
-        if overcorrect is not None:
+        if o.overcorrection is None:
+            ok = not o.nsmooths and mine.dtype.kind != "c" and sparse.dominant(
+                mine, xp, A.ghost_l1() if parallel else 0)
+            overcorrect = comm.allsum(int(not ok)) == 0
             if overcorrect and o.cycle == "w" and self.v_from is not None:
                 asym = smoothed.asymmetry(mine, xp, comm.allsum if parallel else None)
                 if asym > OVERCORRECTION_ASYMMETRY:
