@@ -152,7 +152,7 @@ class AMG(PythonPC):
         return why if self.values["cycle"] == "k" else ""
 
     def _apply(self, pc, x, y):
-        self._applied(pc, x, y, self._run, lambda f: self.mg.cycle(self._scaled(f)))
+        self._applied(pc, x, y, self._run, self._cycle)
 
     def _apply_transpose(self, pc, x, y):
         """(B D)^T x = D B^T x, B^T the transposed cycle (D: the rows' scaling, _scaled), built
@@ -163,9 +163,11 @@ class AMG(PythonPC):
                 bx = self._graphs.buffers[0]
                 self._graphs_t = backend.CycleGraphs.on_buffers(self._cycle_transpose, bx.size, bx.dtype)
             self._run_t = self._graphs_t or self._cycle_transpose
-        self._applied(pc, x, y, self._run_t, lambda f: self._scaled(self.mg.cycle_transpose(f)))
+        self._applied(pc, x, y, self._run_t, self._cycle_transpose)
 
-    def _applied(self, pc, x, y, run, cycle):
+    def _applied(self, pc, x, y, run, eager):
+        """y = run(x) (the graph, or ``eager`` where there is none); ``eager`` alone where the Vecs
+        are not on the PC's device."""
         if self.empty:                    # a 0 x 0 matrix: nothing to do, as PETSc's own PCs
             return
         xp = self.xp
@@ -178,7 +180,9 @@ class AMG(PythonPC):
                 run(xa, ya)
                 out = ya
             else:                     # host Vecs with -pc_amg_device gpu, or a KSP mixing kinds
-                out = cycle(backend.to_namespace(xa, xp))
+                xd = backend.to_namespace(xa, xp)
+                out = xp.empty_like(xd)
+                eager(xd, out)
                 ya[...] = backend.to_host(out)
             # NaN/Inf: checked where the result was computed, the flag read at the next
             # application (no synchronisation here)
