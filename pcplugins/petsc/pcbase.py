@@ -9,6 +9,7 @@ and ``OPTIONS`` (an options table), and implements ``_setup(pc)`` (build ``self.
 why)`` with ``_apply_transpose(pc, x, y)`` (PCApplyTranspose of a preconditioner that is not
 symmetric).
 """
+import contextlib
 import os
 
 import numpy
@@ -60,8 +61,7 @@ class PythonPC:
 
     @errors.user_errors
     def apply(self, pc, x, y):
-        # NaN/Inf are detected and reported as a PC failure, not as NumPy warnings
-        with self.event("Apply"), numpy.errstate(all="ignore"), blas.one_thread():
+        with self._applying("Apply"):
             self._apply(pc, x, y)
 
     @errors.user_errors
@@ -79,8 +79,15 @@ class PythonPC:
                                f"bicg, cgne, lsqr, ...) needs a symmetric preconditioner or its transpose, and this "
                                f"one has neither: {why}; for A^T x = b give a KSP of its own the matrix MatTranspose "
                                "makes")
-        with self.event("ApplyTranspose"), numpy.errstate(all="ignore"), blas.one_thread():
+        with self._applying("ApplyTranspose"):
             self._apply_transpose(pc, x, y)
+
+    @contextlib.contextmanager
+    def _applying(self, name):
+        """An application: its log event ``name``, one BLAS thread, and NaN/Inf left to the PC's
+        failure check (reported as a PC failure, not as NumPy warnings)."""
+        with self.event(name), numpy.errstate(all="ignore"), blas.one_thread():
+            yield
 
     @errors.user_errors
     def view(self, pc, viewer=None):
