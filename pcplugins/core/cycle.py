@@ -105,7 +105,7 @@ class CSRLevel:
         R' = P^T = R), the smoother's transpose."""
         rows = self.rows.transposed() if self.rows else None
         AT = rows.own if rows else self.A.T.tocsr()
-        MT = sparse.storage(AT, self.xp, isinstance(self.M, sparse.ELL))
+        MT = sparse.astype(sparse.storage(AT, self.xp, isinstance(self.M, sparse.ELL)), self.M.dtype)
         smoother = self.smoother.transposed(AT, MT, rows) if self.smoother is not None else None
         return CSRLevel(AT, self.xp, MT, R=self.R, P=self.P, agg=self.agg, sign=self.sign, smoother=smoother, rows=rows)
 

@@ -105,32 +105,34 @@ class Options:
     gather_size: int = 65536       # several ranks: gather the first level this small (or a pair: unsmoothed, smoothed)
     graph: bool = True             # on the GPU, capture the gathered levels' cycle as a CUDA graph
     storage: str = "auto"          # auto (coarse on the GPU, csr on the host) | coarse | csr | ell
+    dtype: object = None           # the cycle's values (None: A's; float32, complex64: set up in A's, run in it)
 
 
-def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=None):
+def _level(A, agg, nc, colours, smoother, xp, ell=False, sign=None, P=None, R=None, dtype=None):
     """A cycle.CSRLevel of the hierarchy: ``A`` this rank's own rows and columns (a distributed.Rows
     on several ranks), ``agg`` its aggregates (None on the coarsest: a direct solve) and the signs
     of its prolongation (None: all +1), or ``P`` its prolongation (a CSR matrix: the tentative
     prolongation of a near null space, smoothed or not: nullspace.py, smoothed.py); ``R`` the
     restriction of ``agg`` or P where it is made already (sparse.members, P^T); ``smoother`` its
     kind (smoothers.make_csr); ``ell``: the cycle's products use ELL storage (sparse.use_ell
-    decides; on a distributed level the smoother's, of the own block)."""
+    decides; on a distributed level the smoother's, of the own block); ``dtype``: the cycle's
+    precision, of M, the transfers and the smoother (A, the setup's, stays as it is)."""
     rows = A if isinstance(A, distributed.Rows) else None
     A = A.own if rows else A
     last = agg is None and P is None
-    M = sparse.storage(A, xp, ell and not last)
+    M = sparse.astype(sparse.storage(A, xp, ell and not last), dtype)
     if last:
         return cycle.CSRLevel(A, xp, M, rows=rows)
     if smoother == "gs" and colours is None:
         colours = colouring.colour_graph(A, xp, MAX_COLOURS)
     if P is not None:
         smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M)
-        P, R = (T if T.dtype == A.dtype else T.astype(A.dtype)       # the row kernels take one value type
+        P, R = (T if T.dtype == M.dtype else T.astype(M.dtype)       # the row kernels take one value type
                 for T in (P, P.T.tocsr() if R is None else R))
         return cycle.CSRLevel(A, xp, M, R=R, P=P, smoother=smoother, rows=rows)
-    R = sparse.members(agg, nc, xp, sign) if R is None else R
+    R = sparse.astype(sparse.members(agg, nc, xp, sign) if R is None else R, dtype)
     smoother = smoothers.make_csr(smoother, A, xp, colours, rows, M, agg, R)
-    return cycle.CSRLevel(A, xp, M, R=R, agg=agg, sign=sign, smoother=smoother, rows=rows)
+    return cycle.CSRLevel(A, xp, M, R=R, agg=agg, sign=sparse.astype(sign, dtype), smoother=smoother, rows=rows)
 
 
 class AggregationMG:
@@ -143,6 +145,8 @@ class AggregationMG:
         self.comm = comm = comm or Comm()
         o = self.opts
         parallel = isinstance(A, distributed.Rows)
+        if parallel and o.dtype is not None and A.own.dtype != o.dtype:
+            raise ValueError("a cycle in another precision than the matrix's runs on one rank")
         mine = A.own if parallel else A           # this rank's own rows and columns
         if o.coarse_size is None:
             # on the GPU the dense inverse is one GEMV a cycle; larger, its LU grows the setup more than the cycle gains
@@ -268,10 +272,10 @@ class AggregationMG:
             transfers, members = moved + [None], members + [None]
         # a serial hierarchy's coarsest inverse is queued first: its factorization runs on the
         # device while the host sets up the smoothers
-        queued = None if parallel else coarse.CSRDirectSolve(mats[-1], xp, wait=False)
+        queued = None if parallel else coarse.CSRDirectSolve(mats[-1], xp, o.dtype, wait=False)
         storage = o.storage if o.storage != "auto" else "coarse" if backend.is_gpu(xp) else "csr"
         ell = [sparse.use_ell(storage, getattr(M, "own", M), self.method == "auxgrid", coords) for M in mats]
-        self.levels = [_level(M, agg, nc, col, kind, xp, e, s, P, R) for M, agg, nc, col, kind, e, s, P, R
+        self.levels = [_level(M, agg, nc, col, kind, xp, e, s, P, R, o.dtype) for M, agg, nc, col, kind, e, s, P, R
                        in zip(mats, aggs + [None], sizes[1:] + [None], colours, kinds, ell, signs + [None],
                               transfers, members)]
         self.timings["smoothers"] = clock()
@@ -287,6 +291,7 @@ class AggregationMG:
         self._cycle = cycle.Cycle(self.levels, self.coarse, o.cycle, o.pre, o.post, xp, self._dots, o.kcycle_its,
                                   v_from=self.v_from, overcorrection=o.overcorrection)
         self._transposed = None           # cycle_transpose's, built when first asked for
+        self.dtype = self.levels[0].M.dtype             # the cycle's
         self.timings["coarse"] = clock()
         if flags is not None and comm.allmax(int(backend.to_host(flags).any())):
             self.free()
@@ -340,7 +345,7 @@ class AggregationMG:
         return self._in_order(self._cycle.correction, f)
 
     def _in_order(self, run, f):
-        order = self.orders[0]
+        f, order = f.astype(self.dtype, copy=False), self.orders[0]
         if order is None:
             return run(f)
         u = self.xp.empty_like(f)

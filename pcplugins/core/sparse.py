@@ -84,6 +84,24 @@ class ELL:
         return (self.data * u[self.indices]).sum(axis=0)
 
 
+def astype(M, dtype):
+    """M (an array, a CSR matrix of either module or ELL; None stays None) with its values in
+    ``dtype`` (None: as they are; real values of a complex ``dtype`` in its real type), the index
+    arrays shared: a level's storage in the cycle's precision (-pc_amg_precision single)."""
+    if M is None or dtype is None or M.dtype.kind not in "fc":
+        return M
+    dtype = numpy.dtype(dtype)
+    dtype = numpy.empty(0, dtype).real.dtype if M.dtype.kind == "f" else dtype
+    if M.dtype == dtype:
+        return M
+    if isinstance(M, ELL):
+        return ELL(M.indices, M.data.astype(dtype), M.shape[1], M.nnz)
+    if hasattr(M, "indptr"):
+        return module(backend.array_module(M.data)).csr_matrix((M.data.astype(dtype), M.indices, M.indptr),
+                                                               shape=M.shape)
+    return M.astype(dtype)
+
+
 def row_parts(M, order, bounds):
     """The rows order[bounds[k]:bounds[k + 1]] of M for each k, as matrices of M's kind: one
     gather of the rows of a CSR matrix in ``order`` and slices of it (a gather per part costs the
@@ -345,6 +363,13 @@ def members(agg, nc, xp, sign=None):
     counts = xp.bincount(agg, minlength=nc)
     indptr = xp.concatenate([xp.zeros(1, numpy.int32), xp.cumsum(counts).astype(numpy.int32)])
     return member_lists(order.astype(numpy.int32), indptr, agg.shape[0], xp, sign)
+
+
+def rows_scaled(M, rows, xp):
+    """D M (a copy) for a CSR matrix M and D = diag(``rows``)."""
+    M = M.copy()
+    M.data *= rows[rows_of(M, xp)]
+    return M
 
 
 def kept(A, keep, xp):

@@ -31,6 +31,7 @@ from ..petsc.pcbase import PythonPC
 # on every rank, so fewer are gathered, and fewer still of smoothed aggregation, whose coarse
 # rows are several times longer (docs/amg.md, MPI)
 GATHER_SIZE = {"gpu": (300000, 300000), "cpu": (8192, 1024)}
+SINGLE = {"f": numpy.float32, "c": numpy.complex64}      # -pc_amg_precision single's type of a real, complex matrix
 
 OPTIONS = [
     options.Option("pc_amg_aggregation", "str", "auto",
@@ -103,6 +104,9 @@ OPTIONS = [
            f"symmetric and D^-1 A at least {1 / smoothed.DIAGONAL_GAIN:g} times as close to symmetric "
            "(|X - X^T| / |X + X^T|: rows that each carry a coefficient, -rho_i (Laplacian u)_i, as PETSc's ksp ex29 "
            "with -rho); rows: for any matrix; none: never", ("auto", "none", "rows")),
+    options.Option("pc_amg_precision", "str", "double",
+           "The cycle's arithmetic: single runs it in float32 (complex64 for a complex matrix), about half the "
+           "bytes a cycle moves, the setup staying in double; one rank", ("double", "single")),
     options.Option("pc_amg_device", "str", "auto",
            "Where setup and cycle run (auto: the GPU when PETSc's vectors or matrix live there: CUDA Vecs, "
            "aijcusparse)", ("auto", "cpu", "gpu")),
@@ -126,10 +130,9 @@ class AMG(PythonPC):
         compose.accept_set_coordinates(pc, on=False)
 
     def _release(self):
-        if self.comm is not None:
-            self.comm.free()          # the previous hierarchy's neighbourhood communicators
-        if self._graphs_t is not None:
-            self._graphs_t.free()
+        for held in (self.comm, self._graphs_t):     # the previous hierarchy's communicators, graphs
+            if held is not None:
+                held.free()
         self._run = self._run_t = self._graphs_t = None
         self.empty = False
 
@@ -208,6 +211,10 @@ class AMG(PythonPC):
             raise errors.error(f"pcplugins.AMG: option -pc_amg_overcorrection scales the W-cycle's coarse corrections, "
                                f"and the cycle is {v['cycle']}: use -pc_amg_cycle w (the default), or leave it out")
         M = mat.pc_matrix(pc, self.TITLE)
+        single = v["precision"] == "single"
+        if single and M.getComm().getSize() > 1:
+            raise errors.error(f"pcplugins.AMG: -pc_amg_precision single runs on one rank; on {M.getComm().getSize()} "
+                               "ranks leave it out (double, the default)")
         self.block_size = M.getBlockSize()
         if M.getSize()[0] == 0:
             self.empty = True
@@ -220,9 +227,9 @@ class AMG(PythonPC):
         scale = self._diagonal_scaling(A, v["diagonal_scaling"])
         self.rows = self.rows if scale is None else scale
         if self.rows is not None:     # D A, copies: PETSc's own arrays (the device CSR) stay as they are
-            A = (distributed.Rows(_rows_scaled(A.own, self.rows, xp), _rows_scaled(A.ghost, self.rows, xp),
+            A = (distributed.Rows(sparse.rows_scaled(A.own, self.rows, xp), sparse.rows_scaled(A.ghost, self.rows, xp),
                                   A.ghosts, A.starts, A.comm, xp, A.halo)
-                 if self.comm.size > 1 else _rows_scaled(A, self.rows, xp))
+                 if self.comm.size > 1 else sparse.rows_scaled(A, self.rows, xp))
         backend.synchronize(xp)
         t1 = log.clock()
         mine = A.own if self.comm.size > 1 else A          # this rank's rows and columns
@@ -244,7 +251,7 @@ class AMG(PythonPC):
                               vcycle_smoother=v["vcycle_smoother"], pre=v["pre"], post=v["post"],
                               coarse_size=v["coarse_size"], max_levels=v["max_levels"], theta=v["strength"],
                               gather_size=GATHER_SIZE[self.device] if v["gather_size"] is None else v["gather_size"],
-                              graph=v["graph"], storage=v["storage"])
+                              graph=v["graph"], storage=v["storage"], dtype=SINGLE[mine.dtype.kind] if single else None)
         try:
             self.mg = kcycle.AggregationMG(A, xp, opts, coords, self.comm, bs, B)
         except ValueError as e:
@@ -375,6 +382,8 @@ class AMG(PythonPC):
             notes.append(f"system: {self.system}")
         kind = (f"smoothed aggregation AMG ({self.mg.opts.nsmooths} Jacobi step(s) on P)" if self.mg.opts.nsmooths
                 else "unsmoothed aggregation AMG")
+        if self.values["precision"] == "single":
+            kind += f", the cycle in {self.mg.dtype} (setup in double)"
         if self.scaling is not None:
             notes.append(f"rows scaled ({self.scaling}): the preconditioner of D^-1 A (D the diagonal) applied "
                          "to D^-1 x")
@@ -388,10 +397,3 @@ class AMG(PythonPC):
                  f"matrix: {self.matrix_source}", f"aggregation: {why}"] + notes + self.mg.describe() +
                 ["setup: matrix %.3g s, aggregation + Galerkin %.3g s, smoothers %.3g s, coarse solve %.3g s"
                  % (t["matrix"], t["coarsening"], t["smoothers"], t["coarse"])])
-
-
-def _rows_scaled(M, rows, xp):
-    """D M (a copy) for the CSR block M of this rank's rows and D = diag(``rows``)."""
-    M = M.copy()
-    M.data *= rows[sparse.rows_of(M, xp)]
-    return M

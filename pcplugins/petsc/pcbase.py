@@ -18,6 +18,10 @@ from petsc4py import PETSc
 from .. import backend
 from . import blas, errors, gpu, log, mat, options
 
+# KSPs whose answer stays right around a single-precision cycle: they keep the preconditioned
+# vectors in double and update answer and residual from them (PythonPC.postSolve)
+SINGLE_SAFE = ("cg", "fcg", "pipefcg", "fgmres", "pipefgmres", "gcr", "pipegcr", "richardson", "chebyshev", "preonly")
+
 
 class PythonPC:
     TITLE, PREFIX, EVENT, OPTIONS = "", "", "", []
@@ -81,6 +85,33 @@ class PythonPC:
                                "makes")
         with self._applying("ApplyTranspose"):
             self._apply_transpose(pc, x, y)
+
+    @errors.user_errors
+    def postSolve(self, pc, ksp, b, x):
+        """PCPostSolve: a single-precision cycle (-PREFIX_precision single) is the double one
+        rounded, not a linear operator to double's accuracy. KSPs that keep the preconditioned
+        vectors in double (SINGLE_SAFE) reach the tolerance around it; those that apply it to a
+        combination of their vectors at the end (right-preconditioned gmres, bcgs) or judge the
+        residual through it (left) can report convergence their answer does not have, its error
+        the cycle's rounding times the matrix's condition number. Their claim is checked against
+        the true residual in the norm the KSP used: ten times the claim is a named error, the same
+        on every rank (global norms), never a silent wrong answer."""
+        if ((self.values or {}).get("precision") != "single" or ksp.getType() in SINGLE_SAFE
+                or ksp.getConvergedReason() <= 0):
+            return
+        A, kind, claimed = pc.getOperators()[0], ksp.getType(), ksp.getResidualNorm()
+        r = _residual(A.mult, b, x)
+        true = _norm(pc, r, ksp.getNormType())
+        if true <= 10 * claimed + ksp.getTolerances()[1]:
+            return
+        if _residual(A.multTranspose, b, x).norm() < 1e-3 * r.norm():
+            return                  # a KSPSolveTranspose: x solves A^T x = b
+        raise errors.error(
+            f"{self.TITLE}: -{self.PREFIX}precision single under KSP {kind}: it reported convergence at a residual "
+            f"norm of {claimed:.3g}, but the true one is {true:.3g}. {kind} builds its answer or judges its "
+            "residual through the preconditioner, and the single-precision cycle's rounding, amplified by the "
+            "matrix's condition number, bounds the accuracy it reaches. Use -ksp_type fgmres, fcg or cg (they "
+            f"keep the preconditioned vectors in double), a looser -ksp_rtol, or -{self.PREFIX}precision double")
 
     @contextlib.contextmanager
     def _applying(self, name):
@@ -153,3 +184,26 @@ def view_lines(viewer, lines):
     for ln in lines:
         viewer.printfASCII(ln + "\n")
     viewer.popASCIITab()
+
+
+def _residual(mult, b, x):
+    """b - A x (``mult`` A's product) with the matrix's null space removed, as KSPSolve removes it
+    from b."""
+    r = b.duplicate()
+    mult(x, r)
+    r.aypx(-1.0, b)
+    null = mult.__self__.getNullSpace()
+    if null.handle:
+        null.remove(r)
+    return r
+
+
+def _norm(pc, r, norm_type):
+    """The KSP's norm ``norm_type`` of the residual r: ||r||, ||B r||, sqrt|(r, B r)| (natural)."""
+    if norm_type == PETSc.KSP.NormType.UNPRECONDITIONED:
+        return r.norm()
+    if norm_type == PETSc.KSP.NormType.NONE:
+        return 0.0
+    z = r.duplicate()
+    pc.apply(r, z)
+    return z.norm() if norm_type == PETSc.KSP.NormType.PRECONDITIONED else abs(r.dot(z)) ** 0.5

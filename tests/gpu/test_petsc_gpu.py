@@ -339,6 +339,40 @@ def test_amg_transpose_on_the_device(options, coords):
 
 
 @real_scalars
+@pytest.mark.parametrize("shape", [(65, 33), (17, 9, 11)])
+@pytest.mark.parametrize("ksp_type,cycle", [("cg", "w"), ("fgmres", "k")])
+def test_amg_single_precision_on_the_device(shape, ksp_type, cycle):
+    """-pc_amg_precision single on the GPU: the float32 cycle captured as a graph, on CUDA Vecs and
+    on host Vecs with -pc_amg_device gpu (the cycle run eagerly, the Vecs copied), each within one
+    iteration of the host's single cycle and of the double one, to rtol 1e-8 on the true residual;
+    gmres at rtol 1e-10, beyond its reach around the float32 cycle, is a named error there too."""
+    from petsc4py import PETSc
+
+    from conftest import laplacian
+    A = laplacian(shape)
+    xy = np.stack([a.ravel() for a in np.meshgrid(*[np.arange(m, dtype=float) for m in shape], indexing="ij")], 1)
+    its = {}
+    for label, mat_type, extra in (("host", "aij", {}), ("cuda", "aijcusparse", {}),
+                                   ("host vecs", "aij", {"pc_amg_device": "gpu"}),
+                                   ("double", "aijcusparse", {"pc_amg_precision": "double"})):
+        options = dict({"pc_amg_precision": "single", "pc_amg_coarse_size": 64}, **extra)
+        it, res, ksp = amg_solve(A, xy, options, ksp_type=ksp_type, rtol=1e-8, mat_type=mat_type, cycle=cycle)
+        ctx = ksp.getPC().getPythonContext()
+        assert res <= 1.01e-8 and ksp.getConvergedReason() > 0, (label, it, res)
+        its[label] = it
+        if label == "cuda":
+            text = "\n".join(ctx.describe())
+            assert "the cycle in float32" in text and "CUDA graph on" in text and not ctx._graphs.failed, text
+        if label == "host vecs":
+            assert ctx.device == "gpu" and "cuda" not in ksp.getSolution().getType()
+    assert max(its.values()) - min(its.values()) <= 1, its
+    with pytest.raises(PETSc.Error) as err:
+        amg_solve(A, xy, {"pc_amg_precision": "single", "pc_amg_coarse_size": 64}, ksp_type="gmres", rtol=1e-10,
+                  mat_type="aijcusparse", cycle="w")
+    assert "-pc_amg_precision single under KSP gmres" in str(err.value.__cause__)
+
+
+@real_scalars
 def test_amg_cycle_is_captured_as_a_graph():
     """The cycle is captured (on the first application: no eager run first) and PCReset frees the
     graphs at once: they refer back to the PC's context, a cycle only the garbage collector breaks."""

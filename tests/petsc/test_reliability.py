@@ -198,3 +198,31 @@ def test_periodic_and_mirror_tutorial(tutorials, ksp):
         assert true_residual(out) <= TRUE_RTOL[ksp], out
         assert int(re.findall(r"iterations (\d+)", out)[-1]) <= 8, out
         assert "boundary: periodic along x (the halo wraps)" in out and "Galerkin" in out, out
+
+
+PRECISION = {"GMG": "-pc_gmg_precision", "AMG": "-pc_amg_precision"}
+
+
+@pytest.mark.parametrize("ksp", ["gmres", "bcgs", "cg", "fgmres"])
+@pytest.mark.parametrize("pc,ranks", [("GMG", 1), ("GMG", 2), ("AMG", 1)])
+def test_single_precision_cycle_never_a_silent_wrong_answer(tutorials, pc, ksp, ranks):
+    """A float32 cycle under ex45 at rtol 1e-10: gmres and bcgs, which build their answer or judge
+    their residual through it, reported convergence with true residuals of 1e-7 to 1e-6 (its
+    rounding times the condition number); the PC's PCPostSolve now checks the claim and stops
+    every rank with a named error that says what to use. cg and fgmres, which keep the
+    preconditioned vectors in double, reach the tolerance, and say nothing."""
+    res, out = solve(tutorials["ex45"], ranks, pc, ksp, 2, PRECISION[pc], "single", "-ksp_rtol", "1e-10")
+    if ksp in ("gmres", "bcgs"):
+        assert res.returncode != 0, out
+        message = f"pcplugins.{pc}: {PRECISION[pc]} single under KSP {ksp}: it reported convergence"
+        assert out.count(message) == ranks and "fgmres, fcg or cg" in out, out
+    else:
+        assert res.returncode == 0, out
+        assert true_residual(out) <= (1.01e-10 if ksp == "fgmres" else 1e-8), out
+
+
+def test_amg_single_precision_is_one_ranks(tutorials):
+    """pcplugins.AMG's single-precision cycle runs on one rank; on two, every rank says so."""
+    res, out = solve(tutorials["ex45"], 2, "AMG", "cg", 1, "-pc_amg_precision", "single")
+    assert res.returncode != 0
+    assert out.count("pcplugins.AMG: -pc_amg_precision single runs on one rank; on 2 ranks leave it out") == 2, out

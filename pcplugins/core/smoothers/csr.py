@@ -24,6 +24,7 @@ class CSRColourGS:
 
     def __init__(self, A, colours, xp, omega=1.0, extra=None, M=None, cells=None, members=None):
         self.A, self.xp, self.omega = A, xp, omega
+        self.dtype = (A if M is None else M).dtype      # the cycle's (-pc_amg_precision)
         D, same, across = colour_diagonal(A, colours, xp, cells)
         if extra is not None:
             D = D + extra
@@ -33,7 +34,7 @@ class CSRColourGS:
         self.blocks = layout is not None
         if self.blocks:
             order, bounds = layout                # -1: a slot's padding, an empty row
-            invd = (omega / D[xp.maximum(order, 0)]).astype(A.dtype)
+            invd = (omega / D[xp.maximum(order, 0)]).astype(self.dtype)
             rows = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
             self.ncolours = len(bounds) - 1
         else:
@@ -67,7 +68,7 @@ class CSRColourGS:
         """(order, omega / D in that order, each colour's rows) of the rows sorted by colour. On
         the host, unknowns numbered colour by colour (colouring.colour_order) make each colour a
         slice: updated in place, no gather or scatter, and no sort here."""
-        xp, dtype = self.xp, self.A.dtype
+        xp, dtype = self.xp, self.dtype
         if not backend.is_gpu(xp) and bool((colours[1:] >= colours[:-1]).all()):
             return None, (self.omega / D).astype(dtype), [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         keys = colours.astype(numpy.int16 if self.ncolours < 2 ** 15 else numpy.int32)   # radix-sorted
@@ -236,7 +237,8 @@ class CSRL1Jacobi:
 
     def __init__(self, A, xp, extra=None, M=None):
         l1 = sparse.l1_norms(A, xp)
-        self.A, self.xp, self.inv = A if M is None else M, xp, 1.0 / (l1 if extra is None else l1 + extra)
+        self.A, self.xp = A if M is None else M, xp
+        self.inv = sparse.astype(1.0 / (l1 if extra is None else l1 + extra), self.A.dtype)
 
     def smooth(self, u, f, sweeps, reverse=False, zero_guess=False):
         """Out of place (one kernel a sweep on the GPU): returns a new array, or ``u``, written,
@@ -306,12 +308,13 @@ class CSRChebyshev:
 
     def __init__(self, A, xp, its=12, rows=None, M=None):
         self.A, self.xp, self.rows = A if M is None else M, xp, rows
-        self.invd = 1.0 / A.diagonal()
+        invd = 1.0 / A.diagonal()
+        self.invd = sparse.astype(invd, self.A.dtype)        # the cycle's precision (-pc_amg_precision)
         first = int(rows.starts[rows.comm.rank]) if rows else 0
-        b = xp.asarray(probe_vector((first,), (A.shape[0],)), dtype=self.invd.dtype)
+        b = xp.asarray(probe_vector((first,), (A.shape[0],)), dtype=invd.dtype)
         dot = (lambda x, y: float(xp.vdot(x, y).real)) if rows is None else \
             (lambda x, y: float(rows.comm.allsum(float(xp.vdot(x, y).real))))
-        lam = lanczos_lambda_max(rows.spmv if rows else (lambda p: A @ p), self.invd, b, dot, its)
+        lam = lanczos_lambda_max(rows.spmv if rows else (lambda p: A @ p), invd, b, dot, its)
         ghost = rows.ghost if rows else None
         bound = smoothed.gershgorin(A, xp, ghost)
         measure = lambda: smoothed.measures(A, xp, ghost, rows.comm.allsum if rows else None)[0]  # noqa: E731
