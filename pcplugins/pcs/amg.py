@@ -23,13 +23,11 @@ import numpy
 from .. import backend
 from ..core import distributed, kcycle, nullspace, smoothed, sparse
 from ..petsc import compose, csrcomm, errors, log, mat, options, pcbase, vec
-from ..petsc.pcbase import PythonPC
 
-# the first coarse level gathered onto every rank under MPI, for unsmoothed and smoothed
-# aggregation: on the GPU every visit of a distributed level costs exchanges, and a gathered
-# level's repeated work costs each GPU little; on the host the gathered levels' work is repeated
-# on every rank, so fewer are gathered, and fewer still of smoothed aggregation, whose coarse
-# rows are several times longer (docs/amg.md, MPI)
+# the first coarse level gathered onto every rank under MPI, for unsmoothed and smoothed aggregation: on
+# the GPU every visit of a distributed level costs exchanges, and a gathered level's repeated work costs
+# each GPU little; on the host it is repeated on every rank, so fewer are gathered, and fewer still of
+# smoothed aggregation, whose coarse rows are several times longer (docs/amg.md, MPI)
 GATHER_SIZE = {"gpu": (300000, 300000), "cpu": (8192, 1024)}
 SINGLE = {"f": numpy.float32, "c": numpy.complex64}      # -pc_amg_precision single's type of a real, complex matrix
 
@@ -113,14 +111,13 @@ OPTIONS = [
 ]
 
 
-class AMG(PythonPC):
+class AMG(pcbase.PythonPC):
     TITLE, PREFIX, EVENT, OPTIONS = "pcplugins.AMG", "pc_amg_", "AMG", OPTIONS
 
     def __init__(self):
         super().__init__()
-        self._bad = self._run = self.comm = self._run_t = self._graphs_t = None
+        self._bad = self._run = self.comm = self._run_t = self._graphs_t = self.scaling = None
         self.empty, self.block_size, self.system, self.rows = False, 1, None, None
-        self.scaling = None
 
     def create(self, pc):
         compose.accept_set_coordinates(pc)       # PCSetCoordinates reaches this PC as it reaches GAMG
@@ -149,6 +146,10 @@ class AMG(PythonPC):
         if self.scaling is not None:
             return "the rows are scaled by the inverse diagonal (-pc_amg_diagonal_scaling)"
         return "" if self.operator_symmetric(pc) else "the matrix is not symmetric"
+
+    def inexact(self):
+        return (("-pc_amg_cycle k", pcbase.NONLINEAR.format("the K-cycle"), "fgmres or fcg", "-pc_amg_cycle w")
+                if self.values["cycle"] == "k" else super().inexact())
 
     def no_transpose(self, pc, why):
         """The V- and W-cycles have their transpose (cycle.Cycle.transposed); the K-cycle none."""

@@ -12,7 +12,7 @@ hierarchy.
 """
 from .. import backend
 from ..core import grid, homg, multigrid, stencil
-from ..petsc import errors, mpi, options, periodic
+from ..petsc import errors, mpi, options, pcbase, periodic
 from .dmdapc import DMDAPC
 
 LINE_SMOOTHERS = ("line_x", "line_y", "line_z", "adi")
@@ -86,6 +86,12 @@ class GMG(DMDAPC):
     GATHER_SIZE = GATHER_SIZE
     WHAT = "geometric multigrid"
     PERIODIC = True
+
+    def inexact(self):
+        digits = self.values["mixed_inner_digits"]
+        return ((f"-pc_gmg_mixed_inner_digits {digits:g}", pcbase.NONLINEAR.format("the defect correction, whose "
+                 "number of cycles varies,"), "fgmres or fcg", "-pc_gmg_mixed_inner_cycles N")
+                if digits else super().inexact())
 
     def _cycle_not_symmetric(self):
         v = self.values

@@ -20,6 +20,8 @@ from . import blas, errors, gpu, log, mat, options
 
 # KSPs whose answer stays right around a single-precision cycle: they keep the preconditioned
 # vectors in double and update answer and residual from them (PythonPC.postSolve)
+# NONLINEAR: inexact()'s reason for a preconditioner that is another operator at every application
+NONLINEAR = "which it takes for one fixed operator, and {} is a different one at every application"
 SINGLE_SAFE = ("cg", "fcg", "pipefcg", "fgmres", "pipefgmres", "gcr", "pipegcr", "richardson", "chebyshev", "preonly")
 
 
@@ -88,16 +90,16 @@ class PythonPC:
 
     @errors.user_errors
     def postSolve(self, pc, ksp, b, x):
-        """PCPostSolve: a single-precision cycle (-PREFIX_precision single) is the double one
-        rounded, not a linear operator to double's accuracy. KSPs that keep the preconditioned
-        vectors in double (SINGLE_SAFE) reach the tolerance around it; those that apply it to a
+        """PCPostSolve: a preconditioner that is not one fixed linear operator to double's accuracy
+        (``inexact``: a single-precision cycle, the double one rounded; a nonlinear one, another
+        operator at every application) leaves the KSPs that keep the preconditioned vectors and
+        update answer and residual from them (SINGLE_SAFE) honest; those that apply it to a
         combination of their vectors at the end (right-preconditioned gmres, bcgs) or judge the
-        residual through it (left) can report convergence their answer does not have, its error
-        the cycle's rounding times the matrix's condition number. Their claim is checked against
-        the true residual in the norm the KSP used: ten times the claim is a named error, the same
-        on every rank (global norms), never a silent wrong answer."""
-        if ((self.values or {}).get("precision") != "single" or ksp.getType() in SINGLE_SAFE
-                or ksp.getConvergedReason() <= 0):
+        residual through it (left) can report convergence their answer does not have. Their claim
+        is checked against the true residual in the norm the KSP used: ten times the claim is a
+        named error, the same on every rank (global norms), never a silent wrong answer."""
+        why = self.inexact()
+        if why is None or ksp.getType() in SINGLE_SAFE or ksp.getConvergedReason() <= 0:
             return
         A, kind, claimed = pc.getOperators()[0], ksp.getType(), ksp.getResidualNorm()
         r = _residual(A.mult, b, x)
@@ -106,12 +108,21 @@ class PythonPC:
             return
         if _residual(A.multTranspose, b, x).norm() < 1e-3 * r.norm():
             return                  # a KSPSolveTranspose: x solves A^T x = b
-        raise errors.error(
-            f"{self.TITLE}: -{self.PREFIX}precision single under KSP {kind}: it reported convergence at a residual "
-            f"norm of {claimed:.3g}, but the true one is {true:.3g}. {kind} builds its answer or judges its "
-            "residual through the preconditioner, and the single-precision cycle's rounding, amplified by the "
-            "matrix's condition number, bounds the accuracy it reaches. Use -ksp_type fgmres, fcg or cg (they "
-            f"keep the preconditioned vectors in double), a looser -ksp_rtol, or -{self.PREFIX}precision double")
+        option, reason, ksps, instead = why
+        raise errors.error(f"{self.TITLE}: {option} under KSP {kind}: it reported convergence at a residual norm of "
+                           f"{claimed:.3g}, but the true one is {true:.3g}. {kind} builds its answer or judges its "
+                           f"residual through the preconditioner, {reason}. Use -ksp_type {ksps}, a looser -ksp_rtol, "
+                           f"or {instead}")
+
+    def inexact(self):
+        """Why the preconditioner is not one fixed linear operator to double's accuracy, for
+        ``postSolve``: (the option, the reason, the KSPs to use, the option to use instead), or
+        None. Here a single-precision cycle (-PREFIX_precision single)."""
+        if (self.values or {}).get("precision") != "single":
+            return None
+        return (f"-{self.PREFIX}precision single", "and the single-precision cycle's rounding, amplified by the "
+                "matrix's condition number, bounds the accuracy it reaches", "fgmres, fcg or cg (they keep the "
+                "preconditioned vectors in double)", f"-{self.PREFIX}precision double")
 
     @contextlib.contextmanager
     def _applying(self, name):

@@ -226,3 +226,16 @@ def test_amg_single_precision_is_one_ranks(tutorials):
     res, out = solve(tutorials["ex45"], 2, "AMG", "cg", 1, "-pc_amg_precision", "single")
     assert res.returncode != 0
     assert out.count("pcplugins.AMG: -pc_amg_precision single runs on one rank; on 2 ranks leave it out") == 2, out
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("ksp", ["gmres", "bcgs"])
+def test_kcycle_under_gmres_never_a_silent_wrong_answer(tutorials, ksp, ranks):
+    """The K-cycle (nonlinear) under gmres and bcgs, which take the preconditioner for one fixed
+    operator: at rtol 1e-10 ex45 reported convergence with true residuals of 1.2e-3 (gmres) and
+    8.9e-4 (bcgs). PCPostSolve now stops every rank with a named error; the -ksp_view note is
+    no longer the only word."""
+    res, out = solve(tutorials["ex45"], ranks, "AMG", ksp, 2, "-pc_amg_cycle", "k", "-ksp_rtol", "1e-10")
+    assert res.returncode != 0, out
+    assert out.count(f"pcplugins.AMG: -pc_amg_cycle k under KSP {ksp}: it reported convergence") == ranks, out
+    assert "Use -ksp_type fgmres or fcg" in out, out
