@@ -106,8 +106,8 @@ class PythonPC:
         true = _norm(pc, r, ksp.getNormType())
         if true <= 10 * claimed + ksp.getTolerances()[1]:
             return
-        if _residual(A.multTranspose, b, x).norm() < 1e-3 * r.norm():
-            return                  # a KSPSolveTranspose: x solves A^T x = b
+        if _transpose_solved(A, b, x, r):
+            return
         option, reason, ksps, instead = why
         raise errors.error(f"{self.TITLE}: {option} under KSP {kind}: it reported convergence at a residual norm of "
                            f"{claimed:.3g}, but the true one is {true:.3g}. {kind} builds its answer or judges its "
@@ -207,6 +207,15 @@ def _residual(mult, b, x):
     if null.handle:
         null.remove(r)
     return r
+
+
+def _transpose_solved(A, b, x, r):
+    """Whether x solves A^T x = b (a KSPSolveTranspose) where its residual r of A x = b does not;
+    no, where A has no transpose product (a shell matrix, -snes_mf_operator)."""
+    try:
+        return _residual(A.multTranspose, b, x).norm() < 1e-3 * r.norm()
+    except PETSc.Error:
+        return False
 
 
 def _norm(pc, r, norm_type):

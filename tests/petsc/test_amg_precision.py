@@ -143,3 +143,30 @@ def test_single_precision_keeps_the_host_vectors():
     A.mult(x, r)
     r.aypx(-1.0, b)
     assert r.norm() <= 1.01e-10 * b.norm()
+
+
+def test_check_with_a_shell_operator():
+    """A shell operator (its product only: -snes_mf_operator, a matrix-free code) with an assembled
+    preconditioning matrix: the check uses the operator's product and still names the option
+    (it tells a transpose solve by A^T's product, which a shell may lack)."""
+    S = laplacian((33, 33))
+    P = meshes.petsc_matrix(S, "aij")
+
+    class Op:
+        def mult(self, mat, x, y):
+            P.mult(x, y)
+    A = PETSc.Mat().createPython(P.getSizes(), Op())
+    A.setUp()
+    b, x = P.createVecs()
+    b.setArray(numpy.random.default_rng(1).random(b.getSize()))
+    with petsc_options({"pc_amg_precision": "single", "pc_amg_coarse_size": "20"}):
+        ksp = PETSc.KSP().create()
+        ksp.setOperators(A, P)
+        ksp.setType("gmres")
+        ksp.getPC().setType("python")
+        ksp.getPC().setPythonType(AMG)
+        ksp.setTolerances(rtol=1e-10)
+        ksp.setFromOptions()
+        with pytest.raises(PETSc.Error) as err:
+            ksp.solve(b, x)
+    assert "-pc_amg_precision single under KSP gmres" in str(err.value.__cause__), err.value.__cause__
