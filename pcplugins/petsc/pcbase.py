@@ -34,6 +34,7 @@ class PythonPC:
         self.timings = {}
         self._blas = None                     # BLAS threads changed for MPI (blas.share_cores)
         self._symmetric_operator = None       # operator_symmetric's answer, once per setup
+        self._used = set()                    # this solve's applications: "B", "B^T" (postSolve)
 
     # -- the PCPYTHON protocol -----------------------------------------------------------------------
     @errors.user_errors
@@ -67,6 +68,7 @@ class PythonPC:
 
     @errors.user_errors
     def apply(self, pc, x, y):
+        self._used.add("B")
         with self._applying("Apply"):
             self._apply(pc, x, y)
 
@@ -75,9 +77,11 @@ class PythonPC:
         """PCApplyTranspose: the preconditioner itself where it is symmetric, else its transpose
         where the PC has one (``_apply_transpose``); elsewhere a named error (never the transpose
         of something else)."""
+        self._used.add("B^T")
         why = self.not_symmetric(pc)
         if not why:
-            self.apply(pc, x, y)
+            with self._applying("Apply"):
+                self._apply(pc, x, y)
             return
         why = self.no_transpose(pc, why)
         if why:
@@ -87,6 +91,9 @@ class PythonPC:
                                "makes")
         with self._applying("ApplyTranspose"):
             self._apply_transpose(pc, x, y)
+
+    def preSolve(self, pc, ksp, b, x):
+        self._used = set()
 
     @errors.user_errors
     def postSolve(self, pc, ksp, b, x):
@@ -99,14 +106,14 @@ class PythonPC:
         is checked against the true residual in the norm the KSP used: ten times the claim is a
         named error, the same on every rank (global norms), never a silent wrong answer."""
         why = self.inexact()
-        if why is None or ksp.getType() in SINGLE_SAFE or ksp.getConvergedReason() <= 0:
+        if (why is None or ksp.getType() in SINGLE_SAFE or ksp.getConvergedReason() <= 0
+                or len(self._used) != 1):        # both B and B^T (bicg): which system is not told
             return
         A, kind, claimed = pc.getOperators()[0], ksp.getType(), ksp.getResidualNorm()
-        r = _residual(A.mult, b, x)
-        true = _norm(pc, r, ksp.getNormType())
+        transposed = self._used == {"B^T"}       # KSPSolveTranspose: A^T x = b, B^T its preconditioner
+        r = _residual(A, b, x, transposed)
+        true = _norm(pc.applyTranspose if transposed else pc.apply, r, ksp.getNormType())
         if true <= 10 * claimed + ksp.getTolerances()[1]:
-            return
-        if _transpose_solved(A, b, x, r):
             return
         option, reason, ksps, instead = why
         raise errors.error(f"{self.TITLE}: {option} under KSP {kind}: it reported convergence at a residual norm of "
@@ -197,33 +204,25 @@ def view_lines(viewer, lines):
     viewer.popASCIITab()
 
 
-def _residual(mult, b, x):
-    """b - A x (``mult`` A's product) with the matrix's null space removed, as KSPSolve removes it
-    from b."""
+def _residual(A, b, x, transposed):
+    """b - A x (``transposed``: b - A^T x) less its part in the null space KSPSolve removes from b
+    (A^T's for A x = b, A's for A^T x = b), which the range of the product never has."""
     r = b.duplicate()
-    mult(x, r)
+    (A.multTranspose if transposed else A.mult)(x, r)
     r.aypx(-1.0, b)
-    null = mult.__self__.getNullSpace()
+    null = A.getNullSpace() if transposed else A.getTransposeNullSpace()
     if null.handle:
         null.remove(r)
     return r
 
 
-def _transpose_solved(A, b, x, r):
-    """Whether x solves A^T x = b (a KSPSolveTranspose) where its residual r of A x = b does not;
-    no, where A has no transpose product (a shell matrix, -snes_mf_operator)."""
-    try:
-        return _residual(A.multTranspose, b, x).norm() < 1e-3 * r.norm()
-    except PETSc.Error:
-        return False
-
-
-def _norm(pc, r, norm_type):
-    """The KSP's norm ``norm_type`` of the residual r: ||r||, ||B r||, sqrt|(r, B r)| (natural)."""
+def _norm(apply, r, norm_type):
+    """The KSP's norm ``norm_type`` of the residual r: ||r||, ||B r||, sqrt|(r, B r)| (natural);
+    ``apply`` B's application."""
     if norm_type == PETSc.KSP.NormType.UNPRECONDITIONED:
         return r.norm()
     if norm_type == PETSc.KSP.NormType.NONE:
         return 0.0
     z = r.duplicate()
-    pc.apply(r, z)
+    apply(r, z)
     return z.norm() if norm_type == PETSc.KSP.NormType.PRECONDITIONED else abs(r.dot(z)) ** 0.5

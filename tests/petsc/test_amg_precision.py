@@ -147,8 +147,8 @@ def test_single_precision_keeps_the_host_vectors():
 
 def test_check_with_a_shell_operator():
     """A shell operator (its product only: -snes_mf_operator, a matrix-free code) with an assembled
-    preconditioning matrix: the check uses the operator's product and still names the option
-    (it tells a transpose solve by A^T's product, which a shell may lack)."""
+    preconditioning matrix: the check uses the operator's product and names the option (it asks
+    for A^T's product, which a shell may lack, only after a solve that applied B^T alone)."""
     S = laplacian((33, 33))
     P = meshes.petsc_matrix(S, "aij")
 
@@ -170,3 +170,28 @@ def test_check_with_a_shell_operator():
         with pytest.raises(PETSc.Error) as err:
             ksp.solve(b, x)
     assert "-pc_amg_precision single under KSP gmres" in str(err.value.__cause__), err.value.__cause__
+
+
+@pytest.mark.parametrize("rtol", [1e-10, 1e-4])
+def test_check_of_a_transpose_solve(rtol):
+    """KSPSolveTranspose under gmres around the single W-cycle's transpose: the check judges
+    A^T x = b (the PC applied B^T only), an error beyond reach, the answer right within it."""
+    A = convection_box((15, 14), 3.0, complex_part=complex_scalars())
+    M = meshes.petsc_matrix(A, "aij")
+    b, x = M.createVecs()
+    b.setArray(numpy.random.default_rng(6).random(b.getSize()))
+    with petsc_options({"pc_amg_precision": "single", "pc_amg_coarse_size": "12", "pc_amg_cycle": "w"}):
+        ksp = python_pc_ksp(M, AMG, ksp_type="gmres")
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setTolerances(rtol=rtol)
+        ksp.setFromOptions()
+    if rtol < 1e-8:
+        with pytest.raises(PETSc.Error) as err:
+            ksp.solveTranspose(b, x)
+        assert "-pc_amg_precision single under KSP gmres" in str(err.value.__cause__)
+        return
+    ksp.solveTranspose(b, x)
+    r = b.duplicate()
+    M.multTranspose(x, r)
+    r.aypx(-1.0, b)
+    assert ksp.getConvergedReason() > 0 and r.norm() <= 1.01 * rtol * b.norm()
