@@ -18,11 +18,13 @@ from petsc4py import PETSc
 from .. import backend
 from . import blas, errors, gpu, log, mat, options
 
-# KSPs whose answer stays right around a single-precision cycle: they keep the preconditioned
-# vectors in double and update answer and residual from them (PythonPC.postSolve)
-# NONLINEAR: inexact()'s reason for a preconditioner that is another operator at every application
+# KSPs whose reported residual stays the answer's around a preconditioner that is not one fixed
+# linear operator (PythonPC.inexact): they keep the preconditioned vectors and update answer and
+# residual from them, so PythonPC.postSolve has nothing to check after them
+CONSISTENT_KSPS = ("cg", "fcg", "pipefcg", "fgmres", "pipefgmres", "gcr", "pipegcr", "richardson", "chebyshev",
+                   "preonly")
+# inexact()'s reason for a preconditioner that is another operator at every application
 NONLINEAR = "which it takes for one fixed operator, and {} is a different one at every application"
-SINGLE_SAFE = ("cg", "fcg", "pipefcg", "fgmres", "pipefgmres", "gcr", "pipegcr", "richardson", "chebyshev", "preonly")
 
 
 class PythonPC:
@@ -100,13 +102,13 @@ class PythonPC:
         """PCPostSolve: a preconditioner that is not one fixed linear operator to double's accuracy
         (``inexact``: a single-precision cycle, the double one rounded; a nonlinear one, another
         operator at every application) leaves the KSPs that keep the preconditioned vectors and
-        update answer and residual from them (SINGLE_SAFE) honest; those that apply it to a
+        update answer and residual from them (CONSISTENT_KSPS) honest; those that apply it to a
         combination of their vectors at the end (right-preconditioned gmres, bcgs) or judge the
         residual through it (left) can report convergence their answer does not have. Their claim
         is checked against the true residual in the norm the KSP used: ten times the claim is a
         named error, the same on every rank (global norms), never a silent wrong answer."""
         why = self.inexact()
-        if (why is None or ksp.getType() in SINGLE_SAFE or ksp.getConvergedReason() <= 0
+        if (why is None or ksp.getType() in CONSISTENT_KSPS or ksp.getConvergedReason() <= 0
                 or len(self._used) != 1):        # both B and B^T (bicg): which system is not told
             return
         A, kind, claimed = pc.getOperators()[0], ksp.getType(), ksp.getResidualNorm()
