@@ -157,13 +157,17 @@ def measures(A, xp, ghost=None, allsum=None):
     own blocks), the same on every rank."""
     sums = numpy.array(_asymmetry_sums(A, xp) + _positive_sums(A, xp, ghost))
     k2, s2, positive, total = allsum(sums) if allsum else sums
-    return (float(numpy.sqrt(k2 / s2)) if s2 else 0.0), (float(positive / total) if total > 0 else 0.0)
+    return _ratio(k2, s2), (float(positive / total) if total > 0 else 0.0)
 
 
 def asymmetry(A, xp, allsum=None):
     """||A - A^T||_F / ||A + A^T||_F (``measures``' first), on several ranks of the own blocks
     (``allsum`` the global sum), the same on every rank."""
-    k2, s2 = allsum(numpy.array(_asymmetry_sums(A, xp))) if allsum else _asymmetry_sums(A, xp)
+    return _ratio(*(allsum(numpy.array(_asymmetry_sums(A, xp))) if allsum else _asymmetry_sums(A, xp)))
+
+
+def _ratio(k2, s2):
+    """||A - A^T||_F / ||A + A^T||_F from _asymmetry_sums' squares (0 for a zero matrix)."""
     return float(numpy.sqrt(k2 / s2)) if s2 else 0.0
 
 
@@ -211,7 +215,7 @@ def diagonal_scaling(A, d, xp, base=None, allsum=None):
     lone = sparse.l1_norms(A, xp) - xp.abs(d) == 0
     sums = numpy.array(_asymmetry_sums(A, xp, base, pair, lone) + _asymmetry_sums(A, xp, inverse, pair, lone))
     k0, s0, k1, s1 = allsum(sums) if allsum else sums
-    before, after = (float(numpy.sqrt(k / s)) if s else 0.0 for k, s in ((k0, s0), (k1, s1)))
+    before, after = _ratio(k0, s0), _ratio(k1, s1)
     return (inverse if before > 1e-12 and after <= DIAGONAL_GAIN * before else None), before, after
 
 
