@@ -233,6 +233,22 @@ def python_pc_ksp(A, pc_type, da=None, ksp_type=None):
     return ksp
 
 
+def grid_amg_ksp(M, options, shape, coords, ksp_type):
+    """A set-up KSP of ``ksp_type`` with pcplugins.AMG on M, a grid matrix of ``shape`` points,
+    ``options`` over a coarse size of 12, and where ``coords`` the grid points' coordinates on the
+    PC (x fastest, as the matrix numbers them)."""
+    import numpy
+
+    import pcplugins
+    with petsc_options(dict({"pc_amg_coarse_size": "12"}, **options)):
+        ksp = python_pc_ksp(M, "pcplugins.AMG", ksp_type=ksp_type)
+        if coords:
+            pcplugins.set_coordinates(ksp.getPC(), numpy.indices(shape).reshape(len(shape), -1)[::-1].T * 1.0)
+        ksp.setFromOptions()
+        ksp.setUp()
+    return ksp
+
+
 def setup_error_on(da, A, pc_type, options=None):
     """The message of the PETSc error that setting up the Python PC ``pc_type`` on A (the DMDA
     ``da`` attached) with ``options`` raises."""

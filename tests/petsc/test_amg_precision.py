@@ -6,10 +6,8 @@ import numpy
 import pytest
 from petsc4py import PETSc
 
-import pcplugins
-
 import meshes
-from conftest import amg_solve, complex_scalars, laplacian, petsc_options, python_pc_ksp
+from conftest import amg_solve, complex_scalars, grid_amg_ksp, laplacian, petsc_options, python_pc_ksp
 from problems import convection_box
 
 AMG = "pcplugins.AMG"
@@ -18,12 +16,7 @@ SINGLE = numpy.complex64 if complex_scalars() else numpy.float32
 
 def applied(M, options, shape, coords):
     """PCApply of a random vector with ``options``, and the KSP (its PC's context lives with it)."""
-    with petsc_options(dict({"pc_amg_coarse_size": "12"}, **options)):
-        ksp = python_pc_ksp(M, AMG, ksp_type="fgmres")
-        if coords:
-            pcplugins.set_coordinates(ksp.getPC(), numpy.indices(shape).reshape(len(shape), -1)[::-1].T * 1.0)
-        ksp.setFromOptions()
-        ksp.setUp()
+    ksp = grid_amg_ksp(M, options, shape, coords, "fgmres")
     x, y = M.createVecs()
     x.setArray(numpy.random.default_rng(5).random(x.getSize()))
     ksp.getPC().apply(x, y)

@@ -8,7 +8,7 @@ import pytest
 from petsc4py import PETSc
 
 import meshes
-from conftest import complex_scalars, pc_matrices, petsc_options, python_pc_ksp
+from conftest import complex_scalars, grid_amg_ksp, pc_matrices, petsc_options, python_pc_ksp
 from problems import convection_box
 
 AMG = "pcplugins.AMG"
@@ -36,13 +36,7 @@ def test_transposed_application_is_the_transpose(options, shape, coords):
     (the test would fail on the cycle itself), the coarsest level well below the finest."""
     A = convection_box(shape, 3.0, complex_part=complex_scalars())
     M = meshes.petsc_matrix(A, "aij")
-    with petsc_options(dict({"pc_amg_coarse_size": "12"}, **options)):
-        ksp = python_pc_ksp(M, AMG, ksp_type="gmres")
-        if coords:
-            import pcplugins
-            pcplugins.set_coordinates(ksp.getPC(), numpy.indices(shape).reshape(len(shape), -1)[::-1].T * 1.0)
-        ksp.setFromOptions()
-        ksp.setUp()
+    ksp = grid_amg_ksp(M, options, shape, coords, "gmres")
     mg = ksp.getPC().getPythonContext().mg
     assert len(mg.levels) >= 3
     B, T = pc_matrices(ksp.getPC())
