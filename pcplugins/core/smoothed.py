@@ -171,30 +171,38 @@ def _ratio(k2, s2):
     return float(numpy.sqrt(k2 / s2)) if s2 else 0.0
 
 
-def _asymmetry_sums(A, xp, scale=None, pair=None, lone=None):
+def _asymmetry_sums(A, xp, scale=None, pair=None, lone=None, rows=None, keep=None):
     """(||S A - (S A)^T||_F^2, ||S A + (S A)^T||_F^2), S = diag(``scale``) (None: the identity),
     without the couplings of the rows and columns where ``lone`` (None: none) is set. Where A's
     pattern is symmetric the entries are compared in place (mirrored; ``pair``: its result,
-    where made already)."""
+    where made already). ``rows`` (sparse.rows_of of the pair's matrix) and ``keep`` (a flag an
+    entry: neither its row nor its column lone) where made already, ``keep`` in place of ``lone``."""
     A, mirror = pair or mirrored(A, xp)
-    rows = sparse.rows_of(A, xp) if scale is not None or lone is not None else None
+    if rows is None and (scale is not None or lone is not None or keep is not None):
+        rows = sparse.rows_of(A, xp)
+    if keep is None and lone is not None:
+        keep = ~(lone[rows] | lone[A.indices])
     if mirror is not None:
         a, t = A.data, mirror
         if scale is not None:               # (S A)_ij = s_i a_ij against (S A)_ji = s_j a_ji
             a, t = a * scale[rows], t * scale[A.indices]
         K, S = a - t, a + t
-        if lone is not None:
-            keep = ~(lone[rows] | lone[A.indices])
+        if keep is not None:
             K, S = K * keep, S * keep
     else:
-        if scale is not None or lone is not None:
+        if scale is not None or keep is not None:
             A = A.copy()
             if scale is not None:
                 A.data *= scale[rows]
-            if lone is not None:
-                A.data *= ~(lone[rows] | lone[A.indices])
+            if keep is not None:
+                A.data *= keep
         K, S = (A - A.T).tocsr().data, (A + A.T).tocsr().data
-    return float((abs(K) ** 2).sum()), float((abs(S) ** 2).sum())
+    return _squares(K, xp), _squares(S, xp)
+
+
+def _squares(v, xp):
+    """sum |v_k|^2, one pass (no |v| and |v|^2 arrays)."""
+    return float(xp.vdot(v, v).real) if v.size else 0.0
 
 
 def diagonal_scaling(A, d, xp, base=None, allsum=None):
@@ -213,7 +221,10 @@ def diagonal_scaling(A, d, xp, base=None, allsum=None):
     pair = mirrored(A, xp)
     inverse = 1 / xp.where(d != 0, d, 1)
     lone = sparse.l1_norms(A, xp) - xp.abs(d) == 0
-    sums = numpy.array(_asymmetry_sums(A, xp, base, pair, lone) + _asymmetry_sums(A, xp, inverse, pair, lone))
+    rows = sparse.rows_of(pair[0], xp)                  # both measures' rows and entries kept, once
+    keep = ~(lone[rows] | lone[pair[0].indices])
+    sums = numpy.array(_asymmetry_sums(A, xp, base, pair, rows=rows, keep=keep) +
+                       _asymmetry_sums(A, xp, inverse, pair, rows=rows, keep=keep))
     k0, s0, k1, s1 = allsum(sums) if allsum else sums
     before, after = _ratio(k0, s0), _ratio(k1, s1)
     return (inverse if before > 1e-12 and after <= DIAGONAL_GAIN * before else None), before, after

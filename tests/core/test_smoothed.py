@@ -234,3 +234,42 @@ def test_chebyshev_from_zero_skips_the_first_product(sweeps):
     u1 = S.smooth(np.full_like(f, np.nan), f, sweeps, zero_guess=True)
     assert full == sweeps and counted.products - full == sweeps - 1
     assert np.allclose(u1, u0, rtol=1e-14, atol=1e-14)
+
+
+def _measure(X, keep):
+    """||X - X^T||_F / ||X + X^T||_F over the kept couplings, densely (the definition)."""
+    X = X.toarray() * keep
+    s = np.linalg.norm(X + X.T)
+    return np.linalg.norm(X - X.T) / s if s else 0.0
+
+
+@pytest.mark.parametrize("pattern", ["symmetric", "nonsymmetric"])
+@pytest.mark.parametrize("base", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_diagonal_scaling_measures_match_their_definition(pattern, base, dtype):
+    """diagonal_scaling's asymmetries before and after D^-1 (the rows scaled by ``base`` first, or
+    not) are ||X - X^T|| / ||X + X^T|| over the couplings of rows that are more than their
+    diagonal: the shared rows and kept entries give what each measure computes alone. Identity
+    rows (boundary values) with entries in other rows' columns, a symmetric or a one-sided
+    pattern, real and complex values."""
+    rng = np.random.default_rng(3)
+    n = 40
+    A = laplacian((8, 5)).astype(dtype).tolil()
+    for i in range(n):                          # rows of their own scale: D^-1 A is not A's multiple
+        A[i, :] = A[i, :] * (1 + 3 * rng.random())
+    if pattern == "nonsymmetric":
+        A[3, 17] = -0.4
+    A[0, :] = 0
+    A[0, 0] = 2.0                               # an identity row; its column keeps couplings
+    A = A.tocsr()
+    if dtype == np.complex128:
+        A.data = A.data + 0.1j * rng.standard_normal(A.nnz) * (A.data != 0)
+    d = A.diagonal()
+    scale = 1 + rng.random(n) if base else None
+    _, before, after = smoothed.diagonal_scaling(A, d, np, scale)
+    lone = np.asarray(abs(A).sum(axis=1)).ravel() - abs(d) == 0
+    keep = ~(lone[:, None] | lone[None, :])
+    S = sp.diags(scale) @ A if base else A
+    assert before == pytest.approx(_measure(S, keep), rel=1e-12, abs=1e-15)
+    assert after == pytest.approx(_measure(sp.diags(1 / d) @ A, keep), rel=1e-12, abs=1e-15)
+    assert after > 0 and (pattern == "nonsymmetric" or base or before > 0)
