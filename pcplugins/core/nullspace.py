@@ -209,7 +209,10 @@ def system_levels(A, xp, bs, B, coords, stop, method, theta, max_levels, comm=No
     the last level's (block size, near null space), which a gathered continuation takes."""
     parallel = comm is not None
     own = (lambda M: M.own) if parallel else (lambda M: M)
-    if nsmooths and B is None:
+    # mis leaves the nodes coupled to nothing (identity rows of boundary values) in no aggregate
+    # (-1): the tentative prolongation of the components gives them empty rows (GAMG's way), where
+    # aggregates of the components would have no coarse unknown to send them to
+    if (nsmooths or method == "mis") and B is None:
         B = xp.tile(xp.eye(bs), (own(A).shape[0] // bs, 1)) if bs > 1 else xp.ones((own(A).shape[0], 1))
     m = bs if B is None else B.shape[1]
     if method == "auxgrid":

@@ -110,7 +110,9 @@ def test_smoothed_aggregation_hierarchy_converges(shape):
     rate, mg = _rate(A, nsmooths=1)
     assert mg.method == "mis" and mg.levels[0].P is not None and mg.levels[-1].n <= 400
     unsmoothed, plain = _rate(A, aggregation="mis", nsmooths=0)
-    assert plain.levels[0].P is None and [lev.n for lev in plain.levels][:2] == [lev.n for lev in mg.levels][:2]
+    # the same aggregates, their tentative prolongation unsmoothed: one entry a row
+    assert plain.levels[0].P.nnz == A.shape[0] and mg.levels[0].P.nnz > A.shape[0]
+    assert [lev.n for lev in plain.levels][:2] == [lev.n for lev in mg.levels][:2]
     assert rate < 0.5 and rate < 0.8 * unsmoothed, (rate, unsmoothed)
 
 
@@ -273,3 +275,43 @@ def test_diagonal_scaling_measures_match_their_definition(pattern, base, dtype):
     assert before == pytest.approx(_measure(S, keep), rel=1e-12, abs=1e-15)
     assert after == pytest.approx(_measure(sp.diags(1 / d) @ A, keep), rel=1e-12, abs=1e-15)
     assert after > 0 and (pattern == "nonsymmetric" or base or before > 0)
+
+
+def _dirichlet_rows(m, bs=1):
+    """The 5-point Laplacian on (m + 2)^2 points with identity rows on the boundary, as ksp ex45
+    assembles it: the interior rows keep their couplings to the boundary points, so the four
+    corners are coupled to nothing; ``bs`` > 1: that many copies, interleaved node by node."""
+    n = m + 2
+    A = sp.lil_matrix((n * n, n * n))
+    for i in range(n):
+        for j in range(n):
+            k = i * n + j
+            if i in (0, n - 1) or j in (0, n - 1):
+                A[k, k] = 1.0
+                continue
+            A[k, k] = 4.0
+            for q in (k - 1, k + 1, k - n, k + n):
+                A[k, q] = -1.0
+    return sp.kron(A.tocsr(), sp.identity(bs), format="csr")
+
+
+@pytest.mark.parametrize("bs", [1, 2])
+@pytest.mark.parametrize("nsmooths", [0, 1])
+def test_mis_leaves_nodes_coupled_to_nothing_out(bs, nsmooths):
+    """mis aggregates put no node coupled to nothing (a corner's identity row) in an aggregate; the
+    hierarchy gives it an empty row of the tentative prolongation, unsmoothed as smoothed, scalar
+    as a system of components (the aggregates of components once sent it to coarse unknown -bs,
+    a SciPy ValueError at setup on ksp ex45 and ex55 with -pc_amg_aggregation mis). The cycle
+    converges to the direct solve's answer."""
+    A = _dirichlet_rows(30, bs)
+    mg = kcycle.AggregationMG(A, np, kcycle.Options(cycle="w", aggregation="mis", nsmooths=nsmooths, coarse_size=40),
+                              block_size=bs)
+    assert len(mg.levels) >= 3 and mg.levels[0].P is not None
+    empty = np.diff(mg.levels[0].P.indptr) == 0
+    assert empty.sum() == 4 * bs                  # the corners' unknowns, and only they
+    b = np.random.default_rng(1).standard_normal(A.shape[0])
+    x = np.zeros_like(b)
+    for _ in range(80):                          # unsmoothed: about 0.7 a cycle
+        x += mg.cycle(b - A @ x)
+    exact = sp.linalg.spsolve(A.tocsc(), b)
+    assert np.linalg.norm(x - exact) <= 1e-8 * np.linalg.norm(exact)

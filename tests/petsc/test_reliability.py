@@ -239,3 +239,16 @@ def test_kcycle_under_gmres_never_a_silent_wrong_answer(tutorials, ksp, ranks):
     assert res.returncode != 0, out
     assert out.count(f"pcplugins.AMG: -pc_amg_cycle k under KSP {ksp}: it reported convergence") == ranks, out
     assert "Use -ksp_type fgmres or fcg" in out, out
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("nsmooths", ["0", "1"])
+def test_mis_aggregation_on_identity_rows(tutorials, nsmooths, ranks):
+    """-pc_amg_aggregation mis on ex45, whose boundary points have identity rows and whose edge
+    points no interior row reaches: mis leaves those in no aggregate, which the unsmoothed
+    hierarchy sent to coarse unknown -1 (a SciPy ValueError at setup, 'negative axis 0 index'). Now
+    the tentative prolongation has empty rows for them, and the answer is at rtol."""
+    res, out = solve(tutorials["ex45"], ranks, "AMG", "cg", 2, "-pc_amg_aggregation", "mis",
+                     "-pc_amg_agg_nsmooths", nsmooths)
+    assert res.returncode == 0, out
+    assert "CONVERGED_RTOL" in out and true_residual(out) < TRUE_RTOL["cg"], out
