@@ -383,6 +383,9 @@ class AggregationMG:
 
         lines = [f"{cyc}, smoothing ({o.pre}, {o.post}), {len(counts)} levels, "
                  f"operator complexity {oc:.3f}, grid complexity {gc:.3f}"]
+        if o.pre != o.post and o.cycle != "k":        # the K-cycle's own note says more
+            lines.append("not a symmetric preconditioner: pre- and post-sweeps differ; with CG use fcg, or gmres, "
+                         "fgmres, bcgs")
         if self.smoothing:
             lines.append(f"-pc_amg_agg_nsmooths auto: {self.smoothing}")
         if self.no_overcorrection:
