@@ -156,7 +156,7 @@ class AggregationMG:
                 raise ValueError(f"unknown {name} {value!r}")
         self.smoothing = None             # why auto chose (un)smoothed aggregation, for describe()
         if o.nsmooths is None:
-            system = block_size > 1 or near_null is not None
+            system = "near null" if near_null is not None else "components" if block_size > 1 else None
             o.nsmooths, self.smoothing = smoothed.auto(mine, xp, o.aggregation, coords is not None,
                                                        system, A.ghost if parallel else None,
                                                        comm.allsum if parallel else None)

@@ -37,7 +37,7 @@ OPTIONS = [
            "pairwise; mis: standard aggregates about a maximal independent set of the strength graph)",
            ("auto", "auxgrid", "pairwise", "mis")),
     options.Option("pc_amg_agg_nsmooths", "int", None, "Smoothed aggregation: damped Jacobi steps on each tentative "
-           "prolongation (0: unsmoothed aggregation; default: 1 on the host for a real scalar matrix, "
+           "prolongation (0: unsmoothed; default: 1 on the host for a real matrix without a near null space, "
            f"aggregation mis or auto without coordinates, that is symmetric to within {smoothed.ASYMMETRY:g} "
            f"(|A - A^T| / |A + A^T|) with at most {smoothed.POSITIVE:g} of its off-diagonal weight in positive "
            f"couplings or rows that sum to at most {smoothed.CONSTANT:g} of their weight, else 0)",
