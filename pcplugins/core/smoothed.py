@@ -171,17 +171,14 @@ def _ratio(k2, s2):
     return float(numpy.sqrt(k2 / s2)) if s2 else 0.0
 
 
-def _asymmetry_sums(A, xp, scale=None, pair=None, lone=None, rows=None, keep=None):
+def _asymmetry_sums(A, xp, scale=None, pair=None, rows=None, keep=None):
     """(||S A - (S A)^T||_F^2, ||S A + (S A)^T||_F^2), S = diag(``scale``) (None: the identity),
-    without the couplings of the rows and columns where ``lone`` (None: none) is set. Where A's
-    pattern is symmetric the entries are compared in place (mirrored; ``pair``: its result,
-    where made already). ``rows`` (sparse.rows_of of the pair's matrix) and ``keep`` (a flag an
-    entry: neither its row nor its column lone) where made already, ``keep`` in place of ``lone``."""
+    over the entries ``keep`` flags (None: all). Where A's pattern is symmetric the entries are
+    compared in place (mirrored; ``pair``: its result, where made already); ``rows``:
+    sparse.rows_of of the pair's matrix, where made already."""
     A, mirror = pair or mirrored(A, xp)
-    if rows is None and (scale is not None or lone is not None or keep is not None):
+    if rows is None and scale is not None:
         rows = sparse.rows_of(A, xp)
-    if keep is None and lone is not None:
-        keep = ~(lone[rows] | lone[A.indices])
     if mirror is not None:
         a, t = A.data, mirror
         if scale is not None:               # (S A)_ij = s_i a_ij against (S A)_ji = s_j a_ji
@@ -222,9 +219,9 @@ def diagonal_scaling(A, d, xp, base=None, allsum=None):
     inverse = 1 / xp.where(d != 0, d, 1)
     lone = sparse.l1_norms(A, xp) - xp.abs(d) == 0
     rows = sparse.rows_of(pair[0], xp)                  # both measures' rows and entries kept, once
-    keep = ~(lone[rows] | lone[pair[0].indices])
-    sums = numpy.array(_asymmetry_sums(A, xp, base, pair, rows=rows, keep=keep) +
-                       _asymmetry_sums(A, xp, inverse, pair, rows=rows, keep=keep))
+    keep = ~(lone[rows] | lone[pair[0].indices])        # the couplings of neither a lone row nor column
+    sums = numpy.array(_asymmetry_sums(A, xp, base, pair, rows, keep) +
+                       _asymmetry_sums(A, xp, inverse, pair, rows, keep))
     k0, s0, k1, s1 = allsum(sums) if allsum else sums
     before, after = _ratio(k0, s0), _ratio(k1, s1)
     return (inverse if before > 1e-12 and after <= DIAGONAL_GAIN * before else None), before, after

@@ -300,7 +300,7 @@ def _dirichlet_rows(m, bs=1):
 def test_mis_leaves_nodes_coupled_to_nothing_out(bs, nsmooths):
     """mis aggregates put no node coupled to nothing (a corner's identity row) in an aggregate; the
     hierarchy gives it an empty row of the tentative prolongation, unsmoothed as smoothed, scalar
-    as a system of components (the aggregates of components once sent it to coarse unknown -bs,
+    as a system of components (aggregates of the components would send it to coarse unknown -bs:
     a SciPy ValueError at setup on ksp ex45 and ex55 with -pc_amg_aggregation mis). The cycle
     converges to the direct solve's answer."""
     A = _dirichlet_rows(30, bs)

@@ -245,9 +245,9 @@ def test_kcycle_under_gmres_never_a_silent_wrong_answer(tutorials, ksp, ranks):
 @pytest.mark.parametrize("nsmooths", ["0", "1"])
 def test_mis_aggregation_on_identity_rows(tutorials, nsmooths, ranks):
     """-pc_amg_aggregation mis on ex45, whose boundary points have identity rows and whose edge
-    points no interior row reaches: mis leaves those in no aggregate, which the unsmoothed
-    hierarchy sent to coarse unknown -1 (a SciPy ValueError at setup, 'negative axis 0 index'). Now
-    the tentative prolongation has empty rows for them, and the answer is at rtol."""
+    points no interior row reaches: mis leaves those in no aggregate, and the tentative
+    prolongation has empty rows for them (aggregates of the components would send them to coarse
+    unknown -1: a SciPy ValueError at setup, 'negative axis 0 index'). The answer is at rtol."""
     res, out = solve(tutorials["ex45"], ranks, "AMG", "cg", 2, "-pc_amg_aggregation", "mis",
                      "-pc_amg_agg_nsmooths", nsmooths)
     assert res.returncode == 0, out
