@@ -110,7 +110,7 @@ def rigid_body_modes(coords, xp):
     an (n dim) x m array, unknowns node by node (PETSc's MatNullSpaceCreateRigidBody): the dim
     translations and the rotations (1 in 2D, 3 in 3D), about the centroid."""
     n, dim = coords.shape
-    x = coords - backend.column_reduce(coords, "mean")
+    x = coords - backend.column_reduce(coords, "mean") if n else coords      # a rank may hold no nodes
     m = 3 if dim == 2 else 6
     B = xp.zeros((n, dim, m))
     for a in range(dim):

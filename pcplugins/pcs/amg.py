@@ -21,7 +21,7 @@ fcg computes its VecMTDot on the host there.
 import numpy
 
 from .. import backend
-from ..core import distributed, kcycle, nullspace, smoothed, sparse
+from ..core import distributed, kcycle, nullspace, rows, smoothed, sparse
 from ..petsc import compose, csrcomm, errors, log, mat, options, pcbase, vec
 
 # the first coarse level gathered onto every rank under MPI, for unsmoothed and smoothed aggregation: on
@@ -102,6 +102,9 @@ OPTIONS = [
            f"symmetric and D^-1 A at least {1 / smoothed.DIAGONAL_GAIN:g} times as close to symmetric "
            "(|X - X^T| / |X + X^T|: rows that each carry a coefficient, -rho_i (Laplacian u)_i, as PETSc's ksp ex29 "
            "with -rho); rows: for any matrix; none: never", ("auto", "none", "rows")),
+    options.Option("pc_amg_eliminate_lone_rows", "bool", True,
+           "Take the rows that are their diagonal alone (a boundary value's identity row, as MatZeroRows leaves it) "
+           "out of the hierarchy: solved by their diagonal, their couplings moved to the right-hand side"),
     options.Option("pc_amg_precision", "str", "double",
            "The cycle's arithmetic: single runs it in float32 (complex64 for a complex matrix), about half the "
            "bytes a cycle moves, the setup staying in double; one rank", ("double", "single")),
@@ -117,7 +120,7 @@ class AMG(pcbase.PythonPC):
     def __init__(self):
         super().__init__()
         self._bad = self._run = self.comm = self._run_t = self._graphs_t = self.scaling = None
-        self.empty, self.block_size, self.system, self.rows = False, 1, None, None
+        self.empty, self.block_size, self.system, self.rows, self.lone = False, 1, None, None, None
 
     def create(self, pc):
         compose.accept_set_coordinates(pc)       # PCSetCoordinates reaches this PC as it reaches GAMG
@@ -195,10 +198,16 @@ class AMG(pcbase.PythonPC):
             pcbase.set_failed(pc, True)
 
     def _cycle(self, x, out):
-        out[...] = self.mg.cycle(self._scaled(x))
+        if self.lone is not None:       # the lone rows by their diagonal, the others by the cycle
+            out[...] = self.lone.apply(x, lambda t: self.mg.cycle(self._scaled(t)))
+        else:
+            out[...] = self.mg.cycle(self._scaled(x))
 
     def _cycle_transpose(self, x, out):
-        out[...] = self._scaled(self.mg.cycle_transpose(x))
+        if self.lone is not None:
+            out[...] = self.lone.apply_transpose(x, lambda t: self._scaled(self.mg.cycle_transpose(t)))
+        else:
+            out[...] = self._scaled(self.mg.cycle_transpose(x))
 
     def _scaled(self, x):
         """D x, the right-hand side of D A (``rows`` D: a negative definite A's rows negated, or its
@@ -224,7 +233,9 @@ class AMG(pcbase.PythonPC):
         xp = self.select_device(M)
         self.comm = csrcomm.CSRComm(pc, v["ghost_transport"], self.TITLE)
         A, self.matrix_source = mat.aij_csr(pc, xp, self.comm)
-        self.rows, self.scaling = self._check(A), None
+        n = (A.own if self.comm.size > 1 else A).shape[0]         # this rank's rows
+        A, self.rows = self._check(A, v["eliminate_lone_rows"])
+        self.scaling = None
         scale = self._diagonal_scaling(A, v["diagonal_scaling"])
         self.rows = self.rows if scale is None else scale
         if self.rows is not None:     # D A, copies: PETSc's own arrays (the device CSR) stay as they are
@@ -233,9 +244,11 @@ class AMG(pcbase.PythonPC):
                  if self.comm.size > 1 else sparse.rows_scaled(A, self.rows, xp))
         backend.synchronize(xp)
         t1 = log.clock()
-        mine = A.own if self.comm.size > 1 else A          # this rank's rows and columns
-        n = mine.shape[0]
+        mine = A.own if self.comm.size > 1 else A          # this rank's rows and columns (but lone ones)
         bs, B, coords, source = self._system(pc, M, n, xp)
+        if self.lone is not None:
+            B = None if B is None else B[self.lone.inside]
+            coords = None if coords is None else coords[self.lone.nodes(bs)]
         if v["aggregation"] != "pairwise":
             if len(set(self.comm.allgather(coords is None))) > 1:
                 raise errors.error("pcplugins.AMG: vertex coordinates were found on some ranks only; set them on "
@@ -307,33 +320,16 @@ class AMG(pcbase.PythonPC):
             coords, source = None, "not looked for (-pc_amg_aggregation pairwise)"
         return bs, B, coords, source
 
-    def _check(self, A):
-        """NaN/Inf entries and non-positive diagonals, found on any rank, stop every rank; but for
-        a negative definite matrix (div(k grad u) = -f): a negative diagonal (real part) on every
-        row but rows that are their diagonal alone (PETSc's identity rows of boundary values). Its
-        rows' signs D are returned (else None): the PC is then D A's applied to D x, for an A of
-        negative diagonal everywhere -A's with its output negated (every sweep, transfer and
-        coarse solve of -A gives the negative of A's)."""
-        xp, comm = self.xp, self.comm
-        blocks, first = ((A.own, A.ghost), int(A.starts[comm.rank])) if comm.size > 1 else ((A,), 0)
-        if comm.allmax(int(not all(backend.all_true(xp.isfinite(B.data)) for B in blocks))):
-            raise errors.error("pcplugins.AMG: the matrix has NaN or Inf entries")
-        d = blocks[0].diagonal()
-        negative = d.real < 0
-        if comm.allmax(int(backend.any_true(negative))):
-            off = sparse.l1_norms(blocks[0], xp) + (A.ghost_l1() if comm.size > 1 else 0) - abs(d)
-            if comm.allmin(int(backend.all_true(negative | (off == 0)))):
-                return xp.where(negative, -1, 1).astype(d.dtype)
-        # a complex matrix (Helmholtz-like) needs a diagonal with a positive real part
-        bad = xp.nonzero(d.real <= 0)[0]
-        row = first + int(bad[0]) if bad.size else -1
-        where = [r for r in comm.allgather((row, complex(d[bad[0]]) if bad.size else 0.0)) if r[0] >= 0]
-        if where:
-            value = where[0][1]
-            value = f"{value.real:g}" if not value.imag else f"{value:g}"
-            raise errors.error(f"pcplugins.AMG needs a positive diagonal; row {where[0][0]} has diagonal {value}"
-                               + (" (a complex matrix needs a positive real part)" if d.dtype.kind == "c" else ""))
-        return None
+    def _check(self, A, eliminate):
+        """(the matrix the hierarchy is built of, its rows' signs): rows.finite, the lone rows
+        taken out where ``eliminate`` (``self.lone``), rows.signs; errors PETSc's, on every rank."""
+        try:
+            rows.finite(A, self.xp, self.comm)
+            self.lone = rows.LoneRows.find(A, self.xp, self.comm, self.block_size) if eliminate else None
+            A = A if self.lone is None else self.lone.interior
+            return A, rows.signs(A, self.xp, self.comm, self.lone and self.lone.number)
+        except ValueError as e:
+            raise errors.error(f"pcplugins.AMG: {e}") from None
 
     def _diagonal_scaling(self, A, mode):
         """D^-1, the inverse of A's diagonal on this rank's rows, where -pc_amg_diagonal_scaling
@@ -381,6 +377,8 @@ class AMG(pcbase.PythonPC):
                          "(-ksp_type fcg or fgmres); under cg, gmres or bcgs use -pc_amg_cycle w")
         if self.system:
             notes.append(f"system: {self.system}")
+        if self.lone is not None:
+            notes.append(self.lone.describe() + " (-pc_amg_eliminate_lone_rows)")
         kind = (f"smoothed aggregation AMG ({self.mg.opts.nsmooths} Jacobi step(s) on P)" if self.mg.opts.nsmooths
                 else "unsmoothed aggregation AMG")
         if self.values["precision"] == "single":

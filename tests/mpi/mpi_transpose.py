@@ -3,7 +3,8 @@
     mpiexec -n P python tests/mpi/mpi_transpose.py nx ny|ex53 n [PETSc options]
 
 problems.convection_box((nx, ny), cell Peclet 3), or ksp ex53's matrix of n rows (one asymmetric
-pair, a_{0, n-1}, its two rows on the first and the last rank), split by PETSc's rows. Prints
+pair, a_{0, n-1}, its two rows on the first and the last rank), split by PETSc's rows;
+``-test_lone_rows``: four grid lines of the box made rows of their diagonal alone. Prints
 the largest difference between PCApplyTranspose's columns and the transpose of PCApply's (both
 built column by column, gathered on rank 0), relative to the largest entry, and how far B is from
 B^T (``matrix: difference D asymmetry S levels L``); then KSPSolveTranspose's iterations and the
@@ -31,6 +32,14 @@ else:
     A = convection_box((int(sys.argv[1]), int(sys.argv[2])), 3.0,
                        complex_part=numpy.dtype(PETSc.ScalarType).kind == "c")
 n = A.shape[0]
+if PETSc.Options().getBool("test_lone_rows", False):
+    # grid lines y = 0, 4, ny / 2 and the last made lone rows (their diagonal alone), the others
+    # still coupled to them: lone unknowns among other ranks' ghost columns (rows.py)
+    nx, ny = int(sys.argv[1]), int(sys.argv[2])
+    y = numpy.arange(n) // nx
+    lone = numpy.isin(y, [0, 4, ny // 2, ny - 1])
+    A = (A - A.multiply(lone[:, None]) + A.multiply(numpy.diag(lone).astype(float) * 1.0)).tocsr()
+    A.eliminate_zeros()
 M = meshes.petsc_matrix(A, comm=comm)          # -mat_type from the options, aij by default
 ksp = PETSc.KSP().create(comm=comm)
 ksp.setOperators(M)

@@ -285,7 +285,10 @@ KSP_CASES = [("cg", (45, 2, "interior", 3.0), []),
              ("bcgs", (45, 2, "interior", 3.0), ["-test_negate"]),
              # ksp ex29's rows (rho 1000): the hierarchy of D^-1 A, the global measures deciding
              ("gmres", (33, 2, "rowcoef", 1000.0), []),
-             ("bcgs", (15, 3, "rowcoef", 1000.0), [])]
+             ("bcgs", (15, 3, "rowcoef", 1000.0), []),
+             # the boundary's lone rows (rows.py) taken out on each rank, the interior renumbered
+             ("cg", (33, 2, "petsc", 0.0), []),
+             ("gmres", (15, 3, "petsc", 2.0), ["-pc_amg_aggregation", "pairwise"])]
 
 
 @pytest.mark.parametrize("ksp,problem,options", KSP_CASES, ids=lambda c: "-".join(map(str, c)) if isinstance(
@@ -295,7 +298,8 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
     (-pc_amg_gather_size 0): the solution matches a direct solve and the count stays within two of
     one rank's. Measured on 1-4 ranks: cg 20, 20, 20, 20; bcgs 10, 10, 11, 10; gmres 15, 15, 15, 15;
     gmres on the convection problem 16, 17, 17, 16; a negative definite matrix under bcgs; ksp ex29's
-    rows (the hierarchy of D^-1 A) under gmres and bcgs."""
+    rows (the hierarchy of D^-1 A) under gmres and bcgs; PETSc's boundary rows, lone rows taken out
+    on each rank (rows.py): cg 12, 12, 12, 13 (33^2), pairwise under gmres 11, 12, 12, 12 (15^3)."""
     exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
     its = []
     for P in (1, 2, 3, 4):
@@ -305,6 +309,7 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
         assert "W-cycle" in str(got["view"]), got["view"]
         assert ("negative definite" in str(got["view"])) == ("-test_negate" in options)
         assert ("rows scaled" in str(got["view"])) == ("rowcoef" in problem), got["view"]
+        assert ("lone rows" in str(got["view"])) == (problem[2] in ("rowcoef", "petsc")), got["view"]
         assert np.linalg.norm(got["u"] - exact) <= 1e-6 * np.linalg.norm(exact), P
         its.append(int(got["its"]))
     assert max(its) <= its[0] + 2, its
@@ -314,13 +319,17 @@ def test_distributed_amg_under_each_ksp(tmp_path, ksp, problem, options):
 GPU_SMOOTHED = (AMG_CASES[5][0], AMG_CASES[5][1] + ["-pc_amg_agg_nsmooths", "1"])
 
 
+# PETSc's boundary rows: lone rows taken out on the device (rows.py), the interior renumbered
+GPU_LONE = ((33, 2, "petsc", 0.0), ["-pc_amg_coarse_size", "10", "-pc_amg_gather_size", "0"])
+
+
 @gpu
-@pytest.mark.parametrize("problem,options", [AMG_CASES[0], AMG_CASES[1], AMG_CASES[3], GPU_SMOOTHED],
+@pytest.mark.parametrize("problem,options", [AMG_CASES[0], AMG_CASES[1], AMG_CASES[3], GPU_SMOOTHED, GPU_LONE],
                          ids=lambda c: "-".join(map(str, c)))
 def test_gpu_distributed_amg(tmp_path, problem, options):
     """The distributed AMG hierarchy on CUDA Vecs (aijcusparse) on 2 and 3 ranks sharing the GPU:
     every coarse matrix is P^T A P, the solution matches a direct solve, and the count is within two
-    of the one-rank GPU count."""
+    of the one-rank GPU count; PETSc's boundary rows taken out (GPU_LONE) as on the host."""
     exact = run(tmp_path, 1, problem, ["-ksp_type", "preonly", "-pc_type", "lu"])["u"]
     ref = run(tmp_path, 1, problem, AMG + options + GPU)
     assert int(ref["reason"]) > 0
@@ -330,6 +339,7 @@ def test_gpu_distributed_amg(tmp_path, problem, options):
         assert 0 <= float(got["galerkin_error"]) < 1e-12, (P, got["galerkin_error"])
         assert np.linalg.norm(got["u"] - exact) <= 1e-6 * np.linalg.norm(exact), P
         assert int(got["its"]) <= int(ref["its"]) + 2, (P, got["its"], ref["its"])
+        assert ("lone rows" in str(got["view"])) == (problem[2] == "petsc"), got["view"]
 
 
 @gpu
@@ -728,6 +738,8 @@ TRANSPOSE_OPTIONS = [
      "-pc_amg_post", "2"],
     # V-cycles below 40 unknowns: the over-correction's asymmetry measure, a global sum
     ["-pc_amg_gather_size", "0", "-pc_amg_kcycle_size", "40", "-pc_amg_agg_nsmooths", "0"],
+    # lone rows taken out (rows.py), some of them other ranks' ghost columns
+    ["-pc_amg_gather_size", "0", "-test_lone_rows"],
 ]
 
 

@@ -858,26 +858,30 @@ def test_rows_scaled_where_each_row_carries_a_coefficient(shape, ksp_type):
     """PETSc's ksp ex29 with -rho 1000 (row i is rho_i times the Laplacian's: nonsymmetric where
     rho jumps): the hierarchy is built of D^-1 A (-pc_amg_diagonal_scaling auto) and converges
     under gmres (right-preconditioned: the true residual's norm), bcgs and the K-cycle under
-    fgmres to 1e-8 in at most 30 iterations (measured: 20, 21, 27; 13, 12, 17; 20, 19, 26). Without
-    the scaling (none) the W-cycle under gmres broke down at 129^2 with a true residual of 2.8, and
-    the K-cycle under fgmres took 187, 116 and 53 iterations: asserted, so that this test fails
-    where the scaling is not what makes the difference."""
+    fgmres to 1e-8 in at most 30 iterations, its boundary rows taken out (measured: 17, 21, 27;
+    10, 13, 19; 17, 19, 24) and kept (-pc_amg_eliminate_lone_rows 0: 20, 21, 27; 13, 12, 17; 20, 19,
+    26). Without the scaling (none), the boundary rows kept, the W-cycle under gmres broke down at
+    129^2 with a true residual of 2.8, and the K-cycle under fgmres took 200, 149 and 54
+    iterations: asserted, so that this test fails where the scaling is not what makes the
+    difference (with the boundary rows taken out: 29, 97, 31)."""
     A, xy = row_coefficient_laplacian(shape, 1000.0)
     rhs = numpy.random.default_rng(3).random(A.shape[0])
     cycle = "k" if ksp_type == "fgmres" else None
     runs = {}
-    for mode in ("auto", "none"):
+    for mode, lone in (("auto", "1"), ("auto", "0"), ("none", "0")):
         with petsc_options({"ksp_pc_side": "right"} if ksp_type == "gmres" else {}):
-            it, res, ksp = amg_solve(A, xy, {"pc_amg_diagonal_scaling": mode}, ksp_type=ksp_type, rtol=1e-8,
-                                     rhs=rhs, cycle=cycle)
-        runs[mode] = (it, res, ksp.getConvergedReason(), "\n".join(ksp.getPC().getPythonContext().describe()))
+            it, res, ksp = amg_solve(A, xy, {"pc_amg_diagonal_scaling": mode, "pc_amg_eliminate_lone_rows": lone},
+                                     ksp_type=ksp_type, rtol=1e-8, rhs=rhs, cycle=cycle)
+        runs[mode, lone] = (it, res, ksp.getConvergedReason(), "\n".join(ksp.getPC().getPythonContext().describe()))
         if mode == "auto" and cycle is None:      # B = B(D^-1 A) D^-1: no PCApplyTranspose by B itself
             assert "scaled" in ksp.getPC().getPythonContext().not_symmetric(ksp.getPC())
-    it, res, reason, text = runs["auto"]
-    assert "rows scaled" in text and "rows scaled" not in runs["none"][3], text
-    assert reason > 0 and res <= 1e-8 and it <= 30, runs["auto"][:3]
+    for lone in "10":
+        it, res, reason, text = runs["auto", lone]
+        assert "rows scaled" in text and ("lone rows" in text) == (lone == "1"), text
+        assert reason > 0 and res <= 1e-8 and it <= 30, runs["auto", lone][:3]
+    assert "rows scaled" not in runs["none", "0"][3]
     if ksp_type == "fgmres":
-        assert runs["none"][0] >= 1.8 * it, (runs["none"][:3], it)
+        assert runs["none", "0"][0] >= 1.8 * it, (runs["none", "0"][:3], it)
 
 
 def test_rows_kept_where_scaling_does_not_symmetrize():
