@@ -103,8 +103,9 @@ OPTIONS = [
            "(|X - X^T| / |X + X^T|: rows that each carry a coefficient, -rho_i (Laplacian u)_i, as PETSc's ksp ex29 "
            "with -rho); rows: for any matrix; none: never", ("auto", "none", "rows")),
     options.Option("pc_amg_eliminate_lone_rows", "bool", True,
-           "Take the rows that are their diagonal alone (a boundary value's identity row, as MatZeroRows leaves it) "
-           "out of the hierarchy: solved by their diagonal, their couplings moved to the right-hand side"),
+           "Take the rows that are their diagonal alone (a boundary value's identity row, as MatZeroRows leaves it; "
+           f"or the other entries together at most {rows.LONE:g} of it, as a penalty's) out of the hierarchy: "
+           "solved by their diagonal, their couplings moved to the right-hand side"),
     options.Option("pc_amg_precision", "str", "double",
            "The cycle's arithmetic: single runs it in float32 (complex64 for a complex matrix), about half the "
            "bytes a cycle moves, the setup staying in double; one rank", ("double", "single")),

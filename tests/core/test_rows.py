@@ -8,27 +8,33 @@ import scipy.sparse as sp
 from pcplugins.core import kcycle, rows
 from pcplugins.core.comm import Comm
 
+from conftest import laplacian
 
-def boundary_rows(shape, coupled=True, diagonal=1.0, bs=1):
+
+def boundary_rows(shape, coupled=True, diagonal=1.0, bs=1, penalty=None):
     """The 5-point Laplacian (plus 0.3 on the diagonal) on a box of ``shape`` points whose boundary
     points have lone rows of ``diagonal`` (an array: one a point, in order); ``coupled``: the
     interior rows keep their couplings to the boundary points (ksp ex45, ts ex15), else they are
     dropped too (MatZeroRowsColumns: A symmetric). ``bs`` > 1: that many copies interleaved node
-    by node, each block's coupling between its components -0.1."""
+    by node, each block's coupling between its components -0.1. ``penalty``: the boundary rows
+    keep the Laplacian's couplings, ``penalty`` added to their diagonal (A symmetric)."""
     nx, ny = shape
-    A = sp.lil_matrix((nx * ny, nx * ny))
     wall = np.zeros(nx * ny, bool)
     for j in range(ny):
         for i in range(nx):
             wall[j * nx + i] = i in (0, nx - 1) or j in (0, ny - 1)
-    d = np.broadcast_to(np.asarray(diagonal, float), (int(wall.sum()),))
-    for k, v in zip(np.nonzero(wall)[0], d):
-        A[k, k] = v
-    for k in np.nonzero(~wall)[0]:
-        A[k, k] = 4.3
-        for q in (k - 1, k + 1, k - nx, k + nx):
-            if coupled or not wall[q]:
-                A[k, q] = -1.0
+    if penalty is not None:
+        A = (laplacian((ny, nx)) + sp.diags(0.3 + penalty * wall)).tolil()
+    else:
+        A = sp.lil_matrix((nx * ny, nx * ny))
+        d = np.broadcast_to(np.asarray(diagonal, float), (int(wall.sum()),))
+        for k, v in zip(np.nonzero(wall)[0], d):
+            A[k, k] = v
+        for k in np.nonzero(~wall)[0]:
+            A[k, k] = 4.3
+            for q in (k - 1, k + 1, k - nx, k + nx):
+                if coupled or not wall[q]:
+                    A[k, q] = -1.0
     A = sp.kron(A.tocsr(), sp.identity(bs), format="csr")
     if bs > 1:
         coupling = np.full((bs, bs), -0.1) + 0.1 * np.eye(bs)            # zero on the block's diagonal
@@ -60,6 +66,27 @@ def test_lone_rows_with_an_exact_inner_solve_invert_A(shape, coupled, diagonal, 
     assert np.allclose(y, np.linalg.solve(dense, b), rtol=1e-10, atol=1e-12)
     y = L.apply_transpose(b, lambda t: np.linalg.solve(inner.T, t))
     assert np.allclose(y, np.linalg.solve(dense.T, b), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalty", [1e7, 1e30])
+def test_penalty_rows_are_lone(penalty):
+    """A penalty's boundary rows (the Laplacian's couplings kept, ``penalty`` on the diagonal) are
+    lone (couplings at most rows.LONE of the diagonal); (2) with an exact inner solve is then the
+    inverse of A with their couplings dropped, within rows.LONE of A^-1 on the interior."""
+    A, wall = boundary_rows((9, 7), penalty=penalty)
+    L = rows.LoneRows.find(A, np, Comm())
+    assert np.array_equal(L.lone, wall) and L.coupled
+    dense = A.toarray()
+    inner = dense[~wall][:, ~wall]
+    dropped = dense.copy()
+    dropped[wall] = np.diag(np.diag(dense))[wall]
+    b = np.random.default_rng(2).standard_normal(A.shape[0])
+    y = L.apply(b, lambda t: np.linalg.solve(inner, t))
+    assert np.allclose(y, np.linalg.solve(dropped, b), rtol=1e-12, atol=1e-14)
+    exact = np.linalg.solve(dense, b)
+    assert np.linalg.norm((y - exact)[~wall]) <= 10 * rows.LONE * np.linalg.norm(exact)
+    weak, _ = boundary_rows((9, 7), penalty=1e4)           # couplings 2-3e-4 of the diagonal: not lone
+    assert rows.LoneRows.find(weak, np, Comm()) is None
 
 
 def test_what_is_not_a_lone_row():
