@@ -66,16 +66,12 @@ def _spd_inverse(d, eye, xp):
     that is not positive definite, whose factor has NaNs); on the GPU nothing waits for it. Cholesky
     and one triangular solve take about 0.6 of LU's time on a GPU at the AMG's coarse size, and the
     coarse matrices of symmetric positive definite problems are. (None, False) for a complex or empty
-    d, and on the host for a d that is not symmetric (checked first there: it costs no wait)."""
-    if d.dtype.kind == "c" or not d.size:
+    d, and on the host, where LU (NumPy's) costs little at these sizes and SciPy's triangular solve
+    would import scipy.linalg, a tenth of a second at a process's first setup."""
+    if d.dtype.kind == "c" or not d.size or not backend.is_gpu(xp):
         return None, False
+    from cupyx.scipy.linalg import solve_triangular
     symmetric = xp.abs(d - d.T).max() <= 1e-12 * xp.abs(d).max()
-    if backend.is_gpu(xp):
-        from cupyx.scipy.linalg import solve_triangular
-    else:
-        from scipy.linalg import solve_triangular
-        if not symmetric:
-            return None, False
     try:
         Y = solve_triangular(xp.linalg.cholesky(d), eye, lower=True)
     except numpy.linalg.LinAlgError:
