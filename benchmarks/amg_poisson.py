@@ -2,7 +2,7 @@
 PETSc GAMG (cg) and CG + Jacobi, side by side in one run, to a true relative residual of 1e-6
 (unpreconditioned norm for every solver), random right-hand side.
 
-    [mpiexec -n P] python benchmarks/amg_poisson.py [-cases 2d,3d,mesh,elasticity2d,elasticity3d]
+    [mpiexec -n P] python benchmarks/amg_poisson.py [-cases 2d,2dbc,3d,mesh,elasticity2d,elasticity3d]
                          [-n2 2048] [-n3 129] [-mesh_n 1000] [-ne2 256] [-ne3 32]
                          [-vec gpu|cpu] [-skip name,...] [-repeat 1] [-out benchmarks/results/x.json]
 
@@ -10,7 +10,8 @@ pyamg (smoothed aggregation on the host, its CG) runs beside them where it is in
 The K-cycle is nonlinear, so fcg is its outer method; cg and fgmres run beside it because PETSc
 3.26's fcg computes its VecMTDot on the host for CUDA vectors (two vectors copied down per
 iteration, seen with -log_view).
-Cases: 2D 5-point Laplacian on an n2 x n2 grid, 3D 7-point on n3^3, P1 finite elements on a
+Cases: 2D 5-point Laplacian on an n2 x n2 grid (2dbc: its boundary points' rows identity rows, the
+interior rows still coupled to them, as PETSc's DMDA tutorials assemble it), 3D 7-point on n3^3, P1 finite elements on a
 quasi-uniform Delaunay mesh of (mesh_n + 1)^2 points (examples/meshes.py), and (not by default)
 Q1 linear elasticity on ne2^2 / ne3^3 elements (examples/elasticity.py: block size = dimension,
 the rigid body modes set as the near null space, as PETSc's ksp ex56 does; pyamg gets them as B).
@@ -71,6 +72,11 @@ CONFIGS = {
     "pcplugins.AMG (pairwise, W-cycle, cg)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg",
                                                   pc_amg_cycle="w"),
     "pcplugins.AMG (smoothed, W-cycle, cg)": dict(AMG, pc_amg_agg_nsmooths=1, ksp_type="cg", pc_amg_cycle="w"),
+    # the boundary case's identity rows left in the hierarchy (core/rows.py)
+    "pcplugins.AMG (auxgrid, W-cycle, cg, lone rows kept)": dict(AMG, pc_amg_aggregation="auxgrid", ksp_type="cg",
+                                                                 pc_amg_cycle="w", pc_amg_eliminate_lone_rows=0),
+    "pcplugins.AMG (pairwise, W-cycle, cg, lone rows kept)": dict(AMG, pc_amg_aggregation="pairwise", ksp_type="cg",
+                                                                  pc_amg_cycle="w", pc_amg_eliminate_lone_rows=0),
     "PETSc GAMG": {"ksp_type": "cg", "pc_type": "gamg"},
     "CG + Jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
     "pyamg smoothed aggregation (CPU, its CG)": {"pyamg": True},
@@ -94,6 +100,12 @@ def problem(case, opts):
     if case == "2d":
         n = opts.getInt("n2", 2048)
         return f"2D 5-point {n}^2", *laplacian(n, 2), 1
+    if case == "2dbc":          # PETSc's way: the boundary points' rows identity, the interior coupled to them
+        n = opts.getInt("n2", 2048)
+        A, g = laplacian(n, 2)
+        wall = ((g == 0) | (g == n - 1)).any(axis=1)
+        A = (scipy.sparse.diags(wall.astype(float)) + scipy.sparse.diags((~wall).astype(float)) @ A).tocsr()
+        return f"2D 5-point {n}^2, identity rows on the boundary", A, g, 1
     if case == "3d":
         n = opts.getInt("n3", 129)
         return f"3D 7-point {n}^3", *laplacian(n, 3), 1
