@@ -75,15 +75,13 @@ def signs(A, xp, comm, number=None):
     return None
 
 
-def _taken(M, r, rows, keep, columns, width, xp):
-    """The entries of CSR ``M`` (``r``: their rows, sparse.rows_of) in the rows ``rows`` (a
-    boolean per row) and where ``keep`` (a boolean per entry), row k of the result the k-th row
-    taken, column c becoming ``columns[c]`` (None: c), ``width`` columns. Entries keep their
-    order, so canonical rows stay canonical."""
-    keep = keep & rows[r]
-    at = xp.cumsum(rows) - 1                      # a taken row's place
-    n = int(rows.sum())
-    counts = xp.bincount(at[r[keep]], minlength=n) if n else xp.zeros(0, numpy.int64)
+def _taken(M, r, keep, place, n, columns, width, xp):
+    """The entries of CSR ``M`` where ``keep`` (a boolean per entry; ``r``: the entries' rows,
+    sparse.rows_of), row i becoming row ``place[i]`` of ``n`` (None: i) and column c
+    ``columns[c]`` (None: c) of ``width``. Entries keep their order, so canonical rows stay
+    canonical."""
+    rows = r[keep] if place is None else place[r[keep]]
+    counts = xp.bincount(rows, minlength=n) if n else xp.zeros(0, numpy.int64)
     indptr = xp.concatenate([xp.zeros(1, numpy.int64), xp.cumsum(counts)]).astype(M.indptr.dtype)
     c = M.indices[keep]
     c = (columns[c] if columns is not None else c).astype(M.indices.dtype)
@@ -110,10 +108,10 @@ class LoneRows:
         n, m = own.shape[0], int(self.I.size)
         # A_IL on A's own numbering (n x n, rows I, columns L): the product (2) takes the
         # whole vector, and on several ranks A's exchange brings the other ranks' lone values
-        everything = xp.ones(n, bool)
-        coupling = [_taken(own, r, everything, self.inside[r] & lone[own.indices], None, n, xp)]
+        inside, to_lone = self.inside[r], lone[own.indices]
+        coupling = [_taken(own, r, inside & to_lone, None, n, None, n, xp)]
         renumbered = xp.cumsum(self.inside) - 1
-        own_ii = _taken(own, r, self.inside, self.inside[own.indices], renumbered, m, xp)
+        own_ii = _taken(own, r, inside & ~to_lone, renumbered, m, renumbered, m, xp)
         if not parallel:
             self.interior = own_ii
         else:
@@ -123,11 +121,12 @@ class LoneRows:
             number = xp.where(lone, -1, number)
             ghost_number = backend.to_host(A.halo(number)).astype(numpy.int64)     # -1: a lone ghost
             ghost_lone = xp.asarray(ghost_number < 0)
-            coupling.append(_taken(G, gr, everything, self.inside[gr] & ghost_lone[G.indices], None, G.shape[1], xp))
+            inside, to_lone = self.inside[gr], ghost_lone[G.indices]
+            coupling.append(_taken(G, gr, inside & to_lone, None, n, None, G.shape[1], xp))
             kept = ghost_number[ghost_number >= 0]        # increasing: the renumbering keeps the order
             place = numpy.full(ghost_number.size, -1, numpy.int64)
             place[ghost_number >= 0] = numpy.arange(kept.size)
-            ghost_ii = _taken(G, gr, self.inside, ~ghost_lone[G.indices], xp.asarray(place), kept.size, xp)
+            ghost_ii = _taken(G, gr, inside & ~to_lone, renumbered, m, xp.asarray(place), kept.size, xp)
             self.interior = distributed.Rows(own_ii, ghost_ii, kept, starts, comm, xp)
             coupling = distributed.Rows(coupling[0], coupling[1], A.ghosts, A.starts, comm, xp, halo=A.halo)
         self.coupling = coupling if parallel else coupling[0]
