@@ -96,10 +96,11 @@ class LoneRows:
     the lone rows of every rank. ``find`` builds one where A has some, on whole nodes of
     ``block_size`` unknowns."""
 
-    def __init__(self, A, xp, comm, lone, d, r):
-        """``d``: A's diagonal on this rank, ``r`` the rows of its own block's entries."""
+    def __init__(self, A, xp, comm, lone, d):
+        """``d``: A's diagonal on this rank."""
         parallel = isinstance(A, distributed.Rows)
         own = A.own if parallel else A
+        r = sparse.rows_of(own, xp)
         self.xp, self.comm, self.parallel = xp, comm, parallel
         self.lone, self.inside = lone, ~lone
         self.count = comm.allsum(int(lone.sum()))
@@ -113,7 +114,7 @@ class LoneRows:
         renumbered = xp.cumsum(self.inside) - 1
         own_ii = _taken(own, r, inside & ~to_lone, renumbered, m, renumbered, m, xp)
         if not parallel:
-            self.interior = own_ii
+            self.interior, self.coupling = own_ii, coupling[0]
         else:
             G, gr = A.ghost, sparse.rows_of(A.ghost, xp)
             starts = distributed.starts_of(m, comm)
@@ -128,8 +129,7 @@ class LoneRows:
             place[ghost_number >= 0] = numpy.arange(kept.size)
             ghost_ii = _taken(G, gr, inside & ~to_lone, renumbered, m, xp.asarray(place), kept.size, xp)
             self.interior = distributed.Rows(own_ii, ghost_ii, kept, starts, comm, xp)
-            coupling = distributed.Rows(coupling[0], coupling[1], A.ghosts, A.starts, comm, xp, halo=A.halo)
-        self.coupling = coupling if parallel else coupling[0]
+            self.coupling = distributed.Rows(coupling[0], coupling[1], A.ghosts, A.starts, comm, xp, halo=A.halo)
         self.coupled = comm.allsum(sum(int(B.nnz) for B in (
             (self.coupling.own, self.coupling.ghost) if parallel else (self.coupling,)))) > 0
         self.first = int(A.starts[comm.rank]) if parallel else 0
@@ -145,7 +145,6 @@ class LoneRows:
         parallel = isinstance(A, distributed.Rows)
         own = A.own if parallel else A
         n = own.shape[0]
-        r = sparse.rows_of(own, xp)
         d = own.diagonal()
         couplings = sparse.l1_norms(own, xp) - abs(d) + (A.ghost_l1() if parallel else 0)
         lone = (couplings <= LONE * abs(d)) & (d != 0)
@@ -156,7 +155,7 @@ class LoneRows:
             return None
         if parallel and backend.is_gpu(xp) and comm.allmin(inside) == 0:
             return None           # the device kernels are not run on empty ranks (petsc/mat.py)
-        return cls(A, xp, comm, lone, d, r)
+        return cls(A, xp, comm, lone, d)
 
     def nodes(self, block_size):
         """This rank's nodes that stay (a boolean per node of ``block_size`` unknowns)."""
